@@ -1,0 +1,1 @@
+"""Fakes at the hardware boundary: a sysfs tree in a directory, a pynvml module."""

@@ -1,0 +1,226 @@
+"""A fake `pynvml` module: the real constants, error classes and ctypes structs, fake GPUs.
+
+Everything that is data in the real module (NVML_* constants, clock-reason bits, NVMLError and
+its per-code subclasses, c_nvmlFieldValue_t, c_nvmlMemory_t) is taken from the installed
+nvidia-ml-py, so the backend is tested against the same types it meets on a real driver. Only
+the functions that would call libnvidia-ml are replaced, driven by a scriptable `FakeGpu`.
+Like the real library, every call before nvmlInit() fails with NVMLError_Uninitialized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pynvml as real
+
+# An H100 SXM-like list, descending as NVML returns it (15 MHz steps from 1980 to 345 MHz);
+# the duplicate checks that the backend deduplicates.
+H100_GRAPHICS_CLOCKS_MHZ = [*range(1980, 344, -15), 345]
+
+
+@dataclass
+class FakeGpu:
+    """What one fake GPU reports and how it reacts to clock locks."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    memory_clocks_mhz: list[int] = field(default_factory=lambda: [2619, 1593])
+    graphics_clocks_mhz: dict[int, list[int]] = field(
+        default_factory=lambda: {2619: list(H100_GRAPHICS_CLOCKS_MHZ), 1593: [1410, 1200, 345]}
+    )
+    idle_clock_mhz: int = 345
+    clock_mhz: int = 345
+    #: nvmlDeviceGetPowerUsage (mW, a 1 s average on Ampere+)
+    power_mw: int = 72_000
+    #: NVML_FI_DEV_POWER_INSTANT (mW); None: the field reports NOT_SUPPORTED
+    instant_power_mw: int | None = 74_500
+    #: total energy (mJ); None: NotSupported (pre-Volta)
+    energy_mj: int | None = 123_456_789
+    memory_total: int = 85_520_809_984
+    memory_free: int = 84_000_000_000
+    power_limit_mw: int = 700_000
+    clock_reasons: int = real.nvmlClocksEventReasonGpuIdle
+    #: setters raise NVMLError_NoPermission (not root)
+    deny_set: bool = False
+    #: setters raise NVMLError_NotSupported (e.g. a GeForce without locked clocks)
+    locking_supported: bool = True
+    #: a power/thermal limit: a lock above it runs at cap_mhz with SwPowerCap set
+    cap_mhz: int | None = None
+    #: the GPU sits idle after a lock and reports its idle clock (GpuIdle) until work arrives
+    idle_after_lock: bool = False
+    locked_mhz: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class FakeHandle:
+    """Stands for an nvmlDevice_t."""
+
+    index: int
+
+
+def _error(code: int) -> real.NVMLError:
+    # The real NVMLError maps a code to its subclass (NVMLError_NoPermission, ...).
+    return real.NVMLError(code)
+
+
+class FakeNvml(ModuleType):
+    """A module with pynvml's names; pass it as ``pynvml_module=``."""
+
+    def __init__(
+        self,
+        gpus: list[FakeGpu] | None = None,
+        library_missing: bool = False,
+        event_reasons_api: bool = True,
+    ) -> None:
+        super().__init__("pynvml", __doc__)
+        for attribute in dir(real):
+            value = getattr(real, attribute)
+            constant = attribute.startswith(("NVML_", "nvmlClocks")) and isinstance(value, int)
+            error_class = attribute.startswith("NVMLError")
+            if constant or error_class or attribute.startswith("c_nvml"):
+                setattr(self, attribute, value)
+        self.gpus = [FakeGpu()] if gpus is None else gpus
+        self.library_missing = library_missing
+        self.init_count = 0
+        #: names of every function called, in order
+        self.calls: list[str] = []
+        if not event_reasons_api:
+            # Drivers older than r535 lack the entry point; pynvml raises FunctionNotFound.
+            self.nvmlDeviceGetCurrentClocksEventReasons = self._function_not_found
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    @property
+    def setter_calls(self) -> list[str]:
+        """Calls that change GPU state."""
+        return [c for c in self.calls if c.startswith(("nvmlDeviceSet", "nvmlDeviceReset"))]
+
+    def _enter(self, name: str) -> None:
+        self.calls.append(name)
+        if self.init_count == 0:
+            raise _error(real.NVML_ERROR_UNINITIALIZED)
+
+    def _gpu(self, handle: FakeHandle) -> FakeGpu:
+        return self.gpus[handle.index]
+
+    def _function_not_found(self, handle: FakeHandle) -> int:
+        self.calls.append("nvmlDeviceGetCurrentClocksEventReasons")
+        raise _error(real.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    # -- library -------------------------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        self.calls.append("nvmlInit")
+        if self.library_missing:
+            raise _error(real.NVML_ERROR_LIBRARY_NOT_FOUND)
+        self.init_count += 1
+
+    def nvmlShutdown(self) -> None:
+        self._enter("nvmlShutdown")
+        self.init_count -= 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._enter("nvmlDeviceGetCount")
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        self._enter("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self.gpus):
+            raise _error(real.NVML_ERROR_INVALID_ARGUMENT)
+        return FakeHandle(index)
+
+    # -- reads ---------------------------------------------------------------------------------
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
+        self._enter("nvmlDeviceGetName")
+        return self._gpu(handle).name
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: FakeHandle) -> list[int]:
+        self._enter("nvmlDeviceGetSupportedMemoryClocks")
+        return list(self._gpu(handle).memory_clocks_mhz)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: FakeHandle, memory_mhz: int) -> list:
+        self._enter("nvmlDeviceGetSupportedGraphicsClocks")
+        clocks = self._gpu(handle).graphics_clocks_mhz.get(memory_mhz)
+        if clocks is None:
+            raise _error(real.NVML_ERROR_NOT_FOUND)
+        return list(clocks)
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock_type: int) -> int:
+        self._enter("nvmlDeviceGetClockInfo")
+        if clock_type != real.NVML_CLOCK_GRAPHICS:
+            raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+        return self._gpu(handle).clock_mhz
+
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetPowerUsage")
+        return self._gpu(handle).power_mw
+
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
+        self._enter("nvmlDeviceGetFieldValues")
+        gpu = self._gpu(handle)
+        values = (real.c_nvmlFieldValue_t * len(field_ids))()
+        for value, field_id in zip(values, field_ids, strict=True):
+            value.fieldId = field_id
+            if field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.instant_power_mw is not None:
+                value.nvmlReturn = real.NVML_SUCCESS
+                value.valueType = real.NVML_VALUE_TYPE_UNSIGNED_INT
+                value.value.uiVal = gpu.instant_power_mw
+            else:
+                value.nvmlReturn = real.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetTotalEnergyConsumption")
+        gpu = self._gpu(handle)
+        if gpu.energy_mj is None:
+            raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+        return gpu.energy_mj
+
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlDeviceGetMemoryInfo")
+        gpu = self._gpu(handle)
+        return real.c_nvmlMemory_t(
+            gpu.memory_total, gpu.memory_free, gpu.memory_total - gpu.memory_free
+        )
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetCurrentClocksEventReasons")
+        return self._gpu(handle).clock_reasons
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return self._gpu(handle).clock_reasons
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetPowerManagementLimit")
+        return self._gpu(handle).power_limit_mw
+
+    # -- setters -------------------------------------------------------------------------------
+    def _check_set(self, gpu: FakeGpu) -> None:
+        if gpu.deny_set:
+            raise _error(real.NVML_ERROR_NO_PERMISSION)
+        if not gpu.locking_supported:
+            raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: FakeHandle, min_mhz: int, max_mhz: int) -> None:
+        self._enter("nvmlDeviceSetGpuLockedClocks")
+        gpu = self._gpu(handle)
+        self._check_set(gpu)
+        gpu.locked_mhz = (min_mhz, max_mhz)
+        reasons = real.nvmlClocksEventReasonApplicationsClocksSetting
+        if gpu.idle_after_lock:
+            gpu.clock_mhz = gpu.idle_clock_mhz
+            reasons |= real.nvmlClocksEventReasonGpuIdle
+        elif gpu.cap_mhz is not None and gpu.cap_mhz < max_mhz:
+            gpu.clock_mhz = gpu.cap_mhz
+            reasons |= real.nvmlClocksEventReasonSwPowerCap
+        else:
+            gpu.clock_mhz = max_mhz
+        gpu.clock_reasons = reasons
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: FakeHandle) -> None:
+        self._enter("nvmlDeviceResetGpuLockedClocks")
+        gpu = self._gpu(handle)
+        self._check_set(gpu)
+        gpu.locked_mhz = None
+        gpu.clock_mhz = gpu.idle_clock_mhz
+        gpu.clock_reasons = real.nvmlClocksEventReasonGpuIdle

@@ -1,0 +1,69 @@
+"""Device layer: one interface, several backends. `get_device` picks one by name."""
+
+from __future__ import annotations
+
+from wattcap.devices.base import (
+    Device,
+    DeviceError,
+    DeviceNotFoundError,
+    DeviceOutOfMemoryError,
+    DevicePermissionError,
+    FrequencyNotFollowedError,
+    PowerReading,
+    SensorMissingError,
+)
+from wattcap.devices.emulated import Drift, EmulatedDevice
+from wattcap.devices.spec import DeviceSpec, list_specs, load_spec
+
+__all__ = [
+    "Device", "DeviceError", "DeviceNotFoundError", "DeviceOutOfMemoryError",
+    "DevicePermissionError", "DeviceSpec", "Drift", "EmulatedDevice",
+    "FrequencyNotFollowedError", "PowerReading", "SensorMissingError", "get_device",
+    "list_specs", "load_spec",
+]
+
+
+def get_device(
+    name: str = "auto",
+    *,
+    power_mode: str | None = None,
+    dry_run: bool = False,
+    seed: int = 0,
+    drift: Drift | None = None,
+    sysfs_root: str = "/",
+) -> Device:
+    """A device by name: "emulated:<spec>", "jetson", "nvml:<index>", or "auto".
+
+    "auto" picks a Jetson if its devfreq GPU node exists, else the first NVML GPU, else the
+    emulated Jetson Nano (and says so in the device's notes).
+    """
+    if name.startswith("emulated"):
+        _, _, spec = name.partition(":")
+        return EmulatedDevice(spec or "jetson-nano", power_mode=power_mode, seed=seed, drift=drift)
+    if name == "jetson":
+        from wattcap.devices.jetson import JetsonDevice
+
+        return JetsonDevice(sysfs_root=sysfs_root, dry_run=dry_run)
+    if name.startswith("nvml"):
+        from wattcap.devices.nvml import NvmlDevice
+
+        _, _, index = name.partition(":")
+        return NvmlDevice(int(index or 0), dry_run=dry_run)
+    if name == "auto":
+        from wattcap.devices.jetson import discover_jetson
+        from wattcap.devices.nvml import list_nvml_devices
+
+        jetson = discover_jetson(sysfs_root)
+        if jetson is not None:
+            return jetson
+        if list_nvml_devices():
+            from wattcap.devices.nvml import NvmlDevice
+
+            return NvmlDevice(0, dry_run=dry_run)
+        return EmulatedDevice("jetson-nano", power_mode=power_mode, seed=seed, drift=drift)
+    raise DeviceNotFoundError(
+        f"unknown device {name!r}",
+        hint="use auto, jetson, nvml:<index> or emulated:<"
+        + "|".join(list_specs())
+        + ">",
+    )

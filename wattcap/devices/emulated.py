@@ -1,0 +1,307 @@
+"""The emulated device: a physics model of a Jetson-class GPU (DESIGN §3), driven by the real
+workload of a real model. Training math runs for real on the CPU; time and power come from the
+model, on a virtual device clock.
+
+One step at batch b and frequency f is three phases, each with its own power:
+
+* host: the CPU launches `kernels` kernels (fixed time; GPU nearly idle);
+* busy: forward + backward, max(compute_s, memory_s), where
+  compute_s = flops / (peak(f) · occupancy(b)), peak ∝ f, occupancy = b / (b + b_half);
+* optimizer: the memory-bound Adam update (fixed time).
+
+Power in a phase = idle + cpu + dram · (bytes/s ÷ bandwidth) + static(V(f))
+                   + dyn_max · (V(f)/V_max)² · (f/f_max) · activity.
+
+The power sensor, like an INA3221, reports every `sensor_period_s` the average power over its
+last period plus noise, so a long busy phase shows at its full power while short phases are
+averaged. A `Drift` makes the device change mid-run (thermal derating), for the runtime's
+drift detection to find.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wattcap.devices.base import (
+    Device,
+    DeviceError,
+    DeviceInfo,
+    DeviceOutOfMemoryError,
+    PowerReading,
+)
+from wattcap.devices.spec import DeviceSpec, load_spec
+
+if TYPE_CHECKING:
+    from wattcap.workload import StepCost
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A change of the device after `after_s` device seconds (e.g. thermal derating)."""
+
+    after_s: float
+    speed_factor: float = 1.0  # multiplies achievable FLOP/s (throttling < 1)
+    power_factor: float = 1.0  # multiplies GPU power (hot silicon leaks more > 1)
+    description: str = "thermal derating"
+
+
+@dataclass(frozen=True)
+class PhasePower:
+    """Duration and power of one phase of a step at one frequency."""
+
+    name: str
+    duration_s: float
+    power_w: float
+
+
+class EmulatedDevice(Device):
+    """A device whose time and power come from `DeviceSpec` physics on a virtual clock."""
+
+    kind = "emulated"
+    timing_needs_real_work = False
+
+    def __init__(
+        self,
+        spec: DeviceSpec | str = "jetson-nano",
+        power_mode: str | None = None,
+        seed: int = 0,
+        drift: Drift | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec = load_spec(spec) if isinstance(spec, str) else spec
+        self.name = self.spec.name
+        mode = power_mode or self.spec.default_power_mode
+        if mode not in self.spec.power_modes:
+            raise DeviceError(
+                f"{self.name}: unknown power mode {mode!r}",
+                hint=f"use one of {', '.join(self.spec.power_modes)}",
+            )
+        self.power_mode = mode
+        ceiling_hz = self.spec.power_modes[mode].gpu_max_hz
+        self._frequencies_hz = [f for f in self.spec.frequencies_hz if f <= ceiling_hz]
+        self._initial_hz = self._frequencies_hz[-1]
+        self._frequency_hz = self._initial_hz
+        self.drift = drift
+        self._rng = random.Random(seed)
+        self._clock_s = 0.0
+        self._next_tick_s = self.spec.sensor_period_s
+        # (start_s, end_s, power_w) of the recent past: enough for one sensor window
+        self._segments: deque[tuple[float, float, float]] = deque()
+        self._last_reading: PowerReading | None = None
+        self.true_energy_j = 0.0
+        self.frequency_log: list[tuple[float, int]] = []
+
+    # -- frequencies ---------------------------------------------------------------------------
+    def frequencies_hz(self) -> list[int]:
+        return list(self._frequencies_hz)
+
+    def current_frequency_hz(self) -> int:
+        return self._frequency_hz
+
+    def set_frequency_hz(self, frequency_hz: int) -> int:
+        if frequency_hz not in self._frequencies_hz:
+            raise DeviceError(
+                f"{self.name}: {frequency_hz / 1e6:.1f} MHz is not available in power mode "
+                f"{self.power_mode}",
+                hint="choose one of: "
+                + ", ".join(f"{f / 1e6:.1f}" for f in self._frequencies_hz)
+                + " MHz",
+            )
+        if frequency_hz != self._frequency_hz:
+            self._frequency_hz = frequency_hz
+            self.frequency_log.append((self._clock_s, frequency_hz))
+        return frequency_hz
+
+    def restore(self) -> None:
+        self._frequency_hz = self._initial_hz
+
+    # -- power ---------------------------------------------------------------------------------
+    @property
+    def sensor_period_s(self) -> float:
+        return self.spec.sensor_period_s
+
+    @property
+    def sensor_rail(self) -> str:
+        return self.spec.sensor_rail
+
+    def read_power_w(self) -> float:
+        if self._last_reading is None:
+            return self.idle_power_w(self._frequency_hz)
+        return self._last_reading.power_w
+
+    def _start_ticks(self) -> None:
+        """Ticks come from the virtual clock as it advances: no thread."""
+
+    def _stop_ticks(self) -> None:
+        """Nothing to stop."""
+
+    # -- memory and time -----------------------------------------------------------------------
+    def memory_bytes(self) -> int:
+        return self.spec.memory_usable_bytes
+
+    def now_s(self) -> float:
+        return self._clock_s
+
+    def info(self) -> DeviceInfo:
+        info = super().info()
+        info.kind = "emulated"
+        info.power_mode = self.power_mode
+        info.notes.append(self.spec.description)
+        return info
+
+    # -- physics -------------------------------------------------------------------------------
+    def _drifted(self) -> tuple[float, float]:
+        if self.drift is not None and self._clock_s >= self.drift.after_s:
+            return self.drift.speed_factor, self.drift.power_factor
+        return 1.0, 1.0
+
+    def _power_w(self, frequency_hz: int, activity: float, dram_use: float) -> float:
+        spec = self.spec
+        _, power_factor = self._drifted()
+        v_ratio = spec.voltage_curve.at(frequency_hz) / spec.voltage_curve.at(spec.f_max_hz)
+        gpu_w = spec.gpu_static_max_w * v_ratio**2 + spec.gpu_dyn_max_w * v_ratio**2 * (
+            frequency_hz / spec.f_max_hz
+        ) * activity
+        return spec.idle_w + spec.dram_max_w * min(1.0, dram_use) + gpu_w * power_factor
+
+    def idle_power_w(self, frequency_hz: int | None = None) -> float:
+        """Power of the device doing nothing at a locked frequency."""
+        return self._power_w(frequency_hz or self._frequency_hz, 0.0, 0.0)
+
+    def occupancy(self, cost: StepCost) -> float:
+        """Share of peak compute a step's kernels reach: saturates in the batch size."""
+        b_half = self.spec.fill_flops_per_kernel / max(cost.flops_per_kernel_per_sample, 1.0)
+        return cost.batch_size / (cost.batch_size + b_half)
+
+    def power_activity(self, cost: StepCost) -> float:
+        """GPU switching activity in the busy phase: keeps rising with b after throughput
+        saturates (see spec source of power_activity_batch_factor)."""
+        b_half = self.spec.fill_flops_per_kernel / max(cost.flops_per_kernel_per_sample, 1.0)
+        b_half *= self.spec.power_activity_batch_factor
+        return cost.batch_size / (cost.batch_size + b_half)
+
+    def phases(self, cost: StepCost, frequency_hz: int) -> list[PhasePower]:
+        """The three phases of a step at a frequency, with their durations and power."""
+        spec = self.spec
+        speed_factor, _ = self._drifted()
+        peak = spec.peak_flops_at_fmax * (frequency_hz / spec.f_max_hz)
+        peak *= spec.compute_efficiency * speed_factor
+        compute_s = cost.flops / (peak * self.occupancy(cost))
+        bandwidth = spec.memory_bandwidth_bytes_per_s
+        memory_s = cost.dram_bytes / (bandwidth * spec.memory_bandwidth_efficiency)
+        busy_s = max(compute_s, memory_s)
+        host_s = cost.kernels * spec.launch_overhead_s
+        optimizer_s = cost.optimizer_bytes / (bandwidth * spec.memory_bandwidth_efficiency)
+        cpu_w = spec.cpu_feed_w
+        busy_activity = self.power_activity(cost) * compute_s / busy_s
+        return [
+            PhasePower(
+                "host", host_s, self._power_w(frequency_hz, spec.host_phase_activity, 0.0) + cpu_w
+            ),
+            PhasePower(
+                "busy",
+                busy_s,
+                self._power_w(frequency_hz, busy_activity, cost.dram_bytes / busy_s / bandwidth)
+                + cpu_w,
+            ),
+            PhasePower(
+                "optimizer",
+                optimizer_s,
+                self._power_w(
+                    frequency_hz,
+                    spec.optimizer_phase_activity,
+                    cost.optimizer_bytes / optimizer_s / bandwidth,
+                )
+                + cpu_w,
+            ),
+        ]
+
+    def model_step(self, cost: StepCost, frequency_hz: int) -> tuple[float, float, float]:
+        """Noise-free (step_s, average power_w, busy-phase power_w) of a step: for tests and
+        reports; the profiler measures through the sensor instead."""
+        phases = self.phases(cost, frequency_hz)
+        step_s = sum(p.duration_s for p in phases)
+        energy = sum(p.duration_s * p.power_w for p in phases)
+        return step_s, energy / step_s, max(p.power_w for p in phases)
+
+    # -- running -------------------------------------------------------------------------------
+    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+        if cost.memory_needed_bytes > self.spec.memory_usable_bytes:
+            raise DeviceOutOfMemoryError(
+                f"{self.name}: CUDA out of memory: batch size {cost.batch_size} needs "
+                f"{cost.memory_needed_bytes / 2**20:.0f} MiB, "
+                f"{self.spec.memory_usable_bytes / 2**20:.0f} MiB usable",
+                hint="use a smaller batch size (see the profile's max batch size)",
+            )
+        if step is not None:
+            step()
+        start_s = self._clock_s
+        for index in range(3):
+            # Work is tracked as the fraction left, so a frequency change made by a tick
+            # callback mid-phase (the watchdog) applies to the rest of the phase.
+            remaining = 1.0
+            while remaining > 1e-12:
+                phase = self.phases(cost, self._frequency_hz)[index]
+                if phase.duration_s <= 0:
+                    break
+                left_s = phase.duration_s * remaining
+                until_tick_s = self._next_tick_s - self._clock_s
+                if left_s < until_tick_s:
+                    self._advance(left_s, phase.power_w)
+                    remaining = 0.0
+                else:
+                    self._advance(until_tick_s, phase.power_w)
+                    remaining -= until_tick_s / phase.duration_s
+                    self._tick()
+        return self._clock_s - start_s
+
+    def idle(self, seconds: float) -> None:
+        end_s = self._clock_s + seconds
+        while self._clock_s < end_s - 1e-12:
+            step_s = min(end_s - self._clock_s, self._next_tick_s - self._clock_s)
+            self._advance(step_s, self.idle_power_w())
+            if self._clock_s >= self._next_tick_s - 1e-12:
+                self._tick()
+
+    def _advance(self, seconds: float, power_w: float) -> None:
+        if seconds <= 0:
+            return
+        self._segments.append((self._clock_s, self._clock_s + seconds, power_w))
+        self._clock_s += seconds
+        self.true_energy_j += seconds * power_w
+
+    def _tick(self) -> None:
+        tick_s = self._next_tick_s
+        window_start = tick_s - self.spec.sensor_period_s
+        while self._segments and self._segments[0][1] <= window_start:
+            self._segments.popleft()
+        energy = covered = 0.0
+        for start, end, power in self._segments:
+            overlap = min(end, tick_s) - max(start, window_start)
+            if overlap > 0:
+                energy += overlap * power
+                covered += overlap
+        average_w = energy / covered if covered > 0 else self.idle_power_w()
+        noisy_w = max(0.0, average_w + self._rng.gauss(0.0, self.spec.sensor_noise_w))
+        self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail)
+        self._next_tick_s = tick_s + self.spec.sensor_period_s
+        self._dispatch_tick(self._last_reading)
+
+
+def emulated_device_names() -> list[str]:
+    """Device names accepted as `emulated:<name>`."""
+    from wattcap.devices.spec import list_specs
+
+    return list_specs()
+
+
+def lowest_power_w(device: EmulatedDevice) -> float:
+    """Idle power at the lowest frequency: no cap below this can be met."""
+    return device.idle_power_w(device.frequencies_hz()[0])
+
+
+__all__ = ["Drift", "EmulatedDevice", "PhasePower", "emulated_device_names", "lowest_power_w"]

@@ -1,0 +1,559 @@
+"""Jetson backend: GPU frequency through devfreq sysfs, power through the INA3221 monitors.
+
+Everything is discovered under a sysfs root (``/`` on a real board, a temporary tree in tests):
+
+* the GPU devfreq node: the entry of ``/sys/class/devfreq`` whose ``device/of_node`` is the GPU
+  (``gpu`` on Nano/Orin, ``gp10b`` on TX2, ``gv11b`` on Xavier, ``ga10b`` on some Orin trees);
+* INA3221 rails: the iio driver of L4T 32 (``ina3221x``, with a power file per rail) or the
+  upstream hwmon driver of L4T 35+ (``ina3221``, voltage and current only: P = V * I);
+* the nvpmodel power mode (``/etc/nvpmodel.conf`` and ``/var/lib/nvpmodel/status``), the board
+  model (``/proc/device-tree/model``) and the memory size (``/proc/meminfo``).
+
+All writes go through `write_sysfs`, the one function that touches the files we change; tests
+replace it with a fake kernel that enforces the rules a real kernel enforces.
+"""
+
+from __future__ import annotations
+
+import errno
+import getpass
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wattcap.devices.base import (
+    Device,
+    DeviceError,
+    DeviceInfo,
+    DeviceNotFoundError,
+    DeviceOutOfMemoryError,
+    DevicePermissionError,
+    FrequencyNotFollowedError,
+    SensorMissingError,
+)
+
+if TYPE_CHECKING:
+    from wattcap.workload import StepCost
+
+#: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list).
+GPU_OF_NODE_NAMES = ("gpu", "gp10b", "gv11b", "ga10b")
+
+#: Rails that measure the whole module input; where one exists it is the device power.
+INPUT_RAIL_NAMES = ("POM_5V_IN", "VDD_IN")
+
+# Why 50 ms: the INA3221 converts bus and shunt voltage of each of its 3 channels in turn, each
+# conversion taking 140 us to 8.244 ms, and can average 1 to 1024 such rounds (TI INA3221
+# datasheet, SBOS576, "Averaging and Conversion Time Considerations"). With the 1.1 ms
+# conversion times the drivers commonly use and 4-8 averages, one fresh value per channel takes
+# 3 * 2 * 1.1 ms * (4..8) = 26..53 ms. L4T does not document its averaging setting, so 50 ms is
+# an estimate; where the hwmon driver exposes `update_interval` (ms) we use that instead.
+INA3221_PERIOD_S = 0.05
+
+# Memory the OS and the CUDA/PyTorch runtime keep for themselves on the shared LPDDR of a
+# Jetson: a headless L4T system uses about 0.5 GiB, and creating a CUDA context with PyTorch
+# loaded costs about another 0.5 GiB. A modelling estimate, not a measured constant.
+MEMORY_RESERVED_BYTES = 1 << 30
+
+# After a write to min_freq/max_freq devfreq re-evaluates the target synchronously, but the
+# clock framework may take a moment to report it; poll cur_freq this long before giving up.
+FREQUENCY_SETTLE_S = 0.05
+
+# Board model substrings (lower case, most specific first) -> the short name used in profiles.
+_MODEL_NAMES = (
+    ("orin nano", "jetson-orin-nano"),
+    ("orin nx", "jetson-orin-nx"),
+    ("orin", "jetson-agx-orin"),
+    ("xavier nx", "jetson-xavier-nx"),
+    ("xavier", "jetson-agx-xavier"),
+    ("tx2 nx", "jetson-tx2nx"),
+    ("tx2", "jetson-tx2"),
+    ("tx1", "jetson-tx1"),
+    ("nano 2gb", "jetson-nano-2gb"),
+    ("nano", "jetson-nano"),
+)
+
+_PERMISSION_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def write_sysfs(path: Path, text: str) -> None:
+    """Write `text` to a sysfs attribute in a single write (the kernel parses one write)."""
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def _read_text(path: Path) -> str:
+    # Device-tree strings end with NUL bytes; sysfs values end with a newline.
+    return path.read_text(errors="replace").replace("\x00", "").strip()
+
+
+def _read_int(path: Path) -> int:
+    return int(_read_text(path).split()[0])
+
+
+def _user_name() -> str:
+    # getpass fails in containers whose uid has no passwd entry; the hint still needs a name.
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "youruser"
+
+
+def _mhz(frequency_hz: int) -> str:
+    return f"{frequency_hz / 1e6:g} MHz"
+
+
+def model_to_name(model: str) -> str:
+    """Map a device-tree model string ("NVIDIA Jetson Nano Developer Kit") to a short name."""
+    lowered = " ".join(model.lower().split())
+    for needle, name in _MODEL_NAMES:
+        if needle in lowered:
+            return name
+    return "jetson"
+
+
+# -- devfreq ---------------------------------------------------------------------------------
+
+
+def find_gpu_devfreq(sysfs_root: str | Path = "/") -> Path | None:
+    """The resolved path of the GPU devfreq node under `sysfs_root`, or None when there is none.
+
+    A node is the GPU when its ``device/of_node/name`` (or the basename of the resolved
+    ``device/of_node`` without its ``@unit-address``) is one of `GPU_OF_NODE_NAMES`.
+    """
+    class_dir = Path(sysfs_root) / "sys" / "class" / "devfreq"
+    if not class_dir.is_dir():
+        return None
+    for entry in sorted(class_dir.iterdir()):
+        of_node = entry / "device" / "of_node"
+        names = set()
+        if (of_node / "name").is_file():
+            names.add(_read_text(of_node / "name"))
+        if of_node.exists():
+            names.add(of_node.resolve().name.split("@")[0])
+        if names & set(GPU_OF_NODE_NAMES):
+            return entry.resolve()
+    return None
+
+
+# -- INA3221 ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rail:
+    """One INA3221 channel: where to read it and how."""
+
+    name: str
+    #: "iio" (L4T 32 ina3221x) or "hwmon" (L4T 35+ ina3221)
+    layout: str
+    directory: Path
+    channel: int
+
+    def read_power_w(self) -> float:
+        """Power on this rail now, in watts."""
+        if self.layout == "iio":
+            return _read_int(self.directory / f"in_power{self.channel}_input") / 1e3
+        voltage_mv = _read_int(self.directory / f"in{self.channel}_input")
+        current_ma = _read_int(self.directory / f"curr{self.channel}_input")
+        return voltage_mv * current_ma / 1e6
+
+
+def _i2c_devices(driver_dir: Path) -> list[Path]:
+    # A driver directory also holds bind/unbind/uevent/module; devices are named <bus>-<addr>.
+    if not driver_dir.is_dir():
+        return []
+    return sorted(p for p in driver_dir.iterdir() if re.fullmatch(r"\d+-[0-9a-fA-F]{4}", p.name))
+
+
+def _iio_rails(device_dir: Path) -> list[Rail]:
+    rails = []
+    for iio_dir in sorted(device_dir.glob("iio:device*")):
+        for label in sorted(iio_dir.glob("rail_name_*")):
+            channel = int(label.name.rsplit("_", 1)[1])
+            name = _read_text(label)
+            if name and (iio_dir / f"in_power{channel}_input").exists():
+                rails.append(Rail(name, "iio", iio_dir, channel))
+    return rails
+
+
+def _hwmon_rails(device_dir: Path) -> list[Rail]:
+    rails = []
+    for hwmon_dir in sorted((device_dir / "hwmon").glob("hwmon*")):
+        for label in sorted(hwmon_dir.glob("in*_label")):
+            match = re.fullmatch(r"in(\d+)_label", label.name)
+            if match is None:
+                continue
+            channel = int(match.group(1))
+            name = _read_text(label)
+            # in7 is the sum of shunt voltages (no current of its own) and "NC" marks a channel
+            # that is not connected: neither is a rail.
+            if channel == 7 or name == "NC" or not name:
+                continue
+            if (hwmon_dir / f"curr{channel}_input").exists():
+                rails.append(Rail(name, "hwmon", hwmon_dir, channel))
+    return rails
+
+
+def find_ina3221_rails(sysfs_root: str | Path = "/") -> list[Rail]:
+    """All INA3221 rails under `sysfs_root`, in both the L4T 32 and the L4T 35+ layouts."""
+    drivers = Path(sysfs_root) / "sys" / "bus" / "i2c" / "drivers"
+    rails: list[Rail] = []
+    for device_dir in _i2c_devices(drivers / "ina3221x"):
+        rails += _iio_rails(device_dir)
+    for device_dir in _i2c_devices(drivers / "ina3221"):
+        rails += _hwmon_rails(device_dir)
+    return rails
+
+
+def choose_power_rails(rails: list[Rail]) -> tuple[list[Rail], str]:
+    """The rails whose sum is the device power, and the name to record for them."""
+    for wanted in INPUT_RAIL_NAMES:
+        for rail in rails:
+            if rail.name == wanted:
+                return [rail], rail.name
+    if not rails:
+        return [], "none"
+    return list(rails), "sum(" + ",".join(rail.name for rail in rails) + ")"
+
+
+# -- nvpmodel --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PowerMode:
+    """One nvpmodel mode: id, name and the GPU frequency cap it sets (None: uncapped)."""
+
+    mode_id: int
+    name: str
+    gpu_max_hz: int | None
+
+
+def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], int | None]:
+    """The modes of ``/etc/nvpmodel.conf`` and the id of the active one (None if unknown)."""
+    root = Path(sysfs_root)
+    modes: dict[int, PowerMode] = {}
+    default_id: int | None = None
+    conf = root / "etc" / "nvpmodel.conf"
+    if conf.is_file():
+        current: tuple[int, str] | None = None
+        gpu_max_hz: int | None = None
+
+        def close_block() -> None:
+            if current is not None:
+                modes[current[0]] = PowerMode(current[0], current[1], gpu_max_hz)
+
+        for raw in conf.read_text(errors="replace").splitlines():
+            line = raw.split("#", 1)[0].strip()
+            block = re.fullmatch(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+)\s*>", line)
+            if block:
+                close_block()
+                current, gpu_max_hz = (int(block.group(1)), block.group(2)), None
+                continue
+            default = re.fullmatch(r"<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>", line)
+            if default:
+                close_block()
+                current, default_id = None, int(default.group(1))
+                continue
+            if line.startswith("<"):
+                close_block()
+                current = None
+                continue
+            fields = line.split()
+            if current is not None and fields[:2] == ["GPU", "MAX_FREQ"] and len(fields) >= 3:
+                value = int(fields[2])
+                # -1 (and 0) mean "no cap" in the stock configurations.
+                gpu_max_hz = value if value > 0 else None
+        close_block()
+    active_id = default_id
+    status = root / "var" / "lib" / "nvpmodel" / "status"
+    if status.is_file():
+        match = re.search(r"pmode:(\d+)", _read_text(status))
+        if match:
+            active_id = int(match.group(1))
+    return modes, active_id
+
+
+# -- running a step --------------------------------------------------------------------------
+
+
+def run_cuda_step(step: Callable[[], object] | None, cost: StepCost | object) -> float:
+    """Run `step`, wait for the GPU to finish, return the elapsed wall seconds.
+
+    Shared by the real-hardware backends. Out-of-memory errors from torch become
+    DeviceOutOfMemoryError carrying the batch size of `cost` (a StepCost).
+    """
+    import torch  # lazily: importing torch costs a second and the backend works without it
+
+    if step is None:
+        raise ValueError("a real device times the real step: pass the step to execute")
+    batch_size = getattr(cost, "batch_size", None)
+    start_s = time.monotonic()
+    try:
+        step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
+        if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+            what = f"batch size {batch_size}" if batch_size is not None else "the step"
+            raise DeviceOutOfMemoryError(
+                f"{what} does not fit in GPU memory ({exc})",
+                hint="use a smaller batch size",
+            ) from exc
+        raise
+    return time.monotonic() - start_s
+
+
+# -- the device ------------------------------------------------------------------------------
+
+
+class JetsonDevice(Device):
+    """A Jetson board: GPU frequency through devfreq, power through INA3221.
+
+    With ``dry_run=True`` every file is read but none is written: `set_frequency_hz` records
+    the writes it would make in `planned_writes` and returns the requested frequency.
+    """
+
+    kind = "jetson"
+
+    def __init__(self, sysfs_root: str | Path = "/", dry_run: bool = False) -> None:
+        super().__init__()
+        self.sysfs_root = Path(sysfs_root)
+        self.dry_run = dry_run
+        node = find_gpu_devfreq(self.sysfs_root)
+        if node is None:
+            raise DeviceNotFoundError(
+                "no Jetson GPU devfreq node under /sys/class/devfreq",
+                hint="run on a Jetson with L4T (this looks like another machine); "
+                "use 'emulated:jetson-nano' to work without one",
+            )
+        self.devfreq_path = node
+        self.notes: list[str] = []
+        self.planned_writes: list[tuple[Path, int]] = []
+        self._saved: tuple[int, int, str] | None = None
+        # True once a write went through: a lock refused at its first write changed nothing,
+        # and restore() must not then fail a second time on the same missing permission.
+        self._dirty = False
+
+        model_file = self.sysfs_root / "proc" / "device-tree" / "model"
+        self.model = _read_text(model_file) if model_file.exists() else ""
+        self.name = model_to_name(self.model)
+
+        self._modes, self._mode_id = read_nvpmodel(self.sysfs_root)
+        self._available_hz = sorted(
+            {int(v) for v in _read_text(node / "available_frequencies").split()}
+        )
+        self._cap_hz = self._read_node("max_freq")
+        mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
+        mode_cap_hz = (mode.gpu_max_hz or self._available_hz[-1]) if mode else None
+        # min == max at start looks like a lock left by an earlier run, not the power mode's
+        # cap: trust nvpmodel for the cap then, or the list would shrink to one frequency.
+        if (
+            mode is not None
+            and mode_cap_hz is not None
+            and self._read_node("min_freq") == self._cap_hz
+            and mode_cap_hz > self._cap_hz
+        ):
+            self.notes.append(
+                f"GPU clock was locked at {_mhz(self._cap_hz)} when wattcap started (left by "
+                f"an earlier run?); using the {mode.name} power-mode cap {_mhz(mode_cap_hz)}; "
+                "restore() puts that lock back"
+            )
+            self._cap_hz = mode_cap_hz
+
+        self.rails = find_ina3221_rails(self.sysfs_root)
+        self._power_rails, self._rail_name = choose_power_rails(self.rails)
+        self._period_s = self._find_sensor_period_s()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _read_node(self, attribute: str) -> int:
+        return _read_int(self.devfreq_path / attribute)
+
+    def permission_hint(self) -> str:
+        """How to get write access to the GPU clock files (sudo, udev rule, sudoers, dry run)."""
+        node = self.devfreq_path.name
+        files = " ".join(f"/sys%p/{a}" for a in ("min_freq", "max_freq", "governor"))
+        wattcap = shutil.which("wattcap") or "/path/to/.venv/bin/wattcap"
+        return (
+            "run with sudo; or let your user write the GPU clock files with a udev rule, e.g. "
+            "/etc/udev/rules.d/99-wattcap-gpufreq.rules containing\n"
+            f'    SUBSYSTEM=="devfreq", KERNEL=="{node}", '
+            f'RUN+="/bin/chgrp video {files}", RUN+="/bin/chmod g+w {files}"\n'
+            "  then `sudo udevadm control --reload && sudo udevadm trigger` and add yourself to "
+            "the video group; or allow sudo without a password for wattcap with a sudoers line "
+            "(sudo visudo -f /etc/sudoers.d/wattcap)\n"
+            f"    {_user_name()} ALL=(root) NOPASSWD: {wattcap}\n"
+            "  or use --dry-run to plan without changing clocks"
+        )
+
+    def _permission_error(self, path: Path, exc: OSError) -> DevicePermissionError:
+        return DevicePermissionError(
+            f"cannot write {path}: {exc.strerror or exc}", hint=self.permission_hint()
+        )
+
+    def _write(self, attribute: str, value: int | str) -> None:
+        path = self.devfreq_path / attribute
+        try:
+            write_sysfs(path, str(value))
+            self._dirty = True
+        except OSError as exc:
+            if isinstance(exc, PermissionError) or exc.errno in _PERMISSION_ERRNOS:
+                raise self._permission_error(path, exc) from exc
+            raise DeviceError(
+                f"the kernel refused {value} for {path}: {exc.strerror or exc}",
+                hint="the value must be one of available_frequencies and keep min_freq <= max_freq",
+            ) from exc
+
+    def _range_writes(self, min_hz: int, max_hz: int) -> list[tuple[str, int]]:
+        # The devfreq kernel of L4T 32 rejects min_freq > max_freq with EINVAL, so each write
+        # must keep min <= max: raise max first when going up, lower min first when going down.
+        if min_hz > self._read_node("max_freq"):
+            return [("min_freq", min_hz), ("max_freq", max_hz)]
+        return [("min_freq", min_hz), ("max_freq", max_hz)]
+
+    def _write_range(self, min_hz: int, max_hz: int) -> None:
+        for attribute, value in self._range_writes(min_hz, max_hz):
+            self._write(attribute, value)
+
+    def _find_sensor_period_s(self) -> float:
+        intervals_s = []
+        for rail in self._power_rails:
+            interval = rail.directory / "update_interval"
+            if rail.layout == "hwmon" and interval.is_file():
+                intervals_s.append(_read_int(interval) / 1e3)
+        return max([INA3221_PERIOD_S, *intervals_s])
+
+    # -- frequencies ---------------------------------------------------------------------------
+    def frequencies_hz(self) -> list[int]:
+        """Available GPU frequencies up to the cap of the power mode active at discovery."""
+        return [f for f in self._available_hz if f <= self._cap_hz]
+
+    def current_frequency_hz(self) -> int:
+        """The frequency devfreq reports now (``cur_freq``)."""
+        return self._read_node("cur_freq")
+
+    def set_frequency_hz(self, frequency_hz: int) -> int:
+        """Lock the GPU at `frequency_hz` (min_freq = max_freq) and check that it followed."""
+        allowed = self.frequencies_hz()
+        if frequency_hz not in allowed:
+            raise ValueError(
+                f"{_mhz(frequency_hz)} is not an available GPU frequency of {self.name}; "
+                f"choose one of {[_mhz(f) for f in allowed]}"
+            )
+        if self.dry_run:
+            writes = self._range_writes(frequency_hz, frequency_hz)
+            self.planned_writes += [(self.devfreq_path / a, value) for a, value in writes]
+            return frequency_hz
+        if self._saved is None:
+            self._saved = (
+                self._read_node("min_freq"),
+                self._read_node("max_freq"),
+                _read_text(self.devfreq_path / "governor"),
+            )
+        self._write_range(frequency_hz, frequency_hz)
+        return self._check_followed(frequency_hz, allowed)
+
+    def _check_followed(self, frequency_hz: int, allowed: list[int]) -> int:
+        deadline_s = time.monotonic() + FREQUENCY_SETTLE_S
+        while True:
+            actual_hz = self.current_frequency_hz()
+            # Clock dividers may report a value a few kHz off the table entry: accept any
+            # reading whose nearest table entry is the requested one.
+            nearest_hz = min(self._available_hz, key=lambda f: abs(f - actual_hz))
+            if nearest_hz == frequency_hz:
+                return actual_hz
+            if time.monotonic() >= deadline_s:
+                break
+            time.sleep(0.005)
+        mode = self.power_mode()
+        raise FrequencyNotFollowedError(
+            f"requested {_mhz(frequency_hz)} but the GPU runs at {_mhz(actual_hz)} "
+            f"(cur_freq of {self.devfreq_path}); likely causes: the nvpmodel power mode "
+            f"({mode or 'unknown'}) caps the GPU below the request, or thermal throttling",
+            hint="check `sudo nvpmodel -q` and the temperature (tegrastats); choose a "
+            f"frequency at or below {_mhz(max(allowed))} or let the board cool down",
+        )
+
+    # -- power ---------------------------------------------------------------------------------
+    @property
+    def sensor_period_s(self) -> float:
+        """INA3221 refresh period (see INA3221_PERIOD_S: an estimate unless hwmon reports it)."""
+        return self._period_s
+
+    @property
+    def sensor_rail(self) -> str:
+        """The input rail (POM_5V_IN / VDD_IN), ``sum(...)`` of all rails, or ``none``."""
+        return self._rail_name
+
+    def read_power_w(self) -> float:
+        """Device power now: the input rail, else the sum of the rails."""
+        if not self._power_rails:
+            raise SensorMissingError(
+                f"{self.name} has no INA3221 power sensor (nothing under "
+                "/sys/bus/i2c/drivers/ina3221x or /sys/bus/i2c/drivers/ina3221; the Jetson "
+                "Nano 2 GB has no on-board power monitor); frequency control still works",
+                hint="measure with an external USB power meter, or profile the power on the "
+                "emulated device (e.g. 'emulated:jetson-nano')",
+            )
+        try:
+            return sum(rail.read_power_w() for rail in self._power_rails)
+        except (OSError, ValueError) as exc:
+            raise DeviceError(
+                f"cannot read the power rail {self._rail_name}: {exc}",
+                hint="check that the INA3221 driver is loaded (ls /sys/bus/i2c/drivers)",
+            ) from exc
+
+    # -- memory, time, work --------------------------------------------------------------------
+    def memory_bytes(self) -> int:
+        """MemTotal of /proc/meminfo (shared with the CPU) minus `MEMORY_RESERVED_BYTES`."""
+        meminfo = self.sysfs_root / "proc" / "meminfo"
+        match = re.search(r"^MemTotal:\s+(\d+)\s*kB", meminfo.read_text(), re.MULTILINE)
+        if match is None:
+            raise DeviceError(f"no MemTotal line in {meminfo}")
+        return max(0, int(match.group(1)) * 1024 - MEMORY_RESERVED_BYTES)
+
+    def now_s(self) -> float:
+        """Wall clock (monotonic) seconds."""
+        return time.monotonic()
+
+    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+        """Run the real step on the GPU and return its wall seconds."""
+        return run_cuda_step(step, cost)
+
+    # -- power mode, settings ------------------------------------------------------------------
+    def power_mode(self) -> str | None:
+        """Name of the active nvpmodel mode ("MAXN", "5W", ...), None when it cannot be read."""
+        mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
+        return mode.name if mode else None
+
+    def restore(self) -> None:
+        """Write the original min_freq, max_freq and governor back. Idempotent."""
+        if self._saved is None or not self._dirty:
+            self._saved = None
+            return
+        min_hz, max_hz, governor = self._saved
+        self._write_range(min_hz, max_hz)
+        if _read_text(self.devfreq_path / "governor") != governor:
+            self._write("governor", governor)
+        self._saved = None
+        self._dirty = False
+
+    def info(self) -> DeviceInfo:
+        """Description with power mode, rails and notes."""
+        info = super().info()
+        info.power_mode = self.power_mode()
+        info.notes = [
+            f"devfreq node {self.devfreq_path}",
+            f"rails: {', '.join(r.name for r in self.rails) or 'none'}",
+            *self.notes,
+        ]
+        return info
+
+
+def discover_jetson(sysfs_root: str | Path = "/", dry_run: bool = False) -> JetsonDevice | None:
+    """A JetsonDevice when `sysfs_root` has a GPU devfreq node, else None."""
+    if find_gpu_devfreq(sysfs_root) is None:
+        return None
+    return JetsonDevice(sysfs_root, dry_run=dry_run)

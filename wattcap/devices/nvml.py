@@ -1,0 +1,344 @@
+"""NVIDIA GPUs through NVML (package nvidia-ml-py, module `pynvml`).
+
+Safety: constructing an `NvmlDevice` only reads. Clocks are changed in exactly one place,
+`set_frequency_hz`, and put back by `restore` only when this object locked them; with
+``dry_run=True`` no setter is ever called. Power limits are read for diagnostics, never set.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from wattcap.devices.base import (
+    Device,
+    DeviceError,
+    DeviceInfo,
+    DeviceNotFoundError,
+    DevicePermissionError,
+    FrequencyNotFollowedError,
+)
+from wattcap.devices.jetson import run_cuda_step
+
+if TYPE_CHECKING:
+    from wattcap.workload import StepCost
+
+INSTALL_HINT = "pip install 'wattcap[nvml]'"
+
+# NVML_FI_DEV_POWER_INSTANT is refreshed by the driver every few tens of milliseconds; 100 ms
+# keeps each poll fresh without busy-polling. nvmlDeviceGetPowerUsage is a 1 s moving average
+# on Ampere and newer (except GA100), so polling it faster than 1 s only repeats the average.
+INSTANT_PERIOD_S = 0.1
+AVERAGE_PERIOD_S = 1.0
+
+# Device memory the CUDA context and PyTorch's allocator take before the first tensor
+# (about 0.3-0.6 GiB depending on GPU and driver): a modelling estimate.
+CONTEXT_RESERVED_BYTES = 512 << 20
+
+# Clock-event reasons that do not mean the clock was pulled down by a limiter: the GPU idling,
+# and the user-defined (locked) clocks we set ourselves.
+_BENIGN_REASONS = {"None", "GpuIdle", "UserDefinedClocks", "ApplicationsClocksSetting"}
+
+
+def import_pynvml() -> ModuleType:
+    """The `pynvml` module, or DeviceNotFoundError telling how to install it."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise DeviceNotFoundError(
+            "NVML: the Python bindings (module pynvml) are not installed", hint=INSTALL_HINT
+        ) from exc
+    return pynvml
+
+
+def slugify(name: str) -> str:
+    """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _text(value: str | bytes) -> str:
+    # Old nvidia-ml-py releases return bytes from string getters.
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _field_value(nvml: ModuleType, field: Any) -> float:
+    # c_nvmlFieldValue_t.value is a union; valueType says which member is meaningful.
+    members = {
+        getattr(nvml, "NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
+        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
+        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
+    }
+    return float(getattr(field.value, members.get(field.valueType, "uiVal")))
+
+
+def clock_reason_names(nvml: ModuleType, mask: int) -> list[str]:
+    """Decode a clocks-event (throttle) reason bit mask into names, using the module's constants."""
+    by_bit: dict[int, str] = {}
+    # The newer "ClocksEvent" names win over the deprecated "ClocksThrottle" aliases.
+    for prefix in ("nvmlClocksThrottleReason", "nvmlClocksEventReason"):
+        for attribute in sorted(dir(nvml)):
+            if not attribute.startswith(prefix):
+                continue
+            short = attribute[len(prefix) :]
+            value = getattr(nvml, attribute)
+            if short in ("All", "None") or not isinstance(value, int) or value <= 0:
+                continue
+            by_bit[value] = short
+    return [name for bit, name in sorted(by_bit.items()) if mask & bit]
+
+
+class NvmlDevice(Device):
+    """One NVIDIA GPU seen by NVML: locked graphics clocks, power, energy counter, memory."""
+
+    kind = "nvml"
+
+    def __init__(
+        self, index: int = 0, dry_run: bool = False, pynvml_module: ModuleType | None = None
+    ) -> None:
+        super().__init__()
+        self._nvml = pynvml_module if pynvml_module is not None else import_pynvml()
+        self.index = index
+        self.dry_run = dry_run
+        self.planned_locks_mhz: list[int] = []
+        self._locked = False
+        nvml = self._nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            raise DeviceNotFoundError(
+                f"NVML: cannot initialise ({exc})",
+                hint="install the NVIDIA driver (it provides libnvidia-ml.so), or use "
+                "the emulated device",
+            ) from exc
+        try:
+            self._handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        except nvml.NVMLError as exc:
+            nvml.nvmlShutdown()
+            raise DeviceNotFoundError(
+                f"NVML: no GPU at index {index} ({exc})",
+                hint="list the GPUs with `nvidia-smi -L` and pick an index from it",
+            ) from exc
+        try:
+            self.gpu_name = _text(nvml.nvmlDeviceGetName(self._handle))
+            self.name = slugify(self.gpu_name)
+            self._frequencies_hz = self._read_frequencies_hz()
+            self._instant_power = self._read_instant_power_mw() is not None
+            try:
+                self._energy_supported = self._read_energy_mj() is not None
+            except nvml.NVMLError:
+                self._energy_supported = False
+        except BaseException:
+            nvml.nvmlShutdown()
+            raise
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _read_frequencies_hz(self) -> list[int]:
+        nvml, handle = self._nvml, self._handle
+        try:
+            memory_mhz = nvml.nvmlDeviceGetSupportedMemoryClocks(handle)
+            # Under a training load the memory runs at its highest clock; the graphics clocks
+            # supported with it are the ones a lock can reach.
+            clocks_mhz = nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, max(memory_mhz))
+        except nvml.NVMLError_NotSupported:
+            return []
+        return sorted({int(mhz) * 1_000_000 for mhz in clocks_mhz})
+
+    def _read_instant_power_mw(self) -> float | None:
+        nvml = self._nvml
+        field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field_id is None:
+            return None
+        try:
+            (field,) = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])
+        except nvml.NVMLError:
+            return None
+        if field.nvmlReturn != nvml.NVML_SUCCESS:
+            return None
+        return _field_value(nvml, field)
+
+    def _read_energy_mj(self) -> int | None:
+        nvml = self._nvml
+        try:
+            return int(nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+        except nvml.NVMLError_NotSupported:
+            return None
+
+    # -- frequencies ---------------------------------------------------------------------------
+    def frequencies_hz(self) -> list[int]:
+        """Supported graphics clocks (at the highest memory clock), ascending, in Hz."""
+        return list(self._frequencies_hz)
+
+    def current_frequency_hz(self) -> int:
+        """The graphics clock NVML reports now."""
+        nvml = self._nvml
+        return int(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_GRAPHICS)) * 1_000_000
+
+    def clock_event_reasons(self) -> list[str]:
+        """Why the clock is below its maximum now (e.g. "SwPowerCap", "HwThermalSlowdown")."""
+        nvml = self._nvml
+        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        try:
+            if getter is None:
+                mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
+            else:
+                try:
+                    mask = getter(self._handle)
+                except nvml.NVMLError_FunctionNotFound:
+                    # Drivers older than r535 lack the "event" entry point.
+                    mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
+        except nvml.NVMLError:
+            return []
+        return clock_reason_names(nvml, int(mask))
+
+    def power_limit_w(self) -> float | None:
+        """The enforced board power limit (diagnostics only; wattcap never sets it)."""
+        nvml = self._nvml
+        try:
+            return nvml.nvmlDeviceGetPowerManagementLimit(self._handle) / 1e3
+        except nvml.NVMLError:
+            return None
+
+    def set_frequency_hz(self, frequency_hz: int) -> int:
+        """Lock the graphics clock at `frequency_hz` and check that the GPU follows."""
+        allowed = self.frequencies_hz()
+        if frequency_hz not in allowed:
+            raise ValueError(
+                f"{frequency_hz / 1e6:g} MHz is not a supported graphics clock of {self.name}"
+            )
+        mhz = frequency_hz // 1_000_000
+        if self.dry_run:
+            self.planned_locks_mhz.append(mhz)
+            return frequency_hz
+        nvml = self._nvml
+        try:
+            nvml.nvmlDeviceSetGpuLockedClocks(self._handle, mhz, mhz)
+        except nvml.NVMLError_NoPermission as exc:
+            raise DevicePermissionError(
+                f"NVML: no permission to lock the graphics clock of {self.gpu_name}",
+                hint="run as root (locking clocks needs the privilege `sudo nvidia-smi -lgc "
+                f"{mhz},{mhz}` needs), or use --dry-run to plan without changing clocks",
+            ) from exc
+        except nvml.NVMLError_NotSupported as exc:
+            raise DeviceError(
+                f"NVML: {self.gpu_name} does not support locking the graphics clock",
+                hint="locked clocks need a Volta or newer data-centre/workstation GPU; use "
+                "another GPU or the emulated device",
+            ) from exc
+        self._locked = True
+        actual_hz = self.current_frequency_hz()
+        if actual_hz == frequency_hz:
+            return actual_hz
+        reasons = self.clock_event_reasons()
+        limiters = [r for r in reasons if r not in _BENIGN_REASONS]
+        if not limiters:
+            # The lock was accepted and nothing limits the clock; an idle GPU may simply not
+            # have ramped up yet, so the locked value is the one that applies under load.
+            return frequency_hz
+        raise FrequencyNotFollowedError(
+            f"requested {mhz} MHz but {self.gpu_name} runs at {actual_hz // 1_000_000} MHz; "
+            f"clock event reasons: {', '.join(limiters)} (power limit or thermal throttling)",
+            hint="choose a lower frequency, or check cooling and the power limit "
+            "(`nvidia-smi -q -d PERFORMANCE,POWER`)",
+        )
+
+    # -- power ---------------------------------------------------------------------------------
+    @property
+    def sensor_period_s(self) -> float:
+        """0.1 s with instant power, 1.0 s when only the 1 s averaged reading exists."""
+        return INSTANT_PERIOD_S if self._instant_power else AVERAGE_PERIOD_S
+
+    @property
+    def sensor_rail(self) -> str:
+        """Board power, instant or 1 s average."""
+        return "board-instant" if self._instant_power else "board-average"
+
+    def read_power_w(self) -> float:
+        """Board power in watts (instant where supported, else NVML's averaged value)."""
+        if self._instant_power:
+            power_mw = self._read_instant_power_mw()
+            if power_mw is not None:
+                return power_mw / 1e3
+        return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3
+
+    def energy_counter_j(self) -> float | None:
+        """Total energy since the driver loaded, in joules; None where unsupported (pre-Volta)."""
+        if not self._energy_supported:
+            return None
+        energy_mj = self._read_energy_mj()
+        return None if energy_mj is None else energy_mj / 1e3
+
+    # -- memory, time, work --------------------------------------------------------------------
+    def memory_bytes(self) -> int:
+        """Total device memory minus the CUDA context reservation."""
+        total = int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).total)
+        return max(0, total - CONTEXT_RESERVED_BYTES)
+
+    def free_memory_bytes(self) -> int:
+        """Device memory free now (other processes on a shared GPU use the rest)."""
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
+
+    def now_s(self) -> float:
+        """Wall clock (monotonic) seconds."""
+        return time.monotonic()
+
+    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+        """Run the real step on the GPU and return its wall seconds."""
+        return run_cuda_step(step, cost)
+
+    # -- settings ------------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Reset the locked graphics clock, only if this object locked it. Idempotent."""
+        if not self._locked:
+            return
+        nvml = self._nvml
+        try:
+            nvml.nvmlDeviceResetGpuLockedClocks(self._handle)
+        except nvml.NVMLError_NoPermission as exc:
+            raise DevicePermissionError(
+                f"NVML: no permission to reset the locked clock of {self.gpu_name}",
+                hint="run `sudo nvidia-smi -rgc` to reset it by hand",
+            ) from exc
+        self._locked = False
+
+    def close(self) -> None:
+        """Restore the settings and release NVML."""
+        try:
+            self.restore()
+        finally:
+            self._nvml.nvmlShutdown()
+
+    def info(self) -> DeviceInfo:
+        """Description with the power limit and sensor kind."""
+        info = super().info()
+        limit_w = self.power_limit_w()
+        info.notes = [
+            f"{self.gpu_name} (NVML index {self.index})",
+            f"power limit {limit_w:g} W" if limit_w is not None else "power limit unknown",
+            "instant power" if self._instant_power else "power is a 1 s average",
+            "energy counter" if self._energy_supported else "no energy counter",
+        ]
+        return info
+
+
+def list_nvml_devices(pynvml_module: ModuleType | None = None) -> list[str]:
+    """Ids (``nvml:<index>``) of the GPUs NVML sees; [] without pynvml, driver or GPU."""
+    try:
+        nvml = pynvml_module if pynvml_module is not None else import_pynvml()
+    except DeviceNotFoundError:
+        return []
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError:
+        return []
+    try:
+        return [f"nvml:{i}" for i in range(int(nvml.nvmlDeviceGetCount()))]
+    except nvml.NVMLError:
+        return []
+    finally:
+        nvml.nvmlShutdown()

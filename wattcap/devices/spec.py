@@ -1,0 +1,100 @@
+"""Device specs as data: the constants of the emulated physics, each with its public source."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class VoltageCurve(BaseModel):
+    """Piecewise-linear V(f)."""
+
+    model_config = ConfigDict(extra="forbid")
+    frequencies_hz: list[float]
+    volts: list[float]
+
+    def at(self, frequency_hz: float) -> float:
+        """Voltage at a frequency (linear interpolation, clamped)."""
+        return float(np.interp(frequency_hz, self.frequencies_hz, self.volts))
+
+
+class PowerMode(BaseModel):
+    """An nvpmodel mode: its GPU frequency ceiling and nominal budget."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu_max_hz: int
+    budget_w: float
+
+
+class DeviceSpec(BaseModel):
+    """Everything the emulator needs about one device model (DESIGN §3)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    frequencies_hz: list[int]
+    voltage_curve: VoltageCurve
+    peak_flops_at_fmax: float
+    compute_efficiency: float
+    fill_flops_per_kernel: float
+    power_activity_batch_factor: float
+    memory_bandwidth_bytes_per_s: float
+    memory_bandwidth_efficiency: float
+    memory_total_bytes: int
+    memory_usable_bytes: int
+    allocator_overhead_factor: float
+    idle_w: float
+    cpu_feed_w: float
+    dram_max_w: float
+    gpu_static_max_w: float
+    gpu_dyn_max_w: float
+    host_phase_activity: float
+    optimizer_phase_activity: float
+    launch_overhead_s: float
+    sensor_period_s: float
+    sensor_noise_w: float
+    sensor_rail: str
+    default_power_mode: str
+    power_modes: dict[str, PowerMode]
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _check(self) -> DeviceSpec:
+        if self.frequencies_hz != sorted(self.frequencies_hz):
+            raise ValueError("frequencies_hz must be ascending")
+        if self.default_power_mode not in self.power_modes:
+            raise ValueError(f"default_power_mode {self.default_power_mode!r} not in power_modes")
+        constants = set(type(self).model_fields) - {"name", "description", "sources",
+                                                    "default_power_mode", "sensor_rail"}
+        missing = sorted(c for c in constants if c not in self.sources)
+        if missing:
+            raise ValueError(f"constants without a cited source or estimate note: {missing}")
+        return self
+
+    @property
+    def f_max_hz(self) -> int:
+        """Highest frequency of the GPU."""
+        return self.frequencies_hz[-1]
+
+
+def list_specs() -> list[str]:
+    """Names of the bundled device specs."""
+    folder = resources.files("wattcap.devices") / "specs"
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_spec(name_or_path: str | Path) -> DeviceSpec:
+    """A bundled spec by name, or a spec file by path."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" and path.exists():
+        return DeviceSpec.model_validate(json.loads(path.read_text()))
+    names = list_specs()
+    if str(name_or_path) not in names:
+        raise KeyError(f"unknown device spec {str(name_or_path)!r}; known: {', '.join(names)}")
+    text = (resources.files("wattcap.devices") / "specs" / f"{name_or_path}.json").read_text()
+    return DeviceSpec.model_validate(json.loads(text))

@@ -1,0 +1,122 @@
+"""Batch-size efficiency r_b = N_acc(b) / N_acc(b_max): samples needed to reach the target
+accuracy with batch size b, relative to the largest batch size, measured on a proxy dataset
+(or, for the fastest-configuration oracle, on the target data itself).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from pydantic import BaseModel, ConfigDict
+
+from wattcap.schema import VersionedFile, require_match
+
+
+class EfficiencyEntry(BaseModel):
+    """Samples to target for one batch size, per seed (None: not reached within budget)."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_size: int
+    samples_per_seed: list[int | None]
+    samples_mean: float | None
+    ratio_mean: float | None
+    ratio_std: float | None
+
+    @property
+    def reachable(self) -> bool:
+        """Every seed reached the target."""
+        return self.samples_mean is not None
+
+
+class EfficiencyVector(VersionedFile):
+    """r_b for one model, task and target accuracy."""
+
+    FILE_KIND = "wattcap.efficiency"
+    SCHEMA_VERSION = 1
+
+    model: str
+    input_shape: list[int]
+    dataset: str
+    task: str
+    target_accuracy: float
+    seeds: list[int]
+    optimizer: str = "adam"
+    lr_ref: float = 1e-3
+    batch_size_ref: int = 32
+    sample_budget: int = 0
+    eval_every_samples: int = 0
+    reference_batch_size: int
+    entries: list[EfficiencyEntry]
+    notes: list[str] = []
+
+    def ratio(self, batch_size: int) -> float | None:
+        """r_b, or None when b is unreachable or was not estimated (never to be selected)."""
+        for entry in self.entries:
+            if entry.batch_size == batch_size:
+                return entry.ratio_mean
+        return None
+
+    def samples(self, batch_size: int) -> float | None:
+        """Mean samples to target for b, or None."""
+        for entry in self.entries:
+            if entry.batch_size == batch_size:
+                return entry.samples_mean
+        return None
+
+    def check_matches(
+        self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
+        source: str = "efficiency vector",
+    ) -> None:
+        """Refuse a vector made for another model or input shape."""
+        if model is not None:
+            require_match("the efficiency vector", "model", model, self.model, source)
+        if input_shape is not None:
+            require_match(
+                "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
+            )
+
+    @classmethod
+    def from_samples(
+        cls,
+        samples: dict[int, list[int | None]],
+        **metadata: object,
+    ) -> EfficiencyVector:
+        """Build the vector from samples-to-target per batch size and seed.
+
+        A batch size is unreachable when any seed missed the target within the budget. Ratios
+        are normalised by the largest reachable batch size.
+        """
+        means: dict[int, float | None] = {}
+        for b, per_seed in samples.items():
+            reached = [s for s in per_seed if s is not None]
+            means[b] = statistics.fmean(reached) if reached and len(reached) == len(per_seed) else None
+        reachable = [b for b, m in means.items() if m is not None]
+        notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
+        if not reachable:
+            raise ValueError("no batch size reached the target accuracy within the sample budget")
+        reference = max(reachable)
+        if reference != max(samples):
+            notes.append(
+                f"b={max(samples)} did not reach the target; ratios are relative to b={reference}"
+            )
+        ref_samples = means[reference]
+        assert ref_samples is not None
+        entries = []
+        for b in sorted(samples):
+            per_seed = samples[b]
+            mean = means[b]
+            if mean is None:
+                entries.append(EfficiencyEntry(
+                    batch_size=b, samples_per_seed=per_seed, samples_mean=None,
+                    ratio_mean=None, ratio_std=None,
+                ))
+                continue
+            ratios = [s / ref_samples for s in per_seed if s is not None]
+            entries.append(EfficiencyEntry(
+                batch_size=b,
+                samples_per_seed=per_seed,
+                samples_mean=mean,
+                ratio_mean=mean / ref_samples,
+                ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+            ))
+        return cls(reference_batch_size=reference, entries=entries, notes=notes, **metadata)

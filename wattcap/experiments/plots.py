@@ -1,0 +1,79 @@
+"""Profile heatmaps: peak power and time per sample over (batch size, frequency), with the cap
+frontier and each method's choice marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on devices or CI
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from wattcap.planner import Plan  # noqa: E402
+from wattcap.profiling import ProfileTable  # noqa: E402
+
+_MARKERS = {
+    "wattcap": ("*", "tab:green"),
+    "baseline-1": ("s", "tab:red"),
+    "baseline-2": ("D", "tab:orange"),
+    "fastest": ("o", "tab:blue"),
+}
+
+
+def _grid(profile: ProfileTable, field: str) -> np.ndarray:
+    grid = np.full((len(profile.batch_sizes), len(profile.frequencies_hz)), np.nan)
+    b_index = {b: i for i, b in enumerate(profile.batch_sizes)}
+    f_index = {f: j for j, f in enumerate(profile.frequencies_hz)}
+    for p in profile.points:
+        if p.batch_size in b_index and p.frequency_hz in f_index:
+            grid[b_index[p.batch_size], f_index[p.frequency_hz]] = getattr(p, field)
+    return grid
+
+
+def plot_profile(
+    profile: ProfileTable,
+    out: str | Path,
+    power_cap_w: float | None = None,
+    plan: Plan | None = None,
+) -> Path:
+    """Write a two-panel heatmap PNG; unmeasured points are blank."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    power = _grid(profile, "peak_power_w")
+    time_ms = _grid(profile, "seconds_per_sample") * 1e3
+    freqs_mhz = [f / 1e6 for f in profile.frequencies_hz]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
+    panels = [
+        (axes[0], power, "Peak power (W)", "viridis"),
+        (axes[1], time_ms, "Time per sample (ms)", "magma_r"),
+    ]
+    for ax, grid, label, cmap in panels:
+        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap)
+        fig.colorbar(image, ax=ax, label=label)
+        ax.set_xticks(range(len(freqs_mhz)), [f"{f:.0f}" for f in freqs_mhz], rotation=60)
+        ax.set_yticks(range(len(profile.batch_sizes)), [str(b) for b in profile.batch_sizes])
+        ax.set_xlabel("GPU frequency (MHz)")
+        ax.set_ylabel("Batch size (samples)")
+        ax.set_title(f"{label}: {profile.model} on {profile.device}")
+        if power_cap_w is not None:
+            # Frontier: the highest feasible frequency per batch size.
+            frontier = profile.frontier(power_cap_w)
+            xs = [profile.frequencies_hz.index(p.frequency_hz) for p in frontier.values()]
+            ys = [profile.batch_sizes.index(b) for b in frontier]
+            ax.plot(xs, ys, "w--", lw=1.5, label=f"cap frontier ({power_cap_w:g} W)")
+        if plan is not None:
+            for method, choice in plan.choices.items():
+                marker, color = _MARKERS.get(method, ("x", "black"))
+                ax.scatter(
+                    [profile.frequencies_hz.index(choice.frequency_hz)],
+                    [profile.batch_sizes.index(choice.batch_size)],
+                    marker=marker, s=160, color=color, edgecolors="white", linewidths=1.2,
+                    label=method, zorder=3,
+                )
+        if power_cap_w is not None or plan is not None:
+            ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
