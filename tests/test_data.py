@@ -539,6 +539,7 @@ def test_malicious_pickle_is_refused_and_never_runs(tmp_path, protocol):
     assert "data_batch_1" in str(info.value)
     assert isinstance(info.value, DatasetFormatError) and isinstance(info.value, ValueError)
     assert isinstance(info.value, pickle.UnpicklingError)
+    assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)  # crosses processes
     assert not marker.exists()
 
 

@@ -147,6 +147,19 @@ def test_nvpmodel_status_and_default(nano: FakeBoard) -> None:
     assert JetsonDevice(nano.root).power_mode() is None
 
 
+def test_unreadable_nvpmodel_line_means_uncapped(nano: FakeBoard) -> None:
+    conf = nano.root / "etc/nvpmodel.conf"
+    conf.write_text(conf.read_text().replace("GPU MAX_FREQ 640000000", "GPU MAX_FREQ fast"))
+    modes, _ = read_nvpmodel(nano.root)
+    assert modes[1].name == "5W" and modes[1].gpu_max_hz is None
+
+
+def test_devfreq_node_without_frequency_table(nano: FakeBoard) -> None:
+    (nano.devfreq / "available_frequencies").unlink()
+    with pytest.raises(DeviceError, match="cannot read the GPU devfreq node"):
+        JetsonDevice(nano.root)
+
+
 @pytest.mark.parametrize(
     ("model", "name"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -22,7 +23,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# Wide tables when piped (rich assumes 80 columns without a terminal).
+console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True)
 
 
@@ -200,14 +202,15 @@ def print_plan(result: Plan, title: str | None = None) -> None:
     for method in METHODS:
         c = result.choices.get(method)
         if c is None:
-            table.add_row(method, "—", "—", "—", "—", "—", "—", "—",
-                          result.unavailable.get(method, ""))
+            table.add_row(method, "—", "—", "—", "—", "—", "—", "—", "n/a (see notes)")
             continue
         speedup = f"{c.predicted_time_s / main.predicted_time_s:.2f}x" if main else ""
         table.add_row(method, str(c.batch_size), f"{c.frequency_hz / 1e6:.1f}",
                       f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}", f"{c.efficiency_ratio:.2f}",
                       f"{c.predicted_time_s:.1f}", f"{c.predicted_energy_j:.0f}", speedup)
     console.print(table)
+    for method, reason in result.unavailable.items():
+        console.print(f"  [dim]note: {method} not available: {reason}[/]")
     for note in result.notes:
         console.print(f"  [dim]note: {note}[/]")
 
@@ -251,6 +254,163 @@ def plot_profile_command(
     result = make_plan(profile, efficiency, cap) if cap is not None else None
     plot_profile(table, out, power_cap_w=cap, plan=result)
     console.print(f"wrote {out}")
+
+
+def _data_splits(name: str, seed: int = 0):  # noqa: ANN202
+    from wattcap.data import get_dataset
+
+    try:
+        return get_dataset(name).split(0.2, seed=seed)
+    except KeyError as err:
+        fail(str(err).strip("'\""))
+
+
+@app.command()
+def pretrain(
+    model: str = typer.Option(..., help="Registered model name."),
+    data: str = typer.Option(..., help="Bundled dataset to pre-train on."),
+    out: Path = typer.Option(..., help="Weights file (.safetensors)."),
+    epochs: int = typer.Option(3, help="Epochs over the training split."),
+    batch_size: int = typer.Option(32),
+    lr: float = typer.Option(1e-3, help="Adam learning rate."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Pre-train a model on an offline task; every later run starts from these weights."""
+    from wattcap.training import pretrain as run_pretrain
+
+    try:
+        meta = run_pretrain(model, data, out, epochs=epochs, batch_size=batch_size, lr=lr,
+                            seed=seed)
+    except (KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    console.print(f"wrote {out}: {model} pre-trained on {data}, test accuracy "
+                  f"{float(meta['test_accuracy']):.1%}")
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option(..., help="Registered model name."),
+    proxy: str = typer.Option(..., help="Bundled proxy dataset."),
+    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
+    out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
+    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
+    batch_sizes: str = typer.Option("4,8,16,32,64,128"),
+    seeds: int = typer.Option(3, help="Seeds per batch size."),
+    sample_budget: int = typer.Option(20_000, help="Give up after this many samples."),
+    eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
+    lr_ref: float = typer.Option(1e-3, help="Learning rate at the reference batch size."),
+    batch_size_ref: int = typer.Option(32, help="Reference batch size for sqrt LR scaling."),
+    server: str | None = typer.Option(None, help="Fetch weights from a wattcap server."),
+) -> None:
+    """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
+    from wattcap.efficiency import estimate_efficiency
+
+    sizes = tuple(sorted(int(b) for b in batch_sizes.split(",")))
+    with Progress(TextColumn("[bold]estimating[/] {task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(f"{model} on {proxy}", total=len(sizes) * seeds)
+        try:
+            vector = estimate_efficiency(
+                model, proxy, target_accuracy, weights=weights, batch_sizes=sizes, seeds=seeds,
+                sample_budget=sample_budget, eval_every_samples=eval_every, lr_ref=lr_ref,
+                batch_size_ref=batch_size_ref,
+                progress=lambda done, total, label: bar.update(task, completed=done,
+                                                               description=label),
+            )
+        except (KeyError, ValueError, WattcapFileError) as err:
+            fail(str(err).strip("'\""))
+    vector.save(out)
+    table = Table(title=f"r_b of {model} on {proxy} (target {target_accuracy:.0%})")
+    for column in ("batch", "samples per seed", "r_b mean", "r_b std"):
+        table.add_column(column, justify="right")
+    for e in vector.entries:
+        table.add_row(str(e.batch_size), ", ".join(str(s) for s in e.samples_per_seed),
+                      "unreachable" if e.ratio_mean is None else f"{e.ratio_mean:.3f}",
+                      "" if e.ratio_std is None else f"{e.ratio_std:.3f}")
+    console.print(table)
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def train(
+    device: str = typer.Option("emulated:jetson-nano", help="auto, jetson, nvml:N, emulated:NAME"),
+    profile: Path = typer.Option(..., help="ProfileTable JSON of this device and model."),
+    power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
+    model: str = typer.Option(..., help="Registered model name."),
+    data: str = typer.Option(..., help="Bundled target dataset."),
+    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
+    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
+    target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
+    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
+    method: str = typer.Option("wattcap", help="wattcap, baseline-1, baseline-2 or fastest."),
+    sample_budget: int = typer.Option(20_000),
+    eval_every: int = typer.Option(256),
+    seed: int = typer.Option(0),
+    checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
+    out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
+    dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
+) -> None:
+    """Select (b, f) under the cap, apply the frequency, train to the target, restore."""
+    from wattcap.runtime import exit_cleanly_on_signals
+    from wattcap.training import TrainConfig, train_to_accuracy
+
+    if method not in METHODS:
+        fail(f"--method must be one of {', '.join(METHODS)}")
+    cap = parse_cap(power_cap)
+    result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency)
+    if method not in result.choices:
+        fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
+    choice = result.choices[method]
+    try:
+        dev = get_device(device, dry_run=dry_run, seed=seed)
+    except DeviceError as err:
+        fail(str(err))
+    table = load_or_fail(ProfileTable, profile)
+    try:
+        table.check_matches(device=dev.name, model=model, source=str(profile))
+    except WattcapFileError as err:
+        fail(str(err))
+    train_split, test_split = _data_splits(data, seed=0)
+    config = TrainConfig(model=model, batch_size=choice.batch_size,
+                         target_accuracy=target_accuracy, sample_budget=sample_budget,
+                         eval_every_samples=eval_every, seed=seed)
+    console.print(f"{method}: batch size {choice.batch_size} at "
+                  f"{choice.frequency_hz / 1e6:.1f} MHz (profile peak {choice.peak_power_w:.2f} W"
+                  + (f", cap {cap:g} W)" if cap else ", no cap)"))
+    if dry_run:
+        console.print("dry run: nothing changed, no training")
+        return
+    try:
+        with exit_cleanly_on_signals(), dev:
+            dev.set_frequency_hz(choice.frequency_hz)
+            record = train_to_accuracy(config, train_split, test_split, device=dev,
+                                       weights=weights, power_cap_w=cap,
+                                       checkpoint_dir=checkpoint_dir, method=method)
+    except (DeviceError, WattcapFileError, ValueError) as err:
+        fail(str(err))
+    if out:
+        record.save(out)
+    print_run(record)
+
+
+def print_run(record) -> None:  # noqa: ANN001
+    """The run summary: time-to-accuracy, energy, peak power against the cap."""
+    tta = record.time_to_accuracy_s
+    console.print(
+        f"[bold]{record.method or 'run'}[/] b={record.config.batch_size}: "
+        + (f"reached {record.config.target_accuracy:.0%} after {record.samples_to_target} samples"
+           f", time-to-accuracy {tta:.1f} s (device)" if record.reached else
+           f"did not reach {record.config.target_accuracy:.0%} within "
+           f"{record.config.sample_budget} samples (final {record.final_accuracy:.1%})")
+        + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
+        + (f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
+    )
+    for step in record.frequency_steps:
+        console.print(f"  [yellow]watchdog[/] t={step.time_s:.1f} s: {step.from_hz / 1e6:.1f} -> "
+                      f"{step.to_hz / 1e6:.1f} MHz ({step.reason})")
+    for event in record.events:
+        console.print(f"  [dim]{event}[/]")
 
 
 @app.command()

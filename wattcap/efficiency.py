@@ -6,6 +6,8 @@ accuracy with batch size b, relative to the largest batch size, measured on a pr
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -89,7 +91,8 @@ class EfficiencyVector(VersionedFile):
         means: dict[int, float | None] = {}
         for b, per_seed in samples.items():
             reached = [s for s in per_seed if s is not None]
-            means[b] = statistics.fmean(reached) if reached and len(reached) == len(per_seed) else None
+            every_seed = reached and len(reached) == len(per_seed)
+            means[b] = statistics.fmean(reached) if every_seed else None
         reachable = [b for b, m in means.items() if m is not None]
         notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
         if not reachable:
@@ -120,3 +123,60 @@ class EfficiencyVector(VersionedFile):
                 ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
             ))
         return cls(reference_batch_size=reference, entries=entries, notes=notes, **metadata)
+
+
+def estimate_efficiency(
+    model: str,
+    proxy: str,
+    target_accuracy: float,
+    weights: str | Path | None = None,
+    batch_sizes: tuple[int, ...] = (4, 8, 16, 32, 64, 128),
+    seeds: int = 3,
+    sample_budget: int = 20_000,
+    eval_every_samples: int = 256,
+    lr_ref: float = 1e-3,
+    batch_size_ref: int = 32,
+    optimizer: str = "adam",
+    progress: Callable[[int, int, str], None] | None = None,
+    dataset_seed: int = 0,
+) -> EfficiencyVector:
+    """Fine-tune from the same weights with every batch size and seed on the proxy dataset
+    until the target accuracy, and normalise the samples needed by the largest batch size."""
+    from wattcap.data import get_dataset
+    from wattcap.training import TrainConfig, train_to_accuracy
+
+    data = get_dataset(proxy)
+    train, test = data.split(0.2, seed=dataset_seed)
+    samples: dict[int, list[int | None]] = {}
+    total = len(batch_sizes) * seeds
+    done = 0
+    for b in batch_sizes:
+        samples[b] = []
+        for seed in range(seeds):
+            config = TrainConfig(
+                model=model, batch_size=b, target_accuracy=target_accuracy,
+                sample_budget=sample_budget, eval_every_samples=eval_every_samples,
+                lr_ref=lr_ref, batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,
+            )
+            record = train_to_accuracy(config, train, test, weights=weights)
+            samples[b].append(record.samples_to_target)
+            done += 1
+            if progress is not None:
+                progress(done, total, f"b={b} seed={seed}: {record.samples_to_target}")
+    from wattcap.models import get_model_spec
+
+    spec = get_model_spec(model)
+    return EfficiencyVector.from_samples(
+        samples,
+        model=model,
+        input_shape=list(spec.input_shape),
+        dataset=proxy,
+        task=spec.task,
+        target_accuracy=target_accuracy,
+        seeds=list(range(seeds)),
+        optimizer=optimizer,
+        lr_ref=lr_ref,
+        batch_size_ref=batch_size_ref,
+        sample_budget=sample_budget,
+        eval_every_samples=eval_every_samples,
+    )

@@ -70,7 +70,9 @@ class VersionedFile(BaseModel):
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as err:
-            raise WattcapFileError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})")
+            raise WattcapFileError(
+                f"{source}: not valid JSON ({err.msg} at line {err.lineno})"
+            ) from None
         if not isinstance(raw, dict):
             raise WattcapFileError(f"{source}: expected a JSON object, found {type(raw).__name__}")
         kind = raw.get("kind")

@@ -1,9 +1,10 @@
 """What one training step of a real torch model costs, measured by running it once on the CPU.
 
-FLOPs come from torch's FlopCounterMode (corrected for grouped convolutions) over forward + loss + backward; kernels, activation and
-parameter bytes from a dispatch-mode census of the same step plus one optimizer step. The cost
-of a batch of b samples is then linear in b (FLOPs, activations) plus per-step constants
-(kernels, weights, optimizer), which is what the emulated device turns into time and power.
+FLOPs come from torch's FlopCounterMode (corrected for grouped convolutions) over forward +
+loss + backward; kernels, activation and parameter bytes from a dispatch-mode census of the
+same step plus one optimizer step. The cost of a batch of b samples is then linear in b
+(FLOPs, activations) plus per-step constants (kernels, weights, optimizer), which is what the
+emulated device turns into time and power.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class Workload:
             ),
             optimizer_bytes=float(_OPTIMIZER_TENSOR_PASSES * self.param_bytes),
             kernels=self.kernels_per_step,
-            flops_per_kernel_per_sample=self.flops_per_sample / max(1, self.compute_kernels_per_step),
+            flops_per_kernel_per_sample=self.flops_per_sample
+            / max(1, self.compute_kernels_per_step),
             memory_needed_bytes=self.memory_needed_bytes(batch_size, allocator_overhead_factor),
         )
 

@@ -53,7 +53,7 @@ def get_device(
         from wattcap.devices.jetson import discover_jetson
         from wattcap.devices.nvml import list_nvml_devices
 
-        jetson = discover_jetson(sysfs_root)
+        jetson = discover_jetson(sysfs_root, dry_run=dry_run)
         if jetson is not None:
             return jetson
         if list_nvml_devices():

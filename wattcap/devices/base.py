@@ -92,6 +92,8 @@ class Device(ABC):
     #: whether `execute` needs the real step to run for its timing (False on the emulator,
     #: whose timing comes from the workload; the math may still run for training)
     timing_needs_real_work: bool = True
+    #: the error that stopped the sensor polling thread, if any
+    sensor_error: DeviceError | None = None
 
     def __init__(self) -> None:
         self._tick_callbacks: list[TickCallback] = []
@@ -219,7 +221,14 @@ class Device(ABC):
         period_s = self.sensor_period_s
         next_s = time.monotonic()
         while not self._poll_stop.is_set():
-            self._dispatch_tick(PowerReading(self.now_s(), self.read_power_w(), self.sensor_rail))
+            try:
+                power_w = self.read_power_w()
+            except DeviceError as err:
+                # A sensor that cannot be read (none on a Nano 2 GB, a driver error) must not
+                # kill training: ticks stop and the error is kept for the run record.
+                self.sensor_error = err
+                return
+            self._dispatch_tick(PowerReading(self.now_s(), power_w, self.sensor_rail))
             next_s += period_s
             # Sleeping to an absolute schedule keeps the sample rate at the sensor period
             # even when a read is slow, without ever polling faster than the sensor updates.

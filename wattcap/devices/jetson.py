@@ -53,10 +53,11 @@ INPUT_RAIL_NAMES = ("POM_5V_IN", "VDD_IN")
 # an estimate; where the hwmon driver exposes `update_interval` (ms) we use that instead.
 INA3221_PERIOD_S = 0.05
 
-# Memory the OS and the CUDA/PyTorch runtime keep for themselves on the shared LPDDR of a
-# Jetson: a headless L4T system uses about 0.5 GiB, and creating a CUDA context with PyTorch
-# loaded costs about another 0.5 GiB. A modelling estimate, not a measured constant.
-MEMORY_RESERVED_BYTES = 1 << 30
+# Memory the OS and the CUDA/PyTorch runtime keep for themselves in the LPDDR a Jetson shares
+# between CPU and GPU: L4T with its desktop takes roughly 0.75 GiB, and the CUDA context with
+# the cuDNN/cuBLAS/PyTorch libraries mapped into that same memory about 1 GiB. A modelling
+# estimate (it leaves a 4 GB Nano about 2.1 GiB, close to the emulated spec's 2 GiB).
+MEMORY_RESERVED_BYTES = 7 << 28  # 1.75 GiB
 
 # After a write to min_freq/max_freq devfreq re-evaluates the target synchronously, but the
 # clock framework may take a moment to report it; poll cur_freq this long before giving up.
@@ -263,7 +264,10 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
                 continue
             fields = line.split()
             if current is not None and fields[:2] == ["GPU", "MAX_FREQ"] and len(fields) >= 3:
-                value = int(fields[2])
+                try:
+                    value = int(fields[2])
+                except ValueError:
+                    continue  # a hand-edited line we cannot read: treat the mode as uncapped
                 # -1 (and 0) mean "no cap" in the stock configurations.
                 gpu_max_hz = value if value > 0 else None
         close_block()
@@ -342,10 +346,18 @@ class JetsonDevice(Device):
         self.name = model_to_name(self.model)
 
         self._modes, self._mode_id = read_nvpmodel(self.sysfs_root)
-        self._available_hz = sorted(
-            {int(v) for v in _read_text(node / "available_frequencies").split()}
-        )
-        self._cap_hz = self._read_node("max_freq")
+        try:
+            self._available_hz = sorted(
+                {int(v) for v in _read_text(node / "available_frequencies").split()}
+            )
+            self._cap_hz = self._read_node("max_freq")
+        except (OSError, ValueError) as exc:
+            raise DeviceError(
+                f"cannot read the GPU devfreq node {node}: {exc}",
+                hint="this L4T release may lay devfreq out differently; please report it",
+            ) from exc
+        if not self._available_hz:
+            raise DeviceError(f"{node}/available_frequencies lists no frequency")
         mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
         mode_cap_hz = (mode.gpu_max_hz or self._available_hz[-1]) if mode else None
         # min == max at start looks like a lock left by an earlier run, not the power mode's
@@ -410,7 +422,7 @@ class JetsonDevice(Device):
         # The devfreq kernel of L4T 32 rejects min_freq > max_freq with EINVAL, so each write
         # must keep min <= max: raise max first when going up, lower min first when going down.
         if min_hz > self._read_node("max_freq"):
-            return [("min_freq", min_hz), ("max_freq", max_hz)]
+            return [("max_freq", max_hz), ("min_freq", min_hz)]
         return [("min_freq", min_hz), ("max_freq", max_hz)]
 
     def _write_range(self, min_hz: int, max_hz: int) -> None:

@@ -142,6 +142,8 @@ class NvmlDevice(Device):
         nvml, handle = self._nvml, self._handle
         try:
             memory_mhz = nvml.nvmlDeviceGetSupportedMemoryClocks(handle)
+            if not memory_mhz:
+                return []
             # Under a training load the memory runs at its highest clock; the graphics clocks
             # supported with it are the ones a lock can reach.
             clocks_mhz = nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, max(memory_mhz))

@@ -85,7 +85,9 @@ class DeviceSpec(BaseModel):
 def list_specs() -> list[str]:
     """Names of the bundled device specs."""
     folder = resources.files("wattcap.devices") / "specs"
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+    return sorted(
+        p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json")
+    )
 
 
 def load_spec(name_or_path: str | Path) -> DeviceSpec:

@@ -1,0 +1,103 @@
+"""Shared fixtures: an isolated cache folder and the expensive, read-only objects (workloads of
+the reference models, an exhaustive ResNet18 profile of the emulated Jetson Nano, and the
+emulated reference profiles), computed once per test session.
+
+Session fixtures hand out shared objects: tests must not mutate them (copy with
+`model_copy(deep=True)` first).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+
+NANO = "jetson-nano"
+
+# The tests run tiny CPU workloads (batch of 2) on a machine shared with other jobs: with the
+# default intra-op thread pool, spinning OpenMP workers under contention made the workload
+# census ~8x slower (35 s instead of 4 s for the three reference models). One thread is as fast
+# for these shapes and robust to a busy machine.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def wattcap_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Point WATTCAP_CACHE_DIR at a session temp dir, so no test touches ~/.cache."""
+    path = str(tmp_path_factory.mktemp("wattcap-cache"))
+    old = os.environ.get("WATTCAP_CACHE_DIR")
+    os.environ["WATTCAP_CACHE_DIR"] = path
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("WATTCAP_CACHE_DIR", None)
+        else:
+            os.environ["WATTCAP_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def resnet18_workload():
+    from wattcap.workload import workload_for
+
+    return workload_for("resnet18")
+
+
+@pytest.fixture(scope="session")
+def mobilenetv2_workload():
+    from wattcap.workload import workload_for
+
+    return workload_for("mobilenetv2")
+
+
+@pytest.fixture(scope="session")
+def efficientvit_workload():
+    from wattcap.workload import workload_for
+
+    return workload_for("efficientvit")
+
+
+@pytest.fixture(scope="session")
+def nano_resnet18_profile(wattcap_cache_dir: str, resnet18_workload):
+    """Exhaustive ResNet18 profile of the emulated Jetson Nano (MAXN, seed 0)."""
+    from wattcap.devices import EmulatedDevice
+    from wattcap.profiling import Profiler
+
+    return Profiler(EmulatedDevice(NANO), "resnet18", workload=resnet18_workload).run(
+        exhaustive=True
+    )
+
+
+@pytest.fixture(scope="session")
+def nano_reference_profiles(wattcap_cache_dir: str):
+    """Exhaustive profiles of every reference model on the emulated Nano (cached on disk)."""
+    from wattcap.references import emulated_reference_profiles
+
+    return emulated_reference_profiles(NANO)
+
+
+@pytest.fixture
+def make_efficiency() -> Callable[..., object]:
+    """Factory: an EfficiencyVector from {batch size: [samples per seed or None]}."""
+    from wattcap.efficiency import EfficiencyVector
+
+    def make(
+        samples: dict[int, list[int | None]],
+        model: str = "resnet18",
+        input_shape: tuple[int, ...] = (3, 32, 32),
+        dataset: str = "proxy",
+    ) -> EfficiencyVector:
+        seeds = list(range(len(next(iter(samples.values())))))
+        return EfficiencyVector.from_samples(
+            samples,
+            model=model,
+            input_shape=list(input_shape),
+            dataset=dataset,
+            task="image-classification",
+            target_accuracy=0.8,
+            seeds=seeds,
+        )
+
+    return make
