@@ -170,9 +170,10 @@ def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
     assert len(data) > 10_000
 
 
+@pytest.mark.slow  # the demo also pre-trains and trains on the bundled digits (~1 min)
 def test_demo(tmp_path) -> None:
     out = tmp_path / "demo"
-    result = invoke("demo", "--out", out)
+    result = invoke("demo", "--out", out, "--quick")
     assert result.exit_code == 0, result.output
     assert "speed-up" in result.output
     heatmaps = sorted(out.glob("heatmap-*.png"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from importlib import resources
+from itertools import pairwise
 
 import pytest
 from pydantic import ValidationError
@@ -78,12 +79,12 @@ def test_measured_peak_power_rises_with_batch_size_and_frequency() -> None:
     tolerance_w = 0.2
     for b, row in rows.items():
         peaks = [p.peak_power_w for p in row]
-        for lower, higher in zip(peaks, peaks[1:]):
+        for lower, higher in pairwise(peaks):
             assert higher >= lower - tolerance_w, f"b={b}: {peaks}"
         assert peaks[-1] > peaks[0] + 1.0
     for index, f in enumerate(profile.frequencies_hz):
         column = [rows[b][index].peak_power_w for b in sorted(rows)]
-        for lower, higher in zip(column, column[1:]):
+        for lower, higher in pairwise(column):
             assert higher >= lower - tolerance_w, f"{f / 1e6:.1f} MHz: {column}"
     f_max = profile.frequencies_hz[-1]
     assert profile.lookup(128, f_max).peak_power_w > profile.lookup(4, f_max).peak_power_w + 3
@@ -93,10 +94,10 @@ def test_time_per_sample_falls_with_batch_size_and_frequency(nano_resnet18_profi
     rows = nano_resnet18_profile.rows()
     for b, row in rows.items():
         times = [p.seconds_per_sample for p in row]
-        assert all(later < earlier for earlier, later in zip(times, times[1:])), f"b={b}"
+        assert all(later < earlier for earlier, later in pairwise(times)), f"b={b}"
     for index in range(len(nano_resnet18_profile.frequencies_hz)):
         column = [rows[b][index].seconds_per_sample for b in sorted(rows)]
-        assert all(later < earlier for earlier, later in zip(column, column[1:]))
+        assert all(later < earlier for earlier, later in pairwise(column))
 
 
 def test_tight_cap_favours_a_smaller_batch_at_a_higher_frequency(nano_resnet18_profile) -> None:
@@ -210,7 +211,7 @@ def test_one_reading_per_sensor_period_of_device_time(resnet18_workload) -> None
     elapsed = device.now_s() - start
     assert len(readings) == int(elapsed / period) or len(readings) == int(elapsed / period) + 1
     assert len(readings) > 10
-    gaps = [b.time_s - a.time_s for a, b in zip(readings, readings[1:])]
+    gaps = [b.time_s - a.time_s for a, b in pairwise(readings)]
     assert all(gap == pytest.approx(period) for gap in gaps)
     assert all(start < r.time_s <= device.now_s() + 1e-9 for r in readings)
     assert all(r.rail == device.sensor_rail == "POM_5V_IN" for r in readings)
@@ -382,7 +383,8 @@ def test_nano_spec_matches_the_design_facts() -> None:
 
 
 def test_spec_without_a_source_is_rejected() -> None:
-    raw = json.loads((resources.files("wattcap.devices") / "specs" / "jetson-nano.json").read_text())
+    shipped = resources.files("wattcap.devices") / "specs" / "jetson-nano.json"
+    raw = json.loads(shipped.read_text())
     DeviceSpec.model_validate(raw)  # the file as shipped is valid
     for dropped in ("gpu_dyn_max_w", "sensor_noise_w", "frequencies_hz"):
         broken = json.loads(json.dumps(raw))

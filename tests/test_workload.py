@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from wattcap.devices import DeviceOutOfMemoryError, load_spec
@@ -63,7 +65,7 @@ def test_step_cost_flops_are_linear_in_batch_size(resnet18_workload) -> None:
 def test_memory_needed_grows_with_batch_size(resnet18_workload, mobilenetv2_workload) -> None:
     for workload in (resnet18_workload, mobilenetv2_workload):
         needed = [workload.memory_needed_bytes(b) for b in DEFAULT_BATCH_SIZES]
-        assert all(later > earlier for earlier, later in zip(needed, needed[1:]))
+        assert all(later > earlier for earlier, later in pairwise(needed))
         # weights, gradients and two Adam moments are needed even for one sample
         assert workload.memory_needed_bytes(1) > 4 * workload.param_bytes
         assert workload.memory_needed_bytes(32, 1.5) > workload.memory_needed_bytes(32, 1.0)

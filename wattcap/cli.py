@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from wattcap.console import make_console
 from wattcap.devices import DeviceError, get_device, list_specs
 from wattcap.efficiency import EfficiencyVector
 from wattcap.planner import METHODS, InfeasibleCapError, Plan, plan
@@ -23,9 +22,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-# Wide tables when piped (rich assumes 80 columns without a terminal).
-console = Console(width=None if sys.stdout.isatty() else 150)
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -58,7 +56,9 @@ def load_or_fail(cls, path: Path):  # noqa: ANN001, ANN201
 # -- devices ------------------------------------------------------------------------------------
 @app.command()
 def devices(
-    probe: bool = typer.Option(False, "--probe", help="Look for real hardware and report it."),
+    probe: bool = typer.Option(False, "--probe", help="Look for real hardware (Jetson devfreq "
+                               "and INA3221, NVIDIA GPUs through NVML) and report it; only "
+                               "reads, never changes a setting."),
     sysfs_root: str = typer.Option("/", hidden=True, help="Root of sysfs (for tests)."),
 ) -> None:
     """List emulated devices, and real hardware when present."""
@@ -82,53 +82,194 @@ def devices(
         from wattcap.devices.probe import probe as run_probe
 
         report = run_probe(sysfs_root=sysfs_root)
-        console.print("[bold]Real hardware probe[/]")
+        console.print("[bold]Real hardware probe[/] (read only: nothing is changed)")
         for line in report.found:
             console.print(f"  [green]found[/]   {line}")
         for line in report.missing:
             console.print(f"  [yellow]missing[/] {line}")
+        emulated = ", ".join("emulated:" + n for n in list_specs())
         if not report.found:
             console.print(
-                "  No Jetson or NVIDIA GPU is present on this machine: use an emulated device "
-                f"({', '.join('emulated:' + n for n in list_specs())})."
+                "[bold]Result:[/] no Jetson or NVIDIA GPU is present on this machine; wattcap "
+                f"can use the emulated devices instead: {emulated}."
             )
 
 
 # -- profile ------------------------------------------------------------------------------------
+def _parse_drift(value: str | None):  # noqa: ANN202
+    """'AFTER_S,SPEED,POWER' (e.g. '0,0.8,1.15') -> an emulated Drift, or None."""
+    from wattcap.devices import Drift
+
+    if value is None:
+        return None
+    try:
+        after_s, speed, power = (float(v) for v in value.split(","))
+    except ValueError:
+        fail(f"--drift must be AFTER_S,SPEED_FACTOR,POWER_FACTOR (e.g. 0,0.8,1.15), got {value!r}")
+    if after_s < 0 or speed <= 0 or power <= 0:
+        fail(f"--drift needs AFTER_S >= 0 and positive factors, got {value!r}")
+    return Drift(after_s=after_s, speed_factor=speed, power_factor=power)
+
+
+def _print_device_readout(dev) -> None:  # noqa: ANN001
+    """What a dry run reads from the device: identity, clocks, sensor, memory."""
+    freqs = dev.frequencies_hz()
+    mode = getattr(dev, "power_mode", None)
+    mode = mode() if callable(mode) else mode
+    console.print(f"device {dev.name} ({dev.kind}" + (f", power mode {mode})" if mode else ")"))
+    console.print(f"  {len(freqs)} GPU frequencies: "
+                  + ", ".join(f"{f / 1e6:.1f}" for f in freqs) + " MHz")
+    try:
+        console.print(f"  current frequency {dev.current_frequency_hz() / 1e6:.1f} MHz")
+    except (DeviceError, OSError) as err:
+        console.print(f"  current frequency unreadable: {err}")
+    try:
+        console.print(f"  power now {dev.read_power_w():.2f} W on {dev.sensor_rail}, a new "
+                      f"reading every {dev.sensor_period_s * 1e3:.0f} ms")
+    except DeviceError as err:
+        console.print(f"  [yellow]power unreadable:[/] {err}")
+    console.print(f"  memory usable for training {dev.memory_bytes() / 2**30:.2f} GiB")
+
+
+def _print_refresh(result, source: Path, out: Path) -> None:  # noqa: ANN001
+    """The re-measured points next to the old ones, and what that means for planning."""
+    cap = result.power_cap_w
+    title = (f"{result.table.model} on {result.table.device}: frontier re-measured "
+             + (f"for a cap of {cap:g} W" if cap is not None else "(no cap)"))
+    table = Table(title=title)
+    for column in ("batch", "MHz", "old peak W", "new peak W", "peak change",
+                   "old ms/sample", "new ms/sample", "time change", "under cap"):
+        table.add_column(column, justify="right")
+    for change in result.changes:
+        old, new = change.old, change.new
+        table.add_row(
+            str(new.batch_size), f"{new.frequency_hz / 1e6:.1f}",
+            f"{old.peak_power_w:.2f}" if old else "—", f"{new.peak_power_w:.2f}",
+            f"{change.power_change:+.1%}" if old else "new",
+            f"{old.seconds_per_sample * 1e3:.3f}" if old else "—",
+            f"{new.seconds_per_sample * 1e3:.3f}",
+            f"{change.time_change:+.1%}" if old else "new",
+            "yes" if cap is None or new.peak_power_w <= cap else "[red]no[/]",
+        )
+    console.print(table)
+    for b, (old_hz, new_hz) in sorted(result.frontier_moved().items()):
+        now = f"{new_hz / 1e6:.1f} MHz" if new_hz else "none measured under the cap"
+        console.print(f"  [yellow]b={b}: highest feasible frequency {old_hz / 1e6:.1f} MHz -> "
+                      f"{now}[/]")
+    if result.skipped:
+        console.print(f"  [dim]not re-measured (no longer fits or frequency not offered): "
+                      f"batch sizes {result.skipped}[/]")
+    largest = max((abs(c) for ch in result.changes
+                   for c in (ch.time_change, ch.power_change) if c is not None), default=0.0)
+    if largest > 0.1:
+        console.print(f"[bold yellow]the device changed since {source} was measured[/] (up to "
+                      f"{largest:.0%}): plan again with {out}")
+    else:
+        console.print(f"no change beyond 10 % (largest {largest:.1%}): the profile still holds")
+
+
 @app.command()
 def profile(
     device: str = typer.Option("emulated:jetson-nano", help="auto, jetson, nvml:N, emulated:NAME"),
-    model: str = typer.Option("resnet18", help="Registered model name."),
-    out: Path = typer.Option(..., help="ProfileTable JSON to write."),
-    power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search."),
+    model: str | None = typer.Option(None, help="Registered model name (default resnet18; "
+                                     "with --refresh, the profile's model)."),
+    out: Path | None = typer.Option(None, help="ProfileTable JSON to write (with --refresh, "
+                                    "default: overwrite FILE)."),
+    power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search (with "
+                                         "--refresh: the cap whose frontier is re-measured)."),
     exhaustive: bool = typer.Option(False, help="Measure every (b, f)."),
     power_mode: str | None = typer.Option(None, help="nvpmodel mode of an emulated device."),
     batch_sizes: str = typer.Option("4,8,16,32,64,128", help="Comma-separated batch sizes."),
+    refresh: Path | None = typer.Option(None, "--refresh", metavar="FILE", help="Re-measure "
+                                        "only the feasible frontier of this profile and show "
+                                        "what changed (the device may have drifted)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Read the device and say what "
+                                 "would be measured; change no setting, write no file."),
+    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
+                                     "derating after AFTER_S device seconds (e.g. 0,0.8,1.15), "
+                                     "to try --refresh and drift handling."),
 ) -> None:
     """Measure peak power and time per sample over (batch size, frequency)."""
     from wattcap.models import get_model_spec
+    from wattcap.profiling import refresh_profile
+    from wattcap.workload import workload_for
 
     cap = parse_cap(power_cap)
+    previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
+    if previous is not None:
+        model = model or previous.model
+        power_mode = power_mode or previous.power_mode
+    model = model or "resnet18"
+    if out is None and refresh is None and not dry_run:
+        fail("--out is required (the ProfileTable JSON to write)")
     try:
         get_model_spec(model)
         sizes = tuple(sorted(int(b) for b in batch_sizes.split(",")))
-        dev = get_device(device, power_mode=power_mode)
+        if drift is not None and not device.startswith("emulated"):
+            raise ValueError("--drift only applies to emulated devices")
+        dev = get_device(device, power_mode=power_mode, dry_run=dry_run,
+                         drift=_parse_drift(drift))
     except (KeyError, ValueError, DeviceError) as err:
         fail(str(err).strip("'\""))
-    mode = "exhaustive" if exhaustive or cap is None else f"pruned for {cap:g} W"
+    if previous is not None:
+        try:
+            previous.check_matches(device=dev.name, model=model, source=str(refresh))
+        except WattcapFileError as err:
+            fail(str(err))
+
+    if dry_run:
+        _print_device_readout(dev)
+        if previous is not None:
+            frontier = previous.frontier(cap if cap is not None else previous.power_cap_w)
+            console.print(f"--refresh would re-measure {len(frontier)} frontier points of "
+                          f"{refresh} (more where one now breaks the cap): "
+                          + ", ".join(f"b={b} at {p.frequency_hz / 1e6:.1f} MHz"
+                                      for b, p in sorted(frontier.items())))
+        else:
+            work = workload_for(model)
+            overhead = getattr(getattr(dev, "spec", None), "allocator_overhead_factor", 1.0)
+            fits = [b for b in sizes
+                    if work.memory_needed_bytes(b, overhead) <= dev.memory_bytes()]
+            too_big = [b for b in sizes if b not in fits]
+            points = len(fits) * len(dev.frequencies_hz())
+            how = ("exhaustive: " if exhaustive or cap is None else
+                   f"pruned for {cap:g} W: at most ") + f"{points} points"
+            console.print(f"{model}: batch sizes that fit {fits}"
+                          + (f", too big for memory {too_big}" if too_big else "")
+                          + f"; would measure {how}")
+        console.print("dry run: no setting changed, no file written")
+        return
+
+    what = "refresh" if previous is not None else (
+        "exhaustive" if exhaustive or cap is None else f"pruned for {cap:g} W")
     with dev, Progress(
         TextColumn("[bold]profiling[/] {task.description}"), BarColumn(),
         TextColumn("{task.completed} points"), TimeElapsedColumn(), console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task(f"{model} on {dev.name} ({mode})",
-                            total=len(sizes) * len(dev.frequencies_hz()))
-        profiler = Profiler(dev, model, batch_sizes=sizes,
-                            progress=lambda point, label: bar.advance(task))
+        rows = len(previous.batch_sizes) if previous is not None else len(sizes)
+        task = bar.add_task(f"{model} on {dev.name} ({what})",
+                            total=rows * len(dev.frequencies_hz()))
+        profiler = Profiler(
+            dev, model,
+            batch_sizes=tuple(previous.batch_sizes) if previous is not None else sizes,
+            progress=lambda point, label: bar.advance(task),
+        )
         try:
-            table = profiler.run(power_cap_w=cap, exhaustive=exhaustive)
-        except DeviceError as err:
+            if previous is not None:
+                result = refresh_profile(profiler, previous, power_cap_w=cap)
+            else:
+                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive)
+        except (DeviceError, WattcapFileError) as err:
             fail(str(err))
+    if previous is not None:
+        assert refresh is not None
+        target = out or refresh
+        result.table.save(target)
+        _print_refresh(result, refresh, target)
+        console.print(f"wrote {target}: {len(result.changes)} points re-measured (refresh)")
+        return
+    assert out is not None
     table.save(out)
     console.print(
         f"wrote {out}: {table.points_measured} points ({table.mode}), "
@@ -422,6 +563,11 @@ def demo(
     from wattcap.demo import run_demo
 
     run_demo(out, console=console, quick=quick)
+
+
+from wattcap.experiments.commands import register as _register_experiments  # noqa: E402
+
+_register_experiments(app)
 
 
 def main() -> None:

@@ -9,12 +9,18 @@ readings. Two search modes:
   each smaller b starts from the highest feasible f of the previous one (power falls with b, so
   that f is a good first guess), goes up while feasible, and down if the guess was not.
   It finds the same feasible frontier as exhaustive while measuring far fewer points.
+
+A profile goes stale when the device drifts (temperature, power mode, software, ageing):
+`refresh_profile` re-measures only its feasible frontier, one point per batch size (more only
+where a point now breaks the cap), and `refresh_row` is the same search for one batch size,
+which the runtime's drift monitor uses mid-run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -292,6 +298,137 @@ class Profiler:
             except DeviceOutOfMemoryError:
                 oom.append(b)
         return points
+
+
+def refresh_row(
+    profiler: Profiler,
+    batch_size: int,
+    start_hz: int,
+    power_cap_w: float | None,
+    ceiling_hz: int | None = None,
+) -> list[ProfilePoint]:
+    """Re-measure one batch size's row from `start_hz` to find its highest feasible frequency
+    cheaply: when the start point is above the cap, step down until one is under it; when it
+    is under, step up while under, but never above `ceiling_hz` (default `start_hz`: only
+    frequencies the caller has reason to believe might be feasible are tried). Returns the
+    points measured, in measuring order. Without a cap every point is feasible, so only the
+    start point (and the ones up to the ceiling) are measured."""
+    frequencies = profiler.device.frequencies_hz()
+    index = frequencies.index(start_hz)
+    ceiling = start_hz if ceiling_hz is None else ceiling_hz
+
+    def feasible(point: ProfilePoint) -> bool:
+        return power_cap_w is None or point.peak_power_w <= power_cap_w
+
+    points = [profiler.measure(batch_size, start_hz)]
+    if feasible(points[-1]):
+        while index + 1 < len(frequencies) and frequencies[index + 1] <= ceiling:
+            index += 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if not feasible(points[-1]):
+                break
+    else:
+        while index > 0:
+            index -= 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if feasible(points[-1]):
+                break
+    return points
+
+
+class PointChange(BaseModel):
+    """A re-measured point next to the one the profile had (None: not measured before)."""
+
+    model_config = ConfigDict(extra="forbid")
+    old: ProfilePoint | None
+    new: ProfilePoint
+
+    @property
+    def time_change(self) -> float | None:
+        """Relative change of the time per sample (+0.25: 25 % slower)."""
+        if self.old is None:
+            return None
+        return self.new.seconds_per_sample / self.old.seconds_per_sample - 1.0
+
+    @property
+    def power_change(self) -> float | None:
+        """Relative change of the peak power."""
+        if self.old is None:
+            return None
+        return self.new.peak_power_w / self.old.peak_power_w - 1.0
+
+
+@dataclass
+class RefreshResult:
+    """A refreshed profile and what changed."""
+
+    previous: ProfileTable
+    table: ProfileTable
+    changes: list[PointChange]
+    power_cap_w: float | None
+    #: batch sizes whose frontier point could not be re-measured (out of memory, frequency
+    #: no longer offered by the device)
+    skipped: list[int] = field(default_factory=list)
+
+    def frontier_moved(self) -> dict[int, tuple[int, int]]:
+        """Batch sizes whose highest feasible frequency changed: b -> (old Hz, new Hz)."""
+        before = self.previous.frontier(self.power_cap_w)
+        after = self.table.frontier(self.power_cap_w)
+        return {
+            b: (before[b].frequency_hz, after[b].frequency_hz if b in after else 0)
+            for b in before
+            if b not in after or after[b].frequency_hz != before[b].frequency_hz
+        }
+
+
+def refresh_profile(
+    profiler: Profiler, table: ProfileTable, power_cap_w: float | None = None
+) -> RefreshResult:
+    """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
+    size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
+    cap the table was pruned for, else no cap: the highest measured frequency). A frontier
+    point that now breaks the cap is followed down its row until a frequency is under it
+    again. Returns the merged table (mode "refresh": the new points replace the old ones) and
+    the changes. The device's settings are restored afterwards.
+
+    Raises WattcapFileError when the table was made for another device, model or power mode.
+    """
+    device = profiler.device
+    table.check_matches(device=device.name, model=profiler.model, source="profile")
+    mode = getattr(device, "power_mode", None)
+    mode = mode() if callable(mode) else mode
+    if table.power_mode is not None and mode is not None:
+        require_match("the profile", "power mode", mode, table.power_mode, "profile")
+    cap = power_cap_w if power_cap_w is not None else table.power_cap_w
+    start_s = device.now_s()
+    changes: list[PointChange] = []
+    skipped: list[int] = []
+    measured: list[ProfilePoint] = []
+    frequencies = device.frequencies_hz()
+    try:
+        for b, old in sorted(table.frontier(cap).items(), reverse=True):
+            if old.frequency_hz not in frequencies:
+                skipped.append(b)
+                continue
+            try:
+                points = refresh_row(profiler, b, old.frequency_hz, cap)
+            except DeviceOutOfMemoryError:
+                skipped.append(b)
+                continue
+            measured += points
+            changes += [PointChange(old=table.lookup(b, p.frequency_hz), new=p) for p in points]
+    finally:
+        device.restore()
+    newer = table.model_copy(update={"points": measured})
+    merged = table.merged(newer).model_copy(update={
+        "mode": "refresh",
+        "power_cap_w": cap,
+        "points_measured": table.points_measured + len(measured),
+        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
+                         skipped=skipped)
 
 
 def build_training_step(model_name: str, batch_size: int) -> Callable[[], object]:

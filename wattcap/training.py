@@ -13,6 +13,7 @@ import json
 import math
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,7 +27,15 @@ from safetensors.torch import load_file, save_file
 from wattcap.data import ArrayDataset
 from wattcap.devices.base import Device, PowerReading
 from wattcap.models import ModelSpec, get_model_spec
-from wattcap.runtime import CapViolation, CapWatchdog, FrequencyStep
+from wattcap.profiling import ProfileTable
+from wattcap.runtime import (
+    CapViolation,
+    CapWatchdog,
+    DriftEvent,
+    DriftMonitor,
+    FrequencyStep,
+    Replan,
+)
 from wattcap.schema import VersionedFile, WattcapFileError
 from wattcap.weights import load_weights
 from wattcap.workload import workload_for
@@ -102,6 +111,10 @@ class RunRecord(VersionedFile):
     avg_power_w: float | None
     cap_violations: list[CapViolation] = []
     frequency_steps: list[FrequencyStep] = []
+    drift_events: list[DriftEvent] = []
+    replans: list[Replan] = []
+    #: "counter" (hardware energy counter difference), "sensor" (readings × sensor period)
+    energy_source: str | None = None
     events: list[str] = []
     resumed_from_samples: int | None = None
     wall_time_s: float
@@ -247,12 +260,22 @@ def train_to_accuracy(
     method: str | None = None,
     on_eval: EvalCallback | None = None,
     watchdog: bool = True,
+    profile: ProfileTable | None = None,
+    drift_tolerance: float = 0.1,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
 
     With a device, each step runs through `device.execute` (device time, power sampled every
-    sensor period, the cap watchdog acting on the same ticks). With a checkpoint folder, the
-    run saves its state at every evaluation and resumes from it when restarted.
+    sensor period, the cap watchdog acting on the same ticks). The run's energy is the
+    difference of the device's hardware energy counter where it has one, else the integral of
+    the sensor readings. With a checkpoint folder, the run saves its state at every evaluation
+    and resumes from it when restarted.
+
+    With the device's `profile` (the one the plan came from), a `DriftMonitor` compares the
+    measured step time and power with the profile point at the applied (b, f); a difference
+    beyond `drift_tolerance` (0.1 = 10 %, time or power) is recorded, and at the next
+    evaluation the batch size's row is re-measured and the frequency re-planned (same batch
+    size). Raises WattcapFileError when the profile belongs to another device or model.
     """
     config.check()
     wall_start = time.monotonic()
@@ -298,6 +321,40 @@ def train_to_accuracy(
             getattr(getattr(device, "spec", None), "allocator_overhead_factor", 1.0),
         )
     guard = CapWatchdog(device, power_cap_w) if device is not None and watchdog else None
+    monitor = None
+    if device is not None and profile is not None:
+        profile.check_matches(model=config.model, source="profile")
+        monitor = DriftMonitor(device, profile, config.batch_size, power_cap_w=power_cap_w,
+                               tolerance=drift_tolerance, watchdog=guard)
+    if resumed_from is not None:
+        # What the runtime did before the restart stays in the record; a re-plan's lower
+        # frequency is put back (only ever lowered: the caller's frequency may be the plan's).
+        if guard is not None:
+            guard.violations += [CapViolation(**v) for v in state.get("cap_violations", [])]
+            guard.steps += [FrequencyStep(**s) for s in state.get("frequency_steps", [])]
+        old_events = [DriftEvent(**e) for e in state.get("drift_events", [])]
+        old_replans = [Replan(**r) for r in state.get("replans", [])]
+        if monitor is not None:
+            monitor.events += old_events
+            monitor.replans += old_replans
+            monitor.adopt(old_replans)
+        saved_hz = state.get("frequency_hz")
+        if (device is not None and saved_hz is not None
+                and saved_hz < device.current_frequency_hz()
+                and saved_hz in device.frequencies_hz()):
+            device.set_frequency_hz(saved_hz)
+    # The hardware counter, where there is one, measures every joule (evaluation included);
+    # the readings only sample it. Energy before a resume comes from the checkpoint.
+    counter_start_j = device.energy_counter_j() if device is not None else None
+    energy_before_j = 0.0
+    if resumed_from is not None:
+        energy_before_j = state.get("counter_energy_j") or meter.energy_j
+
+    def counter_energy_j() -> float | None:
+        if counter_start_j is None or device is None:
+            return None
+        now_j = device.energy_counter_j()
+        return None if now_j is None else energy_before_j + now_j - counter_start_j
 
     def step(idx: np.ndarray) -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -315,36 +372,65 @@ def train_to_accuracy(
                 if device is None:
                     step(idx)
                 else:
-                    device_time_s += device.execute(lambda idx=idx: step(idx), cost)
+                    start_s = device.now_s()
+                    busy_s = device.execute(lambda idx=idx: step(idx), cost)
+                    device_time_s += busy_s
+                    if monitor is not None:
+                        monitor.on_step(start_s, device.now_s(), busy_s)
                 samples += config.batch_size
             point = CurvePoint(samples=samples, accuracy=evaluate(model, spec, x_test, y_test),
                                device_time_s=device_time_s)
             curve.append(point)
             if on_eval is not None:
                 on_eval(point)
+            if monitor is not None and point.accuracy < config.target_accuracy:
+                # Re-planning waits for an evaluation: the re-measure interrupts training, and
+                # its device time is paid by this run.
+                replan = monitor.replan_if_due()
+                if replan is not None:
+                    device_time_s += replan.remeasure_device_s
             if checkpoint is not None:
                 checkpoint.save(model, optimizer, {
                     "config": config.model_dump(), "samples": samples,
                     "curve": [p.model_dump() for p in curve], "device_time_s": device_time_s,
                     "meter": meter.state(), "events": events,
+                    "counter_energy_j": counter_energy_j(),
+                    "frequency_hz": device.current_frequency_hz() if device else None,
+                    "cap_violations": [v.model_dump() for v in guard.violations] if guard
+                    else [],
+                    "frequency_steps": [s.model_dump() for s in guard.steps] if guard else [],
+                    "drift_events": [e.model_dump() for e in monitor.events] if monitor
+                    else [],
+                    "replans": [r.model_dump() for r in monitor.replans] if monitor else [],
                 })
 
     if device is None or (curve and curve[-1].accuracy >= config.target_accuracy):
         run_steps()
     else:
-        with device.sensor_ticks(meter):
-            if guard is not None:
-                with device.sensor_ticks(guard):
-                    run_steps()
-                guard.finish()
-            else:
-                run_steps()
+        with ExitStack() as ticks:
+            for callback in (meter, guard, monitor):
+                if callback is not None:
+                    ticks.enter_context(device.sensor_ticks(callback))
+            run_steps()
+        if guard is not None:
+            guard.finish()
 
     reached_at = next((p.samples for p in curve if p.accuracy >= config.target_accuracy), None)
     if guard is not None:
         for v in guard.violations:
             events.append(f"cap exceeded for {v.duration_s:.2f} s at t={v.start_s:.1f} s "
                           f"(max {v.max_power_w:.2f} W)")
+        events += [f"watchdog: {note}" for note in guard.notes]
+    if monitor is not None:
+        events += [f"drift monitor: {note}" for note in monitor.notes]
+        for replan in monitor.replans:
+            events.append(f"re-planned at t={replan.time_s:.1f} s: {replan.from_hz / 1e6:.1f} -> "
+                          f"{replan.to_hz / 1e6:.1f} MHz ({replan.reason}; re-measured "
+                          f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
+    energy_j = counter_energy_j()
+    energy_source = None if device is None else "sensor" if energy_j is None else "counter"
+    if energy_j is None:
+        energy_j = meter.energy_j
     return RunRecord(
         config=config,
         dataset=train.name,
@@ -359,11 +445,14 @@ def train_to_accuracy(
         final_accuracy=curve[-1].accuracy if curve else 0.0,
         curve=curve,
         device_time_s=device_time_s,
-        energy_j=meter.energy_j,
+        energy_j=energy_j,
         peak_power_w=meter.peak_w,
         avg_power_w=meter.average_w,
         cap_violations=guard.violations if guard else [],
         frequency_steps=guard.steps if guard else [],
+        drift_events=monitor.events if monitor else [],
+        replans=monitor.replans if monitor else [],
+        energy_source=energy_source,
         events=events,
         resumed_from_samples=resumed_from,
         wall_time_s=time.monotonic() - wall_start,

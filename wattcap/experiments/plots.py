@@ -49,7 +49,7 @@ def plot_profile(
         (axes[0], power, "Peak power (W)", "viridis"),
         (axes[1], time_ms, "Time per sample (ms)", "magma_r"),
     ]
-    for ax, grid, label, cmap in panels:
+    for (ax, grid, label, cmap), line in zip(panels, ("w--", "k--"), strict=True):
         image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap)
         fig.colorbar(image, ax=ax, label=label)
         ax.set_xticks(range(len(freqs_mhz)), [f"{f:.0f}" for f in freqs_mhz], rotation=60)
@@ -62,15 +62,17 @@ def plot_profile(
             frontier = profile.frontier(power_cap_w)
             xs = [profile.frequencies_hz.index(p.frequency_hz) for p in frontier.values()]
             ys = [profile.batch_sizes.index(b) for b in frontier]
-            ax.plot(xs, ys, "w--", lw=1.5, label=f"cap frontier ({power_cap_w:g} W)")
+            ax.plot(xs, ys, line, lw=1.5, label=f"cap frontier ({power_cap_w:g} W)")
         if plan is not None:
-            for method, choice in plan.choices.items():
+            for i, (method, choice) in enumerate(plan.choices.items()):
                 marker, color = _MARKERS.get(method, ("x", "black"))
+                # Small offsets keep methods that chose the same point visible side by side.
+                offset = (i - (len(plan.choices) - 1) / 2) * 0.18
                 ax.scatter(
-                    [profile.frequencies_hz.index(choice.frequency_hz)],
+                    [profile.frequencies_hz.index(choice.frequency_hz) + offset],
                     [profile.batch_sizes.index(choice.batch_size)],
-                    marker=marker, s=160, color=color, edgecolors="white", linewidths=1.2,
-                    label=method, zorder=3,
+                    marker=marker, s=260 if marker == "*" else 150, color=color,
+                    edgecolors="white", linewidths=1.2, label=method, zorder=3,
                 )
         if power_cap_w is not None or plan is not None:
             ax.legend(loc="upper left", fontsize=8, framealpha=0.85)

@@ -1,0 +1,253 @@
+"""`wattcap compare` and `wattcap sensitivity`: the evaluation harness on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from wattcap.console import make_console
+from wattcap.experiments.compare import (
+    DEFAULT_SCENARIOS,
+    Comparison,
+    Scenario,
+    efficiency_from_runs,
+    load_or_profile,
+    math_runs,
+    run_comparison,
+    sensitivity_matrix,
+)
+from wattcap.experiments.plots import plot_profile
+from wattcap.experiments.report import bar_chart, sensitivity_heatmap, write_report
+from wattcap.planner import METHODS, plan
+from wattcap.references import emulated_reference_profiles
+from wattcap.schema import WattcapFileError
+from wattcap.workload import DEFAULT_BATCH_SIZES, workload_for
+
+DEFAULT_MODEL = "digits32-cnn"
+DEFAULT_PRETRAIN = "digits-0-4-32"
+DEFAULT_PROXY = "digits-rotated-32"
+DEFAULT_TARGETS = "digits-5-9-32,digits-noisy-32"
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _caps(text: str) -> list[float | None]:
+    caps: list[float | None] = []
+    for item in _split(text):
+        caps.append(None if item.lower() == "none" else float(item))
+    return caps
+
+
+def _scenarios(devices: str | None, caps: str | None) -> list[Scenario]:
+    if devices is None:
+        scenarios = [Scenario(s.device, list(s.caps_w)) for s in DEFAULT_SCENARIOS]
+    else:
+        names = [d.removeprefix("emulated:") for d in _split(devices)]
+        defaults = {s.device: s.caps_w for s in DEFAULT_SCENARIOS}
+        scenarios = [Scenario(n, list(defaults.get(n, [None]))) for n in names]
+    if caps is not None:
+        for scenario in scenarios:
+            scenario.caps_w = _caps(caps)
+    return scenarios
+
+
+def _weights(out: Path, model: str, weights: Path | None, console: Console) -> Path | None:
+    if weights is not None:
+        return weights
+    from wattcap.training import pretrain
+
+    path = out / f"{model}-pretrained.safetensors"
+    if not path.exists():
+        console.print(f"no --weights: pre-training {model} on {DEFAULT_PRETRAIN} -> {path}")
+        pretrain(model, DEFAULT_PRETRAIN, path, epochs=2)
+    return path
+
+
+def _report(out: Path, comparison: Comparison, console: Console) -> None:
+    images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
+              ("Energy per method and scenario", bar_chart(comparison, out, "energy"))]
+    for device in comparison.devices:
+        profile = load_or_profile(out, device, comparison.model, tuple(DEFAULT_BATCH_SIZES))
+        caps = [r.power_cap_w for r in comparison.results if r.device == device]
+        tight = min((c for c in caps if c is not None), default=None)
+        target = comparison.targets[0]
+        proxy = out / "efficiency-proxy.json"
+        from wattcap.efficiency import EfficiencyVector
+
+        vector = EfficiencyVector.load(proxy) if proxy.exists() else None
+        result = plan(profile, tight, efficiency=vector,
+                      reference_profiles=emulated_reference_profiles(device))
+        # Mark the choices actually evaluated (incl. the oracle) for this scenario.
+        for method in METHODS:
+            r = comparison.get(device, tight, target, method)
+            if r is not None and method in result.choices:
+                result.choices[method] = result.choices[method].model_copy(
+                    update={"batch_size": r.batch_size, "frequency_hz": r.frequency_hz})
+            elif r is not None:
+                base = result.choices["wattcap"]
+                result.choices[method] = base.model_copy(update={
+                    "method": method, "batch_size": r.batch_size,
+                    "frequency_hz": r.frequency_hz})
+        path = plot_profile(profile, out / f"heatmap-{device}.png", power_cap_w=tight,
+                            plan=result)
+        images.append((f"Profile of {comparison.model} on {device} with each method's choice "
+                       f"at {tight if tight is not None else 'no'} W ({target})", path))
+    sensitivity = None
+    if (out / "sensitivity.json").exists():
+        sensitivity = json.loads((out / "sensitivity.json").read_text())
+        images += [(f"Proxy sensitivity at {cap}", out / name)
+                   for cap, name in sensitivity.get("images", {}).items()]
+    md, html_path = write_report(comparison, out, images, sensitivity)
+    console.print(f"wrote {md}, {html_path}, {out / 'results.csv'} and {len(images)} figures")
+
+
+def compare(
+    out: Path = typer.Option(..., help="Folder for profiles, runs, results and the report."),
+    device: str | None = typer.Option(None, help="Comma-separated emulated devices "
+                                      "(default: jetson-nano,jetson-tx2nx)."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Registered model."),
+    weights: Path | None = typer.Option(None, help="Pre-trained weights (default: pre-train "
+                                        f"on {DEFAULT_PRETRAIN})."),
+    proxy: str = typer.Option(DEFAULT_PROXY, help="Proxy dataset for r_b."),
+    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
+    power_caps: str | None = typer.Option(None, help="Comma-separated caps in W or 'none', for "
+                                          "every device (default: a grid per device)."),
+    seeds: int = typer.Option(3, help="Seeds per configuration."),
+    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach."),
+    sample_budget: int = typer.Option(20_000),
+    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT."),
+    quick: bool = typer.Option(False, help="One seed and the first target only."),
+) -> None:
+    """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
+    time-to-accuracy and energy for every scenario, and a report."""
+    console = make_console()
+    out.mkdir(parents=True, exist_ok=True)
+    target_list = _split(targets)
+    if quick:
+        seeds, target_list = 1, target_list[:1]
+    try:
+        scenarios = _scenarios(device, power_caps)
+        workload_for(model)
+        weights_path = _weights(out, model, weights, console)
+    except (KeyError, ValueError, WattcapFileError) as err:
+        console.print(f"[bold red]error:[/] {str(err).strip(chr(39))}")
+        raise typer.Exit(2) from None
+    counters = {"trained": 0, "reused": 0}
+    sizes = tuple(DEFAULT_BATCH_SIZES)
+    with console.status("comparing") as status:
+        def say(message: str) -> None:
+            status.update(message)
+
+        proxy_runs = math_runs(out, model, weights_path, proxy, sizes, seeds, target_accuracy,
+                               sample_budget, resume, counters, say)
+        input_shape = list(workload_for(model).input_shape)
+        proxy_vector = efficiency_from_runs(proxy_runs, model, proxy, seeds, target_accuracy,
+                                            input_shape)
+        if proxy_vector is None:
+            console.print(f"[bold red]error:[/] no batch size reached {target_accuracy:.0%} on "
+                          f"the proxy {proxy} within {sample_budget} samples")
+            raise typer.Exit(2)
+        proxy_vector.save(out / "efficiency-proxy.json")
+        comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
+                                    scenarios, seeds, target_accuracy, sizes, sample_budget,
+                                    resume, say, counters)
+    print_summary(comparison, console)
+    _report(out, comparison, console)
+
+
+def print_summary(comparison: Comparison, console: Console) -> None:
+    """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
+    table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model}, mean over "
+                        f"{comparison.seeds} seed(s); % over the fastest configuration")
+    for column in ("device", "cap", "target", *METHODS):
+        table.add_column(column)
+    keys = []
+    for r in comparison.results:
+        if (r.device, r.power_cap_w, r.target) not in keys:
+            keys.append((r.device, r.power_cap_w, r.target))
+    for device, cap, target in keys:
+        cells = []
+        for method in METHODS:
+            r = comparison.get(device, cap, target, method)
+            if r is None or r.time_mean_s is None:
+                cells.append("—")
+                continue
+            over = comparison.over_fastest_pct(r)
+            cells.append(f"{r.time_mean_s:.2f} (b={r.batch_size}, {r.frequency_hz / 1e6:.0f} MHz)"
+                         + ("" if over is None or method == "fastest" else f" +{over:.1f}%"))
+        table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)
+    console.print(table)
+    console.print(f"{comparison.runs_trained} training runs trained, {comparison.runs_reused} "
+                  "reused from earlier runs")
+
+
+def sensitivity(
+    out: Path = typer.Option(..., help="Folder (shared with `compare` to reuse runs)."),
+    proxies: str = typer.Option("digits-rotated-32,digits-noisy-32,shapes-32",
+                                help="Comma-separated proxy datasets."),
+    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
+    device: str = typer.Option("jetson-nano", help="Emulated device."),
+    model: str = typer.Option(DEFAULT_MODEL),
+    weights: Path | None = typer.Option(None),
+    power_caps: str | None = typer.Option(None, help="Caps in W or 'none' (default: the "
+                                          "device's grid)."),
+    seeds: int = typer.Option(2),
+    target_accuracy: float = typer.Option(0.9),
+    sample_budget: int = typer.Option(20_000),
+    resume: bool = typer.Option(True),
+) -> None:
+    """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
+    per power scenario."""
+    console = make_console()
+    out.mkdir(parents=True, exist_ok=True)
+    device = device.removeprefix("emulated:")
+    scenario = _scenarios(device, power_caps)[0]
+    weights_path = _weights(out, model, weights, console)
+    sizes = tuple(DEFAULT_BATCH_SIZES)
+    counters = {"trained": 0, "reused": 0}
+    input_shape = list(workload_for(model).input_shape)
+    vectors = {}
+    with console.status("estimating") as status:
+        for dataset in dict.fromkeys(_split(proxies) + _split(targets)):
+            runs = math_runs(out, model, weights_path, dataset, sizes, seeds, target_accuracy,
+                             sample_budget, resume, counters, status.update)
+            vectors[dataset] = efficiency_from_runs(runs, model, dataset, seeds,
+                                                    target_accuracy, input_shape)
+    profile = load_or_profile(out, device, model, sizes)
+    references = emulated_reference_profiles(device)
+    proxy_vectors = {p: vectors[p] for p in _split(proxies) if vectors[p] is not None}
+    target_vectors = {t: vectors[t] for t in _split(targets) if vectors[t] is not None}
+    matrices = sensitivity_matrix(profile, references, proxy_vectors, target_vectors,
+                                  scenario.caps_w)
+    images = {}
+    for cap, matrix in matrices.items():
+        label = "no cap" if cap == "none" else f"{cap} W"
+        path = sensitivity_heatmap(matrix, list(proxy_vectors), list(target_vectors), label, out)
+        images[label] = path.name
+        table = Table(title=f"{device}, cap {label}: % time over fastest")
+        table.add_column("proxy \\ target")
+        for t in target_vectors:
+            table.add_column(t)
+        for p, row in zip(proxy_vectors, matrix, strict=True):
+            table.add_row(p, *("n/a" if v is None else f"{v:.1f}" for v in row))
+        console.print(table)
+    (out / "sensitivity.json").write_text(json.dumps({
+        "device": device, "model": model, "proxies": list(proxy_vectors),
+        "targets": list(target_vectors), "matrices": matrices, "images": images,
+    }, indent=2))
+    if (out / "comparison.json").exists():
+        _report(out, Comparison.load(out / "comparison.json"), console)
+    else:
+        console.print(f"wrote {out / 'sensitivity.json'} and {len(images)} heatmaps")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the harness commands to the main CLI."""
+    app.command()(compare)
+    app.command()(sensitivity)

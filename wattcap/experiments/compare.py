@@ -1,0 +1,341 @@
+"""The evaluation harness: wattcap vs baseline-1, baseline-2 and the fastest configuration over
+power scenarios, target datasets and seeds, plus the proxy-sensitivity matrix.
+
+For each target and batch size the training math runs once per seed (that also measures r_b on
+the target for the oracle). On an emulated device the run's steps are then replayed on the
+device at each method's frequency — the emulator's time and power depend on the step's cost
+and the frequency, not on the values computed — so every (scenario, method) gets a real
+device-clock time-to-accuracy, sampled energy and watchdog, without re-running the math.
+Everything is recorded in DIR; `resume` reuses what is there.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from wattcap.data import get_dataset
+from wattcap.devices.emulated import EmulatedDevice
+from wattcap.efficiency import EfficiencyVector
+from wattcap.planner import METHODS, InfeasibleCapError, plan
+from wattcap.profiling import Profiler, ProfileTable
+from wattcap.references import emulated_reference_profiles
+from wattcap.runtime import CapWatchdog
+from wattcap.schema import VersionedFile, WattcapFileError
+from wattcap.training import PowerMeter, RunRecord, TrainConfig, train_to_accuracy
+from wattcap.workload import workload_for
+
+Progress = Callable[[str], None]
+
+
+class MethodResult(BaseModel):
+    """One (device, cap, target, method): the choice and its measured outcome over seeds."""
+
+    model_config = ConfigDict(extra="forbid")
+    device: str
+    power_cap_w: float | None
+    target: str
+    method: str
+    batch_size: int
+    frequency_hz: int
+    predicted_time_s: float
+    time_s: list[float | None]
+    energy_j: list[float | None]
+    peak_power_w: float
+    cap_violations: int
+    frequency_steps: int
+
+    @property
+    def time_mean_s(self) -> float | None:
+        done = [t for t in self.time_s if t is not None]
+        return statistics.fmean(done) if done and len(done) == len(self.time_s) else None
+
+    @property
+    def time_std_s(self) -> float:
+        done = [t for t in self.time_s if t is not None]
+        return statistics.stdev(done) if len(done) > 1 else 0.0
+
+    @property
+    def energy_mean_j(self) -> float | None:
+        done = [e for e in self.energy_j if e is not None]
+        return statistics.fmean(done) if done and len(done) == len(self.energy_j) else None
+
+    @property
+    def energy_std_j(self) -> float:
+        done = [e for e in self.energy_j if e is not None]
+        return statistics.stdev(done) if len(done) > 1 else 0.0
+
+
+class Comparison(VersionedFile):
+    """All results of one comparison."""
+
+    FILE_KIND = "wattcap.comparison"
+    SCHEMA_VERSION = 1
+
+    model: str
+    proxy: str
+    targets: list[str]
+    devices: list[str]
+    seeds: int
+    target_accuracy: float
+    results: list[MethodResult]
+    infeasible: list[str] = []
+    runs_trained: int = 0
+    runs_reused: int = 0
+
+    def get(self, device: str, cap: float | None, target: str, method: str) -> MethodResult | None:
+        for r in self.results:
+            if (r.device, r.power_cap_w, r.target, r.method) == (device, cap, target, method):
+                return r
+        return None
+
+    def over_fastest_pct(self, result: MethodResult) -> float | None:
+        """Percentage time increase over the fastest configuration of the same scenario."""
+        fastest = self.get(result.device, result.power_cap_w, result.target, "fastest")
+        if fastest is None or fastest.time_mean_s is None or result.time_mean_s is None:
+            return None
+        return 100.0 * (result.time_mean_s / fastest.time_mean_s - 1.0)
+
+
+@dataclass
+class Scenario:
+    """A device (emulated spec) and the caps to evaluate on it."""
+
+    device: str
+    caps_w: list[float | None]
+
+
+#: the offline default grid: caps chosen so each binds at a different level on each device
+DEFAULT_SCENARIOS = [
+    Scenario("jetson-nano", [4.5, 5.5, None]),
+    Scenario("jetson-tx2nx", [6.0, 7.0, None]),
+]
+
+
+def _math_run(
+    out: Path, model: str, weights: Path | None, target: str, batch_size: int, seed: int,
+    target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
+) -> RunRecord:
+    """The training math for (target, b, seed), recorded once and reused."""
+    path = out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
+    if resume and path.exists():
+        try:
+            record = RunRecord.load(path)
+            if record.config.target_accuracy == target_accuracy:
+                counters["reused"] += 1
+                return record
+        except WattcapFileError:
+            pass  # a half-written or stale record: train again
+    train, test = get_dataset(target).split(0.2, seed=0)
+    config = TrainConfig(model=model, batch_size=batch_size, target_accuracy=target_accuracy,
+                         sample_budget=sample_budget, seed=seed)
+    record = train_to_accuracy(config, train, test, weights=weights)
+    record.save(path)
+    counters["trained"] += 1
+    return record
+
+
+def replay_on_device(
+    record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
+) -> tuple[float | None, float | None, float, CapWatchdog]:
+    """Run a recorded run's steps (up to its target) on an emulated device at a frequency:
+    returns (time-to-accuracy s, energy J, peak W, watchdog)."""
+    if record.samples_to_target is None:
+        return None, None, 0.0, CapWatchdog(device, power_cap_w)
+    b = record.config.batch_size
+    cost = workload_for(record.config.model).step_cost(b, device.spec.allocator_overhead_factor)
+    meter = PowerMeter(device.sensor_period_s)
+    guard = CapWatchdog(device, power_cap_w)
+    device.set_frequency_hz(frequency_hz)
+    start = device.now_s()
+    with device.sensor_ticks(meter), device.sensor_ticks(guard):
+        for _ in range(record.samples_to_target // b):
+            device.execute(None, cost)
+    guard.finish()
+    device.restore()
+    return device.now_s() - start, meter.energy_j, meter.peak_w or 0.0, guard
+
+
+def efficiency_from_runs(
+    runs: dict[tuple[int, int], RunRecord], model: str, target: str, seeds: int,
+    target_accuracy: float, input_shape: list[int],
+) -> EfficiencyVector | None:
+    """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
+    estimate wattcap plans with); None when no batch size reached the target."""
+    sizes = sorted({b for b, _ in runs})
+    samples = {b: [runs[(b, s)].samples_to_target for s in range(seeds)] for b in sizes}
+    try:
+        return EfficiencyVector.from_samples(
+            samples, model=model, input_shape=input_shape, dataset=target,
+            task="image-classification", target_accuracy=target_accuracy,
+            seeds=list(range(seeds)),
+        )
+    except ValueError:
+        return None
+
+
+def math_runs(
+    out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
+    seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
+    progress: Progress | None = None,
+) -> dict[tuple[int, int], RunRecord]:
+    """Every (batch size, seed) run on a dataset, trained or reused."""
+    runs = {}
+    for b in batch_sizes:
+        for seed in range(seeds):
+            if progress:
+                progress(f"training {dataset} b={b} seed={seed}")
+            runs[(b, seed)] = _math_run(out, model, weights, dataset, b, seed, target_accuracy,
+                                        sample_budget, resume, counters)
+    return runs
+
+
+def run_comparison(
+    out: Path,
+    model: str,
+    weights: Path | None,
+    proxy_efficiency: EfficiencyVector,
+    targets: list[str],
+    scenarios: list[Scenario],
+    seeds: int,
+    target_accuracy: float,
+    batch_sizes: tuple[int, ...],
+    sample_budget: int = 20_000,
+    resume: bool = True,
+    progress: Progress | None = None,
+    counters: dict | None = None,
+) -> Comparison:
+    """Train, replay and record every (scenario, target, method)."""
+    say = progress or (lambda message: None)
+    counters = counters if counters is not None else {"trained": 0, "reused": 0}
+    results: list[MethodResult] = []
+    infeasible: list[str] = []
+    math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
+                              sample_budget, resume, counters, say) for target in targets}
+    input_shape = list(workload_for(model).input_shape)
+    for scenario in scenarios:
+        profile = load_or_profile(out, scenario.device, model, batch_sizes)
+        references = emulated_reference_profiles(scenario.device)
+        for target in targets:
+            oracle_r = efficiency_from_runs(math[target], model, target, seeds, target_accuracy,
+                                         input_shape)
+            for cap in scenario.caps_w:
+                try:
+                    result = plan(profile, cap, efficiency=proxy_efficiency,
+                                  reference_profiles=references, target_efficiency=oracle_r)
+                except InfeasibleCapError as err:
+                    infeasible.append(f"{scenario.device} at {cap} W: {err}")
+                    continue
+                for method in METHODS:
+                    choice = result.choices.get(method)
+                    if choice is None:
+                        continue
+                    say(f"replaying {scenario.device} cap={cap} {target} {method}")
+                    times, energies, peak, violations, steps = [], [], 0.0, 0, 0
+                    for seed in range(seeds):
+                        device = EmulatedDevice(scenario.device, seed=seed)
+                        t, e, p, guard = replay_on_device(
+                            math[target][(choice.batch_size, seed)], device,
+                            choice.frequency_hz, cap)
+                        times.append(t)
+                        energies.append(e)
+                        peak = max(peak, p)
+                        violations += len(guard.violations)
+                        steps += len(guard.steps)
+                    results.append(MethodResult(
+                        device=scenario.device, power_cap_w=cap, target=target, method=method,
+                        batch_size=choice.batch_size, frequency_hz=choice.frequency_hz,
+                        predicted_time_s=choice.predicted_time_s, time_s=times,
+                        energy_j=energies, peak_power_w=peak, cap_violations=violations,
+                        frequency_steps=steps,
+                    ))
+    comparison = Comparison(
+        model=model, proxy=proxy_efficiency.dataset, targets=targets,
+        devices=[s.device for s in scenarios], seeds=seeds, target_accuracy=target_accuracy,
+        results=results, infeasible=infeasible, runs_trained=counters["trained"],
+        runs_reused=counters["reused"],
+    )
+    comparison.save(out / "comparison.json")
+    write_csv(comparison, out / "results.csv")
+    return comparison
+
+
+def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...]
+                    ) -> ProfileTable:
+    """The exhaustive profile of `model` on an emulated device, reused from DIR if present."""
+    path = out / f"profile-{device}-{model}.json"
+    if path.exists():
+        try:
+            profile = ProfileTable.load(path)
+            profile.check_matches(device=device, model=model)
+            return profile
+        except WattcapFileError:
+            pass
+    profile = Profiler(EmulatedDevice(device), model, batch_sizes=batch_sizes).run(
+        exhaustive=True)
+    profile.save(path)
+    return profile
+
+
+def write_csv(comparison: Comparison, path: Path) -> None:
+    """Raw results, one row per (scenario, target, method, seed)."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["device", "power_cap_w", "target", "method", "batch_size",
+                         "frequency_mhz", "seed", "time_to_accuracy_s", "energy_j",
+                         "peak_power_w", "predicted_time_s", "over_fastest_pct"])
+        for r in comparison.results:
+            over = comparison.over_fastest_pct(r)
+            for seed, (t, e) in enumerate(zip(r.time_s, r.energy_j, strict=True)):
+                writer.writerow([
+                    r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
+                    r.method, r.batch_size, r.frequency_hz / 1e6, seed,
+                    "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
+                    f"{r.peak_power_w:.3f}", f"{r.predicted_time_s:.4f}",
+                    "" if over is None else f"{over:.2f}",
+                ])
+
+
+def sensitivity_matrix(
+    profile: ProfileTable,
+    references: list[ProfileTable],
+    proxy_vectors: dict[str, EfficiencyVector],
+    target_vectors: dict[str, EfficiencyVector],
+    caps_w: list[float | None],
+) -> dict[str, list[list[float | None]]]:
+    """Per cap, the proxies × targets matrix of wattcap's % time increase over the fastest
+    configuration; times are T(b, f) from the profile × samples-to-target measured on the
+    target (exact on the emulator, where time does not depend on the values computed)."""
+    matrices: dict[str, list[list[float | None]]] = {}
+    for cap in caps_w:
+        rows = []
+        for proxy_vector in proxy_vectors.values():
+            row: list[float | None] = []
+            for target_vector in target_vectors.values():
+                try:
+                    result = plan(profile, cap, efficiency=proxy_vector,
+                                  reference_profiles=references, target_efficiency=target_vector)
+                except InfeasibleCapError:
+                    row.append(None)
+                    continue
+                ours, best = result.choices["wattcap"], result.choices.get("fastest")
+                ours_samples = target_vector.samples(ours.batch_size)
+                if best is None or ours_samples is None:
+                    row.append(None)
+                    continue
+                ours_time = ours.seconds_per_sample * ours_samples
+                row.append(100.0 * (ours_time / best.predicted_time_s - 1.0))
+            rows.append(row)
+        matrices["none" if cap is None else f"{cap:g}"] = rows
+    return matrices
+
+
+def save_json(path: Path, data: object) -> None:
+    """Plain JSON next to the report."""
+    path.write_text(json.dumps(data, indent=2))

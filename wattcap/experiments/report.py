@@ -1,0 +1,188 @@
+"""The comparison report: report.md and report.html with the table (methods × scenarios, mean ±
+std time-to-accuracy and energy), bar charts, profile heatmaps with every method's choice, and
+the proxy-sensitivity heatmaps."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from wattcap.experiments.compare import Comparison, MethodResult  # noqa: E402
+from wattcap.planner import METHODS  # noqa: E402
+
+_COLORS = {"wattcap": "tab:green", "baseline-1": "tab:red", "baseline-2": "tab:orange",
+           "fastest": "tab:blue"}
+
+
+def _cap(cap: float | None) -> str:
+    return "no cap" if cap is None else f"{cap:g} W"
+
+
+def scenarios(comparison: Comparison) -> list[tuple[str, float | None, str]]:
+    """Distinct (device, cap, target) in result order."""
+    seen: list[tuple[str, float | None, str]] = []
+    for r in comparison.results:
+        key = (r.device, r.power_cap_w, r.target)
+        if key not in seen:
+            seen.append(key)
+    return seen
+
+
+def _cell(comparison: Comparison, r: MethodResult | None) -> str:
+    if r is None:
+        return "n/a"
+    if r.time_mean_s is None:
+        return f"b={r.batch_size} @ {r.frequency_hz / 1e6:.0f} MHz: target not reached"
+    over = comparison.over_fastest_pct(r)
+    text = (f"b={r.batch_size} @ {r.frequency_hz / 1e6:.0f} MHz: {r.time_mean_s:.2f} ± "
+            f"{r.time_std_s:.2f} s, {r.energy_mean_j:.1f} ± {r.energy_std_j:.1f} J")
+    if over is not None and r.method != "fastest":
+        text += f", +{over:.1f} % over fastest"
+    if r.cap_violations:
+        text += f", {r.cap_violations} cap violation(s) stepped down"
+    return text
+
+
+def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: one row per scenario, one column per method."""
+    header = ["device", "power cap", "target"] + list(METHODS)
+    rows = []
+    for device, cap, target in scenarios(comparison):
+        rows.append([device, _cap(cap), target] + [
+            _cell(comparison, comparison.get(device, cap, target, m)) for m in METHODS])
+    return header, rows
+
+
+def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
+    """Grouped bars per scenario and method, error bars = std over seeds."""
+    keys = scenarios(comparison)
+    label = "Time-to-accuracy (device s)" if field == "time" else "Energy to accuracy (J)"
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(keys) + 2), 5), constrained_layout=True)
+    width = 0.8 / len(METHODS)
+    for i, method in enumerate(METHODS):
+        means, stds = [], []
+        for device, cap, target in keys:
+            r = comparison.get(device, cap, target, method)
+            mean = None if r is None else (r.time_mean_s if field == "time" else r.energy_mean_j)
+            std = 0.0 if r is None else (r.time_std_s if field == "time" else r.energy_std_j)
+            means.append(np.nan if mean is None else mean)
+            stds.append(std)
+        xs = np.arange(len(keys)) + (i - (len(METHODS) - 1) / 2) * width
+        ax.bar(xs, means, width, yerr=stds, capsize=3, label=method, color=_COLORS[method])
+    ax.set_xticks(range(len(keys)),
+                  [f"{d}\n{_cap(c)}\n{t}" for d, c, t in keys], fontsize=8)
+    ax.set_ylabel(label)
+    ax.set_xlabel("Scenario (device, power cap, target dataset)")
+    ax.set_title(f"{label} of {comparison.model} to {comparison.target_accuracy:.0%} accuracy, "
+                 f"mean ± std over {comparison.seeds} seed(s)")
+    ax.legend(title="method")
+    ax.grid(axis="y", alpha=0.3)
+    path = out / f"bars-{field}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def sensitivity_heatmap(
+    matrix: list[list[float | None]], proxies: list[str], targets: list[str], cap: str,
+    out: Path,
+) -> Path:
+    """Proxies × targets heatmap of wattcap's % time increase over the fastest configuration."""
+    data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.8 * len(targets) + 3, 1.0 * len(proxies) + 2),
+                           constrained_layout=True)
+    image = ax.imshow(data, cmap="Reds", vmin=0, vmax=max(5.0, float(np.nanmax(data))
+                                                          if np.isfinite(data).any() else 5.0))
+    fig.colorbar(image, ax=ax, label="time increase over fastest (%)")
+    for i in range(len(proxies)):
+        for j in range(len(targets)):
+            value = data[i, j]
+            ax.text(j, i, "n/a" if np.isnan(value) else f"{value:.1f} %", ha="center",
+                    va="center", fontsize=9)
+    ax.set_xticks(range(len(targets)), targets, rotation=20)
+    ax.set_yticks(range(len(proxies)), proxies)
+    ax.set_xlabel("Target dataset")
+    ax.set_ylabel("Proxy dataset")
+    ax.set_title(f"Proxy sensitivity, power cap {cap}")
+    path = out / f"sensitivity-{cap.replace(' ', '')}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    comparison: Comparison,
+    out: Path,
+    images: list[tuple[str, Path]],
+    sensitivity: dict | None = None,
+) -> tuple[Path, Path]:
+    """Write report.md and report.html into `out`."""
+    header, rows = table_rows(comparison)
+    intro = (
+        f"Model **{comparison.model}**, proxy **{comparison.proxy}**, targets "
+        f"{', '.join(comparison.targets)}, target accuracy {comparison.target_accuracy:.0%}, "
+        f"{comparison.seeds} seed(s). Each cell: the chosen batch size and GPU frequency, then "
+        "the measured time-to-accuracy (device seconds) and energy (joules), mean ± std over "
+        "seeds, and the percentage over the fastest configuration (the oracle that knows r_b "
+        "on the target). The training math of each (target, batch size, seed) ran once; its "
+        "steps were replayed on each emulated device at each method's frequency, with the power "
+        "sensor and the cap watchdog live."
+    )
+    md = [f"# wattcap comparison: {comparison.model}", "", intro, "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(row) + " |" for row in rows]
+    if comparison.infeasible:
+        md += ["", "Infeasible scenarios:", ""] + [f"- {line}" for line in comparison.infeasible]
+    if sensitivity:
+        md += ["", "## Proxy sensitivity", "",
+               "Percentage time increase of wattcap over the fastest configuration when r_b is "
+               "estimated on each proxy and training happens on each target."]
+        for cap, matrix in sensitivity["matrices"].items():
+            md += ["", f"Power cap {cap}:", "",
+                   "| proxy \\ target | " + " | ".join(sensitivity["targets"]) + " |",
+                   "|" + "---|" * (len(sensitivity["targets"]) + 1)]
+            for proxy, row in zip(sensitivity["proxies"], matrix, strict=True):
+                md.append(f"| {proxy} | " + " | ".join(
+                    "n/a" if v is None else f"{v:.1f} %" for v in row) + " |")
+    md += ["", "## Figures", ""]
+    md += [f"![{title}]({path.name})" for title, path in images]
+    md += ["", f"Raw results: `results.csv`; all runs: `runs/`; {comparison.runs_trained} "
+           f"training runs trained, {comparison.runs_reused} reused."]
+    md_path = out / "report.md"
+    md_path.write_text("\n".join(md) + "\n")
+
+    def html_table(head: list[str], body: list[list[str]]) -> str:
+        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                      for row in body)
+        return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>wattcap comparison: {html.escape(comparison.model)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1300px;margin:2em auto}"
+        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;"
+        "padding:4px 6px;text-align:left}th{background:#eee}img{max-width:100%}</style>",
+        "</head><body>", f"<h1>wattcap comparison: {html.escape(comparison.model)}</h1>",
+        f"<p>{html.escape(intro.replace('**', ''))}</p>", html_table(header, rows),
+    ]
+    if sensitivity:
+        parts.append("<h2>Proxy sensitivity</h2>")
+        for cap, matrix in sensitivity["matrices"].items():
+            body = [[p] + ["n/a" if v is None else f"{v:.1f} %" for v in row]
+                    for p, row in zip(sensitivity["proxies"], matrix, strict=True)]
+            parts.append(f"<h3>Power cap {html.escape(cap)}</h3>")
+            parts.append(html_table(["proxy \\ target"] + sensitivity["targets"], body))
+    parts.append("<h2>Figures</h2>")
+    parts += [f"<h3>{html.escape(t)}</h3><img src='{p.name}' alt='{html.escape(t)}'>"
+              for t, p in images]
+    parts.append("</body></html>")
+    html_path = out / "report.html"
+    html_path.write_text("\n".join(parts))
+    return md_path, html_path
