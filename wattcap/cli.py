@@ -198,7 +198,10 @@ def profile(
     previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
     if previous is not None:
         model = model or previous.model
-        power_mode = power_mode or previous.power_mode
+        emulated_spec = device.partition(":")[2] or "jetson-nano"
+        if device.startswith("emulated") and emulated_spec == previous.device:
+            # The emulated device in the profile's power mode (its frequency list) by default.
+            power_mode = power_mode or previous.power_mode
     model = model or "resnet18"
     if out is None and refresh is None and not dry_run:
         fail("--out is required (the ProfileTable JSON to write)")
@@ -358,7 +361,8 @@ def print_plan(result: Plan, title: str | None = None) -> None:
 
 @app.command("plan")
 def plan_command(
-    profile: Path = typer.Option(..., help="ProfileTable JSON."),
+    profile: Path | None = typer.Option(None, help="ProfileTable JSON (required unless --server "
+                                        "fetches it)."),
     power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
     efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
     target_efficiency: Path | None = typer.Option(None, help="r_b measured on the target: "
@@ -367,8 +371,42 @@ def plan_command(
                                                    "profiles for the baselines' safe frequency."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     out: Path | None = typer.Option(None, help="Also write the Plan file."),
+    server: str | None = typer.Option(None, help="wattcap server URL: fetch the profile and the "
+                                      "efficiency vector from it (a local --profile or "
+                                      "--efficiency still wins).", rich_help_panel="Server"),
+    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
+                                           "profile to fetch, e.g. jetson-nano.",
+                                           rich_help_panel="Server"),
+    model: str | None = typer.Option(None, help="With --server: the model to plan for "
+                                     "(default: the local profile's).",
+                                     rich_help_panel="Server"),
+    power_mode: str | None = typer.Option(None, help="With --server: only a profile made in "
+                                          "this power mode (e.g. MAXN).",
+                                          rich_help_panel="Server"),
+    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
+                                     "estimated on this proxy dataset.",
+                                     rich_help_panel="Server"),
+    target_accuracy: float | None = typer.Option(None, help="With --server: only an efficiency "
+                                                 "vector for this target accuracy.",
+                                                 rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token, for a server with private reads (env "
+                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
 ) -> None:
-    """Choose (batch size, frequency) for each method under a power cap."""
+    """Choose (batch size, frequency) for each method under a power cap.
+
+    From local files (--profile, --efficiency), or from a wattcap server: `wattcap plan
+    --server URL --device-name jetson-nano --model resnet18 --power-cap 5` fetches the newest
+    profile of that device for the model and the model's newest efficiency vector.
+    """
+    if server:
+        from wattcap.server.commands import fetch_plan_inputs
+
+        profile, efficiency, _ = fetch_plan_inputs(
+            server, token, profile=profile, efficiency=efficiency, device_name=device_name,
+            model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
+    elif profile is None:
+        fail("--profile is required (or --server URL with --device-name and --model)")
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
                        target_efficiency)
     if out:
@@ -441,27 +479,60 @@ def estimate(
     eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
     lr_ref: float = typer.Option(1e-3, help="Learning rate at the reference batch size."),
     batch_size_ref: int = typer.Option(32, help="Reference batch size for sqrt LR scaling."),
-    server: str | None = typer.Option(None, help="Fetch weights from a wattcap server."),
+    server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
+                                      "weights for --model (the newest, or --model-id) unless "
+                                      "--weights is given.", rich_help_panel="Server"),
+    model_id: int | None = typer.Option(None, help="With --server: the stored weights to use.",
+                                        rich_help_panel="Server"),
+    on_server: bool = typer.Option(False, help="With --server: run the sweep on the server (a "
+                                   "background job; this command waits for it) and write its "
+                                   "result to --out.", rich_help_panel="Server"),
+    push: bool = typer.Option(False, help="With --server: upload the estimated vector, linked "
+                              "to the weights it started from (needs the token).",
+                              rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token (env WATTCAP_SERVER_TOKEN).",
+                                     rich_help_panel="Server"),
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
     from wattcap.efficiency import estimate_efficiency
 
     sizes = tuple(sorted(int(b) for b in batch_sizes.split(",")))
-    with Progress(TextColumn("[bold]estimating[/] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
-        task = bar.add_task(f"{model} on {proxy}", total=len(sizes) * seeds)
-        try:
-            vector = estimate_efficiency(
-                model, proxy, target_accuracy, weights=weights, batch_sizes=sizes, seeds=seeds,
-                sample_budget=sample_budget, eval_every_samples=eval_every, lr_ref=lr_ref,
-                batch_size_ref=batch_size_ref,
-                progress=lambda done, total, label: bar.update(task, completed=done,
-                                                               description=label),
-            )
-        except (KeyError, ValueError, WattcapFileError) as err:
-            fail(str(err).strip("'\""))
+    if (on_server or push or model_id is not None) and not server:
+        fail("--on-server, --push and --model-id need --server URL")
+    weights_id = None
+    if server and on_server:
+        from wattcap.server.commands import estimate_on_server
+
+        vector = estimate_on_server(
+            server, token, model=model, model_id=model_id, proxy=proxy,
+            target_accuracy=target_accuracy, batch_sizes=sizes, seeds=seeds,
+            sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
+            batch_size_ref=batch_size_ref)
+    else:
+        if server and weights is None:
+            from wattcap.server.commands import fetch_estimate_weights
+
+            weights, weights_id = fetch_estimate_weights(server, token, model, model_id)
+        with Progress(TextColumn("[bold]estimating[/] {task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task(f"{model} on {proxy}", total=len(sizes) * seeds)
+            try:
+                vector = estimate_efficiency(
+                    model, proxy, target_accuracy, weights=weights, batch_sizes=sizes,
+                    seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
+                    lr_ref=lr_ref, batch_size_ref=batch_size_ref,
+                    progress=lambda done, total, label: bar.update(task, completed=done,
+                                                                   description=label),
+                )
+            except (KeyError, ValueError, WattcapFileError) as err:
+                fail(str(err).strip("'\""))
     vector.save(out)
+    if server and push and not on_server:  # a server-side sweep is stored there already
+        from wattcap.server.commands import push_estimated
+
+        push_estimated(server, token, vector, weights_id)
     table = Table(title=f"r_b of {model} on {proxy} (target {target_accuracy:.0%})")
     for column in ("batch", "samples per seed", "r_b mean", "r_b std"):
         table.add_column(column, justify="right")
@@ -476,7 +547,8 @@ def estimate(
 @app.command()
 def train(
     device: str = typer.Option("emulated:jetson-nano", help="auto, jetson, nvml:N, emulated:NAME"),
-    profile: Path = typer.Option(..., help="ProfileTable JSON of this device and model."),
+    profile: Path | None = typer.Option(None, help="ProfileTable JSON of this device and model "
+                                        "(required unless --server fetches it)."),
     power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
     model: str = typer.Option(..., help="Registered model name."),
     data: str = typer.Option(..., help="Bundled target dataset."),
@@ -491,14 +563,52 @@ def train(
     checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
     out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
     dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
+    server: str | None = typer.Option(None, help="wattcap server URL: fetch this device's "
+                                      "profile, the model's efficiency vector and its weights "
+                                      "(local --profile, --efficiency, --weights still win).",
+                                      rich_help_panel="Server"),
+    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
+                                           "profile to fetch (default: --device's).",
+                                           rich_help_panel="Server"),
+    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
+                                     "estimated on this proxy dataset.",
+                                     rich_help_panel="Server"),
+    model_id: int | None = typer.Option(None, help="With --server: the stored weights to start "
+                                        "from (default: those the efficiency vector was "
+                                        "estimated from, else the newest for --model).",
+                                        rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token, for a server with private reads (env "
+                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
 ) -> None:
-    """Select (b, f) under the cap, apply the frequency, train to the target, restore."""
+    """Select (b, f) under the cap, apply the frequency, train to the target, restore.
+
+    With --server URL the device fetches what it needs: e.g. `wattcap train --server URL
+    --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
+    0.8` gets the profile of this device model, the efficiency vector and the weights.
+    """
     from wattcap.runtime import exit_cleanly_on_signals
     from wattcap.training import TrainConfig, train_to_accuracy
 
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
     cap = parse_cap(power_cap)
+    if server:
+        from wattcap.server.commands import (
+            device_identity,
+            fetch_plan_inputs,
+            fetch_train_weights,
+        )
+
+        # the profile must be this device model's, in the power mode it runs in
+        name, mode = (device_name, None) if device_name else device_identity(device)
+        profile, efficiency, efficiency_info = fetch_plan_inputs(
+            server, token, profile=profile, efficiency=efficiency, device_name=name,
+            model=model, power_mode=mode, proxy=proxy)
+        if weights is None:
+            weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
+    elif profile is None:
+        fail("--profile is required (or --server URL)")
     result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
@@ -568,6 +678,12 @@ def demo(
 from wattcap.experiments.commands import register as _register_experiments  # noqa: E402
 
 _register_experiments(app)
+
+# serve / push / pull: the module imports only typer; fastapi, uvicorn and httpx (the optional
+# wattcap[server] extra) load when a server command runs, so the core CLI works without them.
+from wattcap.server.commands import register as _register_server  # noqa: E402
+
+_register_server(app)
 
 
 def main() -> None:
