@@ -206,7 +206,8 @@ def test_killed_cli_run_resumes_from_checkpoint(tmp_path):
 
     profile = Profiler(EmulatedDevice("jetson-nano"), "digits-cnn").run(power_cap_w=None)
     profile.save(tmp_path / "profile.json")
-    base = [sys.executable, "-m", "wattcap.cli", "train", "--profile", str(tmp_path / "profile.json"),
+    base = [sys.executable, "-m", "wattcap.cli", "train",
+            "--profile", str(tmp_path / "profile.json"),
             "--power-cap", "none", "--model", "digits-cnn", "--data", "digits",
             "--target-accuracy", "0.97", "--sample-budget", "8192", "--eval-every", "128"]
     env = dict(os.environ, WATTCAP_CACHE_DIR=str(tmp_path / "cache"))
