@@ -260,7 +260,8 @@ def profile(
         )
         try:
             if previous is not None:
-                result = refresh_profile(profiler, previous, power_cap_w=cap)
+                result = refresh_profile(profiler, previous, power_cap_w=cap,
+                                         source=str(refresh))
             else:
                 table = profiler.run(power_cap_w=cap, exhaustive=exhaustive)
         except (DeviceError, WattcapFileError) as err:

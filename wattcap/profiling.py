@@ -382,23 +382,27 @@ class RefreshResult:
 
 
 def refresh_profile(
-    profiler: Profiler, table: ProfileTable, power_cap_w: float | None = None
+    profiler: Profiler,
+    table: ProfileTable,
+    power_cap_w: float | None = None,
+    source: str = "profile",
 ) -> RefreshResult:
     """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
     size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
     cap the table was pruned for, else no cap: the highest measured frequency). A frontier
     point that now breaks the cap is followed down its row until a frequency is under it
     again. Returns the merged table (mode "refresh": the new points replace the old ones) and
-    the changes. The device's settings are restored afterwards.
+    the changes. The device's settings are restored afterwards; `source` names the table in
+    error messages.
 
     Raises WattcapFileError when the table was made for another device, model or power mode.
     """
     device = profiler.device
-    table.check_matches(device=device.name, model=profiler.model, source="profile")
+    table.check_matches(device=device.name, model=profiler.model, source=source)
     mode = getattr(device, "power_mode", None)
     mode = mode() if callable(mode) else mode
     if table.power_mode is not None and mode is not None:
-        require_match("the profile", "power mode", mode, table.power_mode, "profile")
+        require_match("the profile", "power mode", mode, table.power_mode, source)
     cap = power_cap_w if power_cap_w is not None else table.power_cap_w
     start_s = device.now_s()
     changes: list[PointChange] = []

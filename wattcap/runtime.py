@@ -231,7 +231,7 @@ class DriftMonitor:
         """Account one training step that ran over device time [start_s, end_s] and took
         `busy_s` device seconds; returns the drift event if this step completed a window that
         left the tolerance."""
-        frequency_hz = self.device.current_frequency_hz()
+        frequency_hz = self._table_frequency(self.device.current_frequency_hz())
         period_s = self.device.sensor_period_s
         with self._lock:
             incoming, self._incoming = self._incoming, []
@@ -254,6 +254,14 @@ class DriftMonitor:
         event = self._check(end_s)
         self._reset_window(frequency_hz, end_s)
         return event
+
+    def _table_frequency(self, frequency_hz: int) -> int:
+        # Clock dividers report values a few kHz off the table (Jetson cur_freq): the profile
+        # is keyed by table entries.
+        frequencies = self.device.frequencies_hz()
+        if frequency_hz in frequencies:
+            return frequency_hz
+        return min(frequencies, key=lambda f: abs(f - frequency_hz))
 
     def _check(self, time_s: float) -> DriftEvent | None:
         assert self._window_hz is not None
@@ -307,10 +315,8 @@ class DriftMonitor:
         if event is None:
             return None
         start_s = self.device.now_s()
-        from_hz = self.device.current_frequency_hz()
+        from_hz = self._table_frequency(self.device.current_frequency_hz())
         frequencies = self.device.frequencies_hz()
-        if from_hz not in frequencies:  # a clock a few kHz off its table entry
-            from_hz = min(frequencies, key=lambda f: abs(f - from_hz))
         cap = self.power_cap_w
         points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
                              ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))

@@ -53,23 +53,31 @@ class MethodResult(BaseModel):
 
     @property
     def time_mean_s(self) -> float | None:
-        done = [t for t in self.time_s if t is not None]
-        return statistics.fmean(done) if done and len(done) == len(self.time_s) else None
+        """Mean time-to-accuracy; None unless every seed reached the target."""
+        return _mean_if_all(self.time_s)
 
     @property
     def time_std_s(self) -> float:
-        done = [t for t in self.time_s if t is not None]
-        return statistics.stdev(done) if len(done) > 1 else 0.0
+        return _std(self.time_s)
 
     @property
     def energy_mean_j(self) -> float | None:
-        done = [e for e in self.energy_j if e is not None]
-        return statistics.fmean(done) if done and len(done) == len(self.energy_j) else None
+        """Mean energy to accuracy; None unless every seed reached the target."""
+        return _mean_if_all(self.energy_j)
 
     @property
     def energy_std_j(self) -> float:
-        done = [e for e in self.energy_j if e is not None]
-        return statistics.stdev(done) if len(done) > 1 else 0.0
+        return _std(self.energy_j)
+
+
+def _mean_if_all(values: list[float | None]) -> float | None:
+    done = [v for v in values if v is not None]
+    return statistics.fmean(done) if done and len(done) == len(values) else None
+
+
+def _std(values: list[float | None]) -> float:
+    done = [v for v in values if v is not None]
+    return statistics.stdev(done) if len(done) > 1 else 0.0
 
 
 class Comparison(VersionedFile):

@@ -30,9 +30,11 @@ TOKEN_HELP = ("Bearer token (better: env WATTCAP_SERVER_TOKEN, which other users
 
 
 def _fail(message: str) -> NoReturn:
+    from rich.markup import escape
+
     from wattcap.cli import fail
 
-    fail(message)
+    fail(escape(message))  # messages quote servers and files: "[server]" is not markup
     raise AssertionError("unreachable")  # fail() exits
 
 
