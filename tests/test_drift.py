@@ -15,7 +15,7 @@ from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
 from wattcap.profiling import Profiler, ProfileTable
 from wattcap.runtime import DriftMonitor
 from wattcap.schema import WattcapFileError
-from wattcap.training import TrainConfig, train_to_accuracy
+from wattcap.training import RunRecord, TrainConfig, train_to_accuracy
 
 MODEL = "digits32-cnn"
 B = 32
@@ -264,3 +264,34 @@ def test_a_resumed_run_keeps_the_replan_and_its_lower_frequency(
     assert len(record.frequency_steps) == 1  # the watchdog's step before the kill, no other
     assert len(record.drift_events) == 1
     assert all(v.duration_s <= device.sensor_period_s + EPS for v in record.cap_violations)
+
+
+def test_train_cli_watches_drift_and_replans(
+    tmp_path: Path, profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    before, _ = profiles
+    cap_w, f_star, f_lower = scenario
+    profile_path = tmp_path / "nano.json"
+    before.save(profile_path)
+    args = ["train", "--profile", str(profile_path), "--power-cap", f"{cap_w:.4f}",
+            "--model", MODEL, "--data", "digits-32", "--target-accuracy", "0.8",
+            "--sample-budget", "4096", "--out", str(tmp_path / "run.json")]
+    result = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15"])
+    assert result.exit_code == 0, result.output
+    assert f"batch size {B} at {f_star / 1e6:.1f} MHz" in result.output
+    assert "re-planned" in result.output
+    record = RunRecord.load(tmp_path / "run.json")
+    assert record.drift_events and record.replans
+    assert record.replans[0].to_hz <= f_lower
+    assert record.frequency_hz <= f_lower
+
+    # --drift-tolerance 0 turns the monitor off: the drift goes unwatched, only the watchdog
+    # (whose steps are logged) stands between the run and the cap.
+    off = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15", "--drift-tolerance", "0"])
+    assert off.exit_code == 0, off.output
+    assert not RunRecord.load(tmp_path / "run.json").replans
+
+    refused = CliRunner().invoke(app, args + ["--device", "jetson", "--drift", "0,0.8,1.1"])
+    assert refused.exit_code != 0
+    assert "only applies to emulated devices" in refused.output

@@ -564,6 +564,13 @@ def train(
     checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
     out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
     dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
+    drift_tolerance: float = typer.Option(0.1, help="Relative difference of measured step "
+                                          "time or power from the profile that counts as "
+                                          "drift: the row is re-measured and the frequency "
+                                          "re-planned at the next checkpoint (0 = off)."),
+    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
+                                     "derating after AFTER_S device seconds (e.g. 5,0.8,1.2), "
+                                     "to watch drift handling."),
     server: str | None = typer.Option(None, help="wattcap server URL: fetch this device's "
                                       "profile, the model's efficiency vector and its weights "
                                       "(local --profile, --efficiency, --weights still win).",
@@ -614,8 +621,12 @@ def train(
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
+    if drift is not None and not device.startswith("emulated"):
+        fail("--drift only applies to emulated devices")
+    if drift_tolerance < 0:
+        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
     try:
-        dev = get_device(device, dry_run=dry_run, seed=seed)
+        dev = get_device(device, dry_run=dry_run, seed=seed, drift=_parse_drift(drift))
     except DeviceError as err:
         fail(str(err))
     table = load_or_fail(ProfileTable, profile)
@@ -638,7 +649,9 @@ def train(
             dev.set_frequency_hz(choice.frequency_hz)
             record = train_to_accuracy(config, train_split, test_split, device=dev,
                                        weights=weights, power_cap_w=cap,
-                                       checkpoint_dir=checkpoint_dir, method=method)
+                                       checkpoint_dir=checkpoint_dir, method=method,
+                                       profile=table if drift_tolerance > 0 else None,
+                                       drift_tolerance=drift_tolerance or 0.1)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
     if out:

@@ -30,7 +30,7 @@ from wattcap.workload import DEFAULT_BATCH_SIZES, workload_for
 DEFAULT_MODEL = "digits32-cnn"
 DEFAULT_PRETRAIN = "digits-0-4-32"
 DEFAULT_PROXY = "digits-rotated-32"
-DEFAULT_TARGETS = "digits-5-9-32,digits-noisy-32"
+DEFAULT_TARGETS = "digits-5-9-32,shapes-32"
 
 
 def _split(text: str) -> list[str]:
@@ -189,7 +189,7 @@ def print_summary(comparison: Comparison, console: Console) -> None:
 
 def sensitivity(
     out: Path = typer.Option(..., help="Folder (shared with `compare` to reuse runs)."),
-    proxies: str = typer.Option("digits-rotated-32,digits-noisy-32,shapes-32",
+    proxies: str = typer.Option("digits-rotated-32,digits-32,shapes-32",
                                 help="Comma-separated proxy datasets."),
     targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
     device: str = typer.Option("jetson-nano", help="Emulated device."),

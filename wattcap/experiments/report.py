@@ -60,29 +60,45 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
-    """Grouped bars per scenario and method, error bars = std over seeds."""
+    """Grouped bars per scenario and method, error bars = std over seeds; one panel per target
+    (their scales differ), and a method that did not reach the target marked as such."""
     keys = scenarios(comparison)
+    targets = list(dict.fromkeys(t for _, _, t in keys))
     label = "Time-to-accuracy (device s)" if field == "time" else "Energy to accuracy (J)"
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(keys) + 2), 5), constrained_layout=True)
+    per_panel = max(sum(1 for k in keys if k[2] == t) for t in targets)
+    fig, axes = plt.subplots(len(targets), 1, squeeze=False, constrained_layout=True,
+                             figsize=(max(8, 1.6 * per_panel + 2), 1 + 4 * len(targets)))
     width = 0.8 / len(METHODS)
-    for i, method in enumerate(METHODS):
-        means, stds = [], []
-        for device, cap, target in keys:
-            r = comparison.get(device, cap, target, method)
-            mean = None if r is None else (r.time_mean_s if field == "time" else r.energy_mean_j)
-            std = 0.0 if r is None else (r.time_std_s if field == "time" else r.energy_std_j)
-            means.append(np.nan if mean is None else mean)
-            stds.append(std)
-        xs = np.arange(len(keys)) + (i - (len(METHODS) - 1) / 2) * width
-        ax.bar(xs, means, width, yerr=stds, capsize=3, label=method, color=_COLORS[method])
-    ax.set_xticks(range(len(keys)),
-                  [f"{d}\n{_cap(c)}\n{t}" for d, c, t in keys], fontsize=8)
-    ax.set_ylabel(label)
-    ax.set_xlabel("Scenario (device, power cap, target dataset)")
-    ax.set_title(f"{label} of {comparison.model} to {comparison.target_accuracy:.0%} accuracy, "
-                 f"mean ± std over {comparison.seeds} seed(s)")
-    ax.legend(title="method")
-    ax.grid(axis="y", alpha=0.3)
+    for ax, target in zip(axes[:, 0], targets, strict=True):
+        panel = [(d, c) for d, c, t in keys if t == target]
+        for i, method in enumerate(METHODS):
+            means, stds, missing = [], [], []
+            for j, (device, cap) in enumerate(panel):
+                r = comparison.get(device, cap, target, method)
+                mean = None if r is None else (r.time_mean_s if field == "time"
+                                               else r.energy_mean_j)
+                std = 0.0 if r is None else (r.time_std_s if field == "time"
+                                             else r.energy_std_j)
+                means.append(np.nan if mean is None else mean)
+                stds.append(std)
+                if r is not None and mean is None:
+                    missing.append(j)
+            xs = np.arange(len(panel)) + (i - (len(METHODS) - 1) / 2) * width
+            ax.bar(xs, means, width, yerr=stds, capsize=3, label=method,
+                   color=_COLORS[method])
+            for j in missing:
+                ax.annotate("not reached", (xs[j], 0), xytext=(0, 3),
+                            textcoords="offset points", rotation=90, ha="center",
+                            va="bottom", fontsize=7, color=_COLORS[method])
+        ax.set_xticks(range(len(panel)), [f"{d}\n{_cap(c)}" for d, c in panel], fontsize=8)
+        ax.set_xlim(-0.5, len(panel) - 0.5)  # bars of unreached runs are NaN: keep their room
+        ax.set_ylabel(label)
+        ax.set_xlabel("Scenario (device, power cap)")
+        ax.set_title(f"Target {target}: {label.lower()} of {comparison.model} to "
+                     f"{comparison.target_accuracy:.0%} accuracy, mean ± std over "
+                     f"{comparison.seeds} seed(s)")
+        ax.legend(title="method", fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
     path = out / f"bars-{field}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

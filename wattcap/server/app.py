@@ -180,6 +180,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
     def _not_found(what: str, item_id: int) -> HTTPException:
         return HTTPException(404, f"no {what} with id {item_id}")
 
+    def _stored_json(found: tuple[str, str] | None, kind: str, item_id: int) -> Response:
+        # Sent as is, byte for byte with its checksum: the route's model only documents it.
+        if found is None:
+            raise _not_found(kind, item_id)
+        return Response(content=found[0], media_type="application/json",
+                        headers={CHECKSUM_HEADER: found[1]})
+
     # -- health ------------------------------------------------------------------------------
     @app.get("/health", response_model=Health, tags=["server"])
     def health() -> Health:
@@ -307,12 +314,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
              dependencies=read, tags=["efficiency vectors"])
     def get_efficiency(efficiency_id: int) -> Response:
         """The EfficiencyVector file, byte for byte as stored."""
-        found = store.get_efficiency(efficiency_id)
-        if found is None:
-            raise _not_found("efficiency vector", efficiency_id)
-        # A Response is sent as is: the declared model only documents the shape.
-        return Response(content=found[0], media_type="application/json",
-                        headers={CHECKSUM_HEADER: found[1]})
+        return _stored_json(store.get_efficiency(efficiency_id), "efficiency vector",
+                            efficiency_id)
 
     # -- profiles ----------------------------------------------------------------------------
     @app.get("/profiles", response_model=list[ProfileInfo], dependencies=read,
@@ -344,11 +347,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
              tags=["profiles"])
     def get_profile(profile_id: int) -> Response:
         """The ProfileTable file, byte for byte as stored."""
-        found = store.get_profile(profile_id)
-        if found is None:
-            raise _not_found("profile", profile_id)
-        return Response(content=found[0], media_type="application/json",
-                        headers={CHECKSUM_HEADER: found[1]})
+        return _stored_json(store.get_profile(profile_id), "profile", profile_id)
 
     # -- jobs --------------------------------------------------------------------------------
     @app.get("/jobs", response_model=list[JobInfo], dependencies=read, tags=["jobs"])
