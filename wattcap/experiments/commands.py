@@ -230,7 +230,8 @@ def sensitivity(
         label = "no cap" if cap == "none" else f"{cap} W"
         path = sensitivity_heatmap(matrix, list(proxy_vectors), list(target_vectors), label, out)
         images[label] = path.name
-        table = Table(title=f"{device}, cap {label}: % time over fastest")
+        table = Table(title=f"{device}, {label if cap == 'none' else 'cap ' + label}: "
+                            "% time over fastest")
         table.add_column("proxy \\ target")
         for t in target_vectors:
             table.add_column(t)

@@ -65,6 +65,7 @@ def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
     keys = scenarios(comparison)
     targets = list(dict.fromkeys(t for _, _, t in keys))
     label = "Time-to-accuracy (device s)" if field == "time" else "Energy to accuracy (J)"
+    quantity = "time-to-accuracy (device s)" if field == "time" else "energy to accuracy (J)"
     per_panel = max(sum(1 for k in keys if k[2] == t) for t in targets)
     fig, axes = plt.subplots(len(targets), 1, squeeze=False, constrained_layout=True,
                              figsize=(max(8, 1.6 * per_panel + 2), 1 + 4 * len(targets)))
@@ -94,7 +95,7 @@ def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
         ax.set_xlim(-0.5, len(panel) - 0.5)  # bars of unreached runs are NaN: keep their room
         ax.set_ylabel(label)
         ax.set_xlabel("Scenario (device, power cap)")
-        ax.set_title(f"Target {target}: {label.lower()} of {comparison.model} to "
+        ax.set_title(f"Target {target}: {quantity} of {comparison.model} to "
                      f"{comparison.target_accuracy:.0%} accuracy, mean ± std over "
                      f"{comparison.seeds} seed(s)")
         ax.legend(title="method", fontsize=8)
