@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -285,13 +287,58 @@ def test_permission_denied_explains_the_fix(
     assert kernel.writes == []
 
 
-def test_read_only_files_without_root(nano: FakeBoard) -> None:
-    for attribute in ("min_freq", "max_freq", "governor"):
-        (nano.devfreq / attribute).chmod(0o444)
-    if os.geteuid() == 0:
-        pytest.skip("root ignores file modes; EACCES is covered through the fake kernel")
-    with pytest.raises(DevicePermissionError, match="udev"):
-        JetsonDevice(nano.root).set_frequency_hz(460_800_000)
+def _write_as_nobody(root: Path) -> str:
+    """Try the clock write in a forked child that dropped root for "nobody"; what it got."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe and never return into pytest
+        outcome = "crashed"
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                JetsonDevice(root).set_frequency_hz(460_800_000)
+                outcome = "written"
+            except DevicePermissionError as err:
+                outcome = f"refused: {err} {err.hint}"
+        except BaseException as err:  # noqa: BLE001 - reported to the parent, which asserts
+            outcome = f"crashed: {type(err).__name__}: {err}"
+        finally:
+            os.write(write_end, outcome.encode())
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        outcome = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return outcome
+
+
+def test_read_only_files_without_root(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        nano = make_nano_l4t32(tmp_path)
+        for attribute in ("min_freq", "max_freq", "governor"):
+            (nano.devfreq / attribute).chmod(0o444)
+        with pytest.raises(DevicePermissionError, match="udev"):
+            JetsonDevice(nano.root).set_frequency_hz(460_800_000)
+        return
+    # Root ignores file modes: the same write, made by a child that became "nobody", on a tree
+    # it can read but not write (pytest's tmp_path is private to root, hence mkdtemp + 0o755).
+    root = Path(tempfile.mkdtemp(prefix="wattcap-ro-"))
+    try:
+        nano = make_nano_l4t32(root)
+        for path in [root, *root.rglob("*")]:
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o755)
+            elif path.is_file() and not path.is_symlink():
+                path.chmod(0o444)
+        before = nano.snapshot()
+        outcome = _write_as_nobody(nano.root)
+        assert outcome.startswith("refused:"), outcome
+        assert "udev" in outcome and "sudo" in outcome
+        assert nano.snapshot() == before
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_dry_run_writes_nothing(nano: FakeBoard, monkeypatch: pytest.MonkeyPatch) -> None:

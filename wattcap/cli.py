@@ -651,7 +651,7 @@ def train(
                                        weights=weights, power_cap_w=cap,
                                        checkpoint_dir=checkpoint_dir, method=method,
                                        profile=table if drift_tolerance > 0 else None,
-                                       drift_tolerance=drift_tolerance or 0.1)
+                                       drift_tolerance=drift_tolerance)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
     if out:

@@ -218,6 +218,15 @@ def push_estimated(url: str, token: str | None, vector: EfficiencyVector,
     _print(f"pushed the efficiency vector to {url} as {info.id}")
 
 
+def _newest_model_id(client: WattcapClient, url: str, model: str) -> int:
+    """The id of the newest weights stored for `model`; a clear exit when there are none."""
+    info = client.latest_model(model)
+    if info is None:
+        _fail(f"the server at {url} has no weights for {model}: push them first "
+              "(wattcap push weights)")
+    return info.id
+
+
 def estimate_on_server(
     url: str, token: str | None, *, model: str, model_id: int | None, proxy: str,
     target_accuracy: float, batch_sizes: tuple[int, ...], seeds: int, sample_budget: int,
@@ -228,12 +237,7 @@ def estimate_on_server(
 
     client = connect(url, token)
     try:
-        if model_id is None:
-            info = client.latest_model(model)
-            if info is None:
-                _fail(f"the server at {url} has no weights for {model}: push them first "
-                      "(wattcap push weights)")
-            model_id = info.id
+        model_id = _newest_model_id(client, url, model) if model_id is None else model_id
         job = client.start_estimate(model_id, EstimateRequest(
             proxy=proxy, target_accuracy=target_accuracy, batch_sizes=list(batch_sizes),
             seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
@@ -377,11 +381,7 @@ def pull_weights(
     """Download weights (checksum-verified safetensors)."""
     client = connect(server, token)
     try:
-        if model_id is None:
-            latest = client.latest_model(model)
-            if latest is None:
-                _fail(f"no weights for {model} on {server}")
-            model_id = latest.id
+        model_id = _newest_model_id(client, server, model) if model_id is None else model_id
         info = client.pull_weights(model_id, out)
     except (*_server_errors(), OSError) as err:
         _fail(str(err))

@@ -190,6 +190,30 @@ class Store:
         return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 
     # -- models ------------------------------------------------------------------------------
+    def _insert_once(self, table: str, columns: str, key: dict[str, object],
+                     values: dict[str, object]) -> tuple[sqlite3.Row, bool]:
+        """In one transaction: the row matching `key` if it is stored already (a retried upload
+        is harmless), else a new row of `key`, `values` and the time; (row, created). Table and
+        column names come from this module, never from a request."""
+        match = " AND ".join(f"{name} IS ?" for name in key)
+        fields = key | values | {"created_at": _now()}
+        with self._write() as db:
+            row = db.execute(f"SELECT {columns} FROM {table} WHERE {match}",
+                             tuple(key.values())).fetchone()
+            if row is not None:
+                return row, False
+            cursor = db.execute(
+                f"INSERT INTO {table} ({', '.join(fields)}) "
+                f"VALUES ({', '.join('?' * len(fields))})", tuple(fields.values()))
+            row = db.execute(f"SELECT {columns} FROM {table} WHERE id = ?",
+                             (cursor.lastrowid,)).fetchone()
+        return row, True
+
+    def _body(self, table: str, item_id: int) -> tuple[str, str] | None:
+        row = self._db.execute(f"SELECT body, sha256 FROM {table} WHERE id = ?",
+                               (item_id,)).fetchone()
+        return (row["body"], row["sha256"]) if row is not None else None
+
     @staticmethod
     def _model_info(row: sqlite3.Row) -> ModelInfo:
         return ModelInfo(
@@ -203,24 +227,15 @@ class Store:
                                                                                      bool]:
         """Store verified weights; (record, created). The same weights uploaded again for the
         same architecture return the existing record, so a retried upload is harmless."""
-        with self._write() as db:
-            row = db.execute(
-                f"SELECT {_MODEL_COLUMNS} FROM models WHERE architecture = ? AND "
-                "num_classes = ? AND sha256 = ?",
-                (checked.architecture, checked.num_classes, sha256),
-            ).fetchone()
-            if row is not None:
-                return self._model_info(row), False
-            cursor = db.execute(
-                "INSERT INTO models (architecture, input_shape, task, num_classes, sha256, "
-                "size_bytes, metadata, weights, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (checked.architecture, _shape(checked.input_shape), checked.task,
-                 checked.num_classes, sha256, len(data), json.dumps(checked.metadata),
-                 sqlite3.Binary(data), _now()),
-            )
-            row = db.execute(f"SELECT {_MODEL_COLUMNS} FROM models WHERE id = ?",
-                             (cursor.lastrowid,)).fetchone()
-        return self._model_info(row), True
+        row, created = self._insert_once("models", _MODEL_COLUMNS, key={
+            "architecture": checked.architecture, "num_classes": checked.num_classes,
+            "sha256": sha256,
+        }, values={
+            "input_shape": _shape(checked.input_shape), "task": checked.task,
+            "size_bytes": len(data), "metadata": json.dumps(checked.metadata),
+            "weights": sqlite3.Binary(data),
+        })
+        return self._model_info(row), created
 
     def list_models(self, architecture: str | None = None, task: str | None = None,
                     input_shape: list[int] | None = None, limit: int = 100) -> list[ModelInfo]:
@@ -259,23 +274,14 @@ class Store:
     def add_efficiency(self, vector: EfficiencyVector, body: str, sha256: str,
                        model_id: int | None = None) -> tuple[EfficiencyInfo, bool]:
         """Store a validated efficiency vector; (record, created). Idempotent like models."""
-        with self._write() as db:
-            row = db.execute(
-                f"SELECT {_EFFICIENCY_COLUMNS} FROM efficiency_vectors WHERE sha256 = ? AND "
-                "model_id IS ?", (sha256, model_id),
-            ).fetchone()
-            if row is not None:
-                return self._efficiency_info(row), False
-            cursor = db.execute(
-                "INSERT INTO efficiency_vectors (model, input_shape, task, dataset, "
-                "target_accuracy, model_id, sha256, body, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (vector.model, _shape(vector.input_shape), vector.task, vector.dataset,
-                 vector.target_accuracy, model_id, sha256, body, _now()),
-            )
-            row = db.execute(f"SELECT {_EFFICIENCY_COLUMNS} FROM efficiency_vectors WHERE id = ?",
-                             (cursor.lastrowid,)).fetchone()
-        return self._efficiency_info(row), True
+        row, created = self._insert_once("efficiency_vectors", _EFFICIENCY_COLUMNS, key={
+            "sha256": sha256, "model_id": model_id,
+        }, values={
+            "model": vector.model, "input_shape": _shape(vector.input_shape),
+            "task": vector.task, "dataset": vector.dataset,
+            "target_accuracy": vector.target_accuracy, "body": body,
+        })
+        return self._efficiency_info(row), created
 
     def list_efficiency(self, model: str | None = None, task: str | None = None,
                         dataset: str | None = None, input_shape: list[int] | None = None,
@@ -295,9 +301,7 @@ class Store:
 
     def get_efficiency(self, efficiency_id: int) -> tuple[str, str] | None:
         """(JSON text as uploaded, SHA-256) of a vector, or None."""
-        row = self._db.execute("SELECT body, sha256 FROM efficiency_vectors WHERE id = ?",
-                               (efficiency_id,)).fetchone()
-        return (row["body"], row["sha256"]) if row is not None else None
+        return self._body("efficiency_vectors", efficiency_id)
 
     # -- profiles ----------------------------------------------------------------------------
     @staticmethod
@@ -312,21 +316,15 @@ class Store:
     def add_profile(self, profile: ProfileTable, body: str, sha256: str) -> tuple[ProfileInfo,
                                                                                 bool]:
         """Store a validated profile; (record, created). Idempotent like models."""
-        with self._write() as db:
-            row = db.execute(f"SELECT {_PROFILE_COLUMNS} FROM profiles WHERE sha256 = ?",
-                             (sha256,)).fetchone()
-            if row is not None:
-                return self._profile_info(row), False
-            cursor = db.execute(
-                "INSERT INTO profiles (device, device_kind, power_mode, model, input_shape, mode, "
-                "points, sha256, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (profile.device, profile.device_kind, profile.power_mode, profile.model,
-                 _shape(profile.input_shape), profile.mode, len(profile.points), sha256, body,
-                 _now()),
-            )
-            row = db.execute(f"SELECT {_PROFILE_COLUMNS} FROM profiles WHERE id = ?",
-                             (cursor.lastrowid,)).fetchone()
-        return self._profile_info(row), True
+        row, created = self._insert_once("profiles", _PROFILE_COLUMNS, key={
+            "sha256": sha256,
+        }, values={
+            "device": profile.device, "device_kind": profile.device_kind,
+            "power_mode": profile.power_mode, "model": profile.model,
+            "input_shape": _shape(profile.input_shape), "mode": profile.mode,
+            "points": len(profile.points), "body": body,
+        })
+        return self._profile_info(row), created
 
     def list_profiles(self, device: str | None = None, model: str | None = None,
                       input_shape: list[int] | None = None, power_mode: str | None = None,
@@ -345,9 +343,7 @@ class Store:
 
     def get_profile(self, profile_id: int) -> tuple[str, str] | None:
         """(JSON text as uploaded, SHA-256) of a profile, or None."""
-        row = self._db.execute("SELECT body, sha256 FROM profiles WHERE id = ?",
-                               (profile_id,)).fetchone()
-        return (row["body"], row["sha256"]) if row is not None else None
+        return self._body("profiles", profile_id)
 
     # -- jobs --------------------------------------------------------------------------------
     @staticmethod
