@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from wattcap.caps import (
@@ -47,6 +48,7 @@ def test_callable_returning_nonsense_is_named() -> None:
         CallableCap(lambda t: -1.0).cap_w(0.0)
     with pytest.raises(CapSourceError):
         ConstantCap(float("nan"))
+    assert CallableCap(lambda t: np.float32(4.5)).cap_w(0.0) == 4.5  # numpy numbers are watts
 
 
 # -- schedules ----------------------------------------------------------------------------------

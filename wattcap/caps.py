@@ -32,6 +32,7 @@ import csv
 import io
 import json
 import math
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ def _check_watts(value: object, where: str) -> float | None:
     """A cap value: a finite number ≥ 0, or None for no cap."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise CapSourceError(f"{where}: expected watts (a number ≥ 0) or none, got {value!r}")
     watts = float(value)
     if not math.isfinite(watts) or watts < 0:
@@ -228,7 +229,7 @@ class ScheduleCap(CapSource):
         watts: list[float | None] = []
         for index, (time_s, cap) in enumerate(entries):
             where = f"{source}: entry {index + 1}"
-            if isinstance(time_s, bool) or not isinstance(time_s, (int, float)) or not (
+            if isinstance(time_s, bool) or not isinstance(time_s, numbers.Real) or not (
                 math.isfinite(time_s) and time_s >= 0
             ):
                 raise CapSourceError(f"{where}: expected time_s, seconds ≥ 0, got {time_s!r}")
