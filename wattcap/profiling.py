@@ -160,6 +160,9 @@ class Profiler:
     min_readings: int = 5
     progress: ProgressCallback | None = None
     workload: Workload | None = None
+    #: builds the real training step of batch size b on a torch device, for models that are
+    #: not registered (a user's nn.Module); default: `build_training_step` of `model`
+    step_factory: Callable[[int, str], Callable[[], object]] | None = None
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
 
@@ -173,8 +176,9 @@ class Profiler:
         if not self.device.timing_needs_real_work:
             return None
         if batch_size not in self._steps:
-            self._steps[batch_size] = build_training_step(self.model, batch_size,
-                                                          self.device.torch_device)
+            factory = self.step_factory or (
+                lambda b, torch_device: build_training_step(self.model, b, torch_device))
+            self._steps[batch_size] = factory(batch_size, self.device.torch_device)
         return self._steps[batch_size]
 
     def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:
