@@ -21,14 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.batches import DEFAULT_BATCH_SIZES
 from wattcap.devices.base import Device, DeviceOutOfMemoryError, PowerReading
 from wattcap.schema import VersionedFile, WattcapFileError, require_match
 from wattcap.signals import exit_cleanly_on_signals
-from wattcap.workload import DEFAULT_BATCH_SIZES, Workload, workload_for
+
+if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
+    from wattcap.workload import Workload
 
 
 class ProfilePoint(BaseModel):
@@ -168,6 +171,8 @@ class Profiler:
 
     def __post_init__(self) -> None:
         if self.workload is None:
+            from wattcap.workload import workload_for
+
             self.workload = workload_for(self.model)
         self._overhead = getattr(getattr(self.device, "spec", None), "allocator_overhead_factor", 1)
 
