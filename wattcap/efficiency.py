@@ -42,7 +42,7 @@ class EfficiencyEntry(BaseModel):
     samples: float
     #: r_b = samples / samples of the vector's largest batch size
     ratio: float
-    #: the interval on r_b from the fit (None when r_b is not the good fit's)
+    #: the interval on r_b from the fit (None when r_b is not the good fit's own)
     ratio_low: float | None
     ratio_high: float | None
     #: spread of the per-seed ratios s_i / E(b_max) over the seeds that reached the target
@@ -192,7 +192,9 @@ class EfficiencyVector(VersionedFile):
             reached = [float(s) for s in per_seed if s is not None]
             value, source = used_samples(b)
             low = high = None
-            if fit.good:
+            if fit.good and value == fit.mean_samples(b) and (
+                    ref_samples == fit.mean_samples(reference)):
+                # the interval is the fit's; a floored E(b) or E(b_max) is not the fit's r_b
                 low, high = fit.ratio_interval(b, reference)
             ratios = [s / ref_samples for s in reached]
             entries.append(EfficiencyEntry(
