@@ -20,6 +20,7 @@ import torch
 
 from wattcap.checkpoint import Checkpoint
 from wattcap.data import ArrayDataset
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
@@ -110,6 +111,7 @@ def train_to_accuracy(
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
 
@@ -137,6 +139,7 @@ def train_to_accuracy(
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
+        margin_sigmas=margin_sigmas,
         checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
