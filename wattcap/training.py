@@ -160,7 +160,11 @@ def train_to_accuracy(
             x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
         steps_per_eval = config.eval_every_samples // config.batch_size
-        while not session.done:
+        past_target = 0
+        while not session.done or (session.reached and past_target < config.evals_past_target
+                                   and session.samples < config.sample_budget):
+            if session.reached:
+                past_target += 1
             for _ in range(steps_per_eval):
                 inputs, targets = _batch(stream, x_train, y_train, session.samples,
                                          config.batch_size, torch_device)
