@@ -6,7 +6,8 @@ Samples-to-target are read precisely from each run's accuracy curve (wattcap.cur
 comes from the large-batch relation E(b) = E_min·(1 + b/B_noise) fitted to every run
 (wattcap.large_batch) when that fit is good, else from the raw means per batch size. A batch
 size whose runs missed the target within the budget is kept: re-run with a larger budget, or
-extrapolated from the fit, and every r_b says how it was obtained.
+extrapolated from the fit, and every r_b says how it was obtained. A cheaper vector comes
+from the gradient noise scale of one short run (wattcap.noise_scale: entries of source "gns").
 """
 
 from __future__ import annotations
@@ -15,16 +16,20 @@ import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.large_batch import LargeBatchFit, fit_large_batch
+from wattcap.noise_scale import NoiseScaleEstimate
 from wattcap.schema import VersionedFile, require_match
 
-#: how an r_b was obtained
-RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget"]
+if TYPE_CHECKING:
+    from wattcap.executors import Executor
+
+#: how an r_b was obtained ("gns": from the gradient noise scale, wattcap.noise_scale)
+RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget", "gns"]
 
 
 class EfficiencyEntry(BaseModel):
@@ -65,15 +70,17 @@ class EfficiencyVector(VersionedFile):
     """r_b for one model, task and target accuracy, with the raw samples and the fit."""
 
     FILE_KIND = "wattcap.efficiency"
-    SCHEMA_VERSION = 2
+    #: 2: the large-batch fit and raw samples; 3: vectors from the gradient noise scale
+    SCHEMA_VERSION = 3
 
     model: str
     input_shape: list[int]
     dataset: str
     task: str
     target_accuracy: float
-    #: "given" by the caller, or "auto": chosen from the largest batch size's accuracy
-    target_accuracy_source: Literal["given", "auto"] = "given"
+    #: "given" by the caller, "auto": chosen from the largest batch size's accuracy, or
+    #: "reached": the accuracy a GNS run reached (it needs no target)
+    target_accuracy_source: Literal["given", "auto", "reached"] = "given"
     target_accuracy_rule: str | None = None
     seeds: list[int]
     optimizer: str = "adam"
@@ -85,11 +92,26 @@ class EfficiencyVector(VersionedFile):
     eval_every_samples: int = 0
     #: the largest batch size: every r_b is relative to it
     reference_batch_size: int
-    fit: LargeBatchFit
-    #: "fit": r_b from the good large-batch fit; "mean": raw means (the fit is poor)
-    ratio_source: Literal["fit", "mean"]
+    #: the large-batch fit of a sweep (None for a GNS vector)
+    fit: LargeBatchFit | None
+    #: "fit": r_b from the good large-batch fit; "mean": raw means (the fit is poor);
+    #: "gns": from the gradient noise scale of one run (`noise_scale`)
+    ratio_source: Literal["fit", "mean", "gns"]
     entries: list[EfficiencyEntry]
     notes: list[str] = []
+    #: how B_noise was measured, for a GNS vector
+    noise_scale: NoiseScaleEstimate | None = None
+    #: samples trained to make this vector, every run counted (its compute; None: unknown)
+    training_samples: int | None = None
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> EfficiencyVector:
+        gns = self.ratio_source == "gns"
+        if gns != (self.noise_scale is not None) or (not gns and self.fit is None):
+            raise ValueError("an efficiency vector comes from a sweep (ratio_source 'fit' or "
+                             "'mean', with its fit) or from the gradient noise scale "
+                             "(ratio_source 'gns', with noise_scale)")
+        return self
 
     def entry(self, batch_size: int) -> EfficiencyEntry | None:
         """The entry of b, or None when b was not estimated."""
@@ -109,7 +131,12 @@ class EfficiencyVector(VersionedFile):
 
     def ratio_notes(self) -> list[str]:
         """What a plan should say about where r_b came from."""
+        if self.noise_scale is not None:
+            return [f"r_b from the gradient noise scale on {self.dataset}: "
+                    f"{self.noise_scale.describe()}"]
         fit = self.fit
+        if fit is None:
+            return [f"r_b on {self.dataset} without a large-batch fit"]
         if self.ratio_source == "fit":
             low = "0" if fit.b_noise_low is None else f"{fit.b_noise_low:.3g}"
             high = "inf" if fit.b_noise_high is None else f"{fit.b_noise_high:.3g}"
@@ -248,6 +275,7 @@ def estimate_efficiency(
     dataset_seed: int = 0,
     budget_extension: float | None = 2.0,
     auto_target_share: float = AUTO_TARGET_SHARE,
+    executor: Executor | None = None,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -261,11 +289,17 @@ def estimate_efficiency(
     re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
     the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
     when retries are scheduled.
+
+    The runs are independent: `executor` (default: serial, in this process) runs each group
+    of them (the auto-target run, the sweep, the retries) as tasks, e.g. a
+    `wattcap.executors.RayExecutor`; the vector is the same either way.
     """
     from wattcap.curves import max_smoothed_accuracy, samples_to_target
     from wattcap.data import get_dataset
+    from wattcap.executors import SerialExecutor
     from wattcap.models import get_model_spec
-    from wattcap.training import TrainConfig, train_to_accuracy
+    from wattcap.training import TrainConfig
+    from wattcap.training_tasks import TrainingTask
 
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
@@ -287,27 +321,44 @@ def estimate_efficiency(
     b_max = max(batch_sizes)
     runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
     runs_done = 0
+    trained = 0
+    executor = executor or SerialExecutor()
+    task = TrainingTask.shipping(train, test, weights,
+                                 carry_weights=not isinstance(executor, SerialExecutor))
 
-    def run(b: int, seed: int, target: float, budget: int) -> list:
-        nonlocal runs_done
-        config = TrainConfig(
+    def config(b: int, seed: int, target: float, budget: int) -> TrainConfig:
+        return TrainConfig(
             model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
             eval_every_samples=eval_every_samples, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
             evals_past_target=EVALS_PAST_TARGET,
         )
-        curve = train_to_accuracy(config, train, test, weights=weights).curve
-        runs_done += 1
-        return curve
+
+    def run_all(configs: list[TrainConfig], label: Callable[[TrainConfig, list], str]
+                ) -> list[list]:
+        """The curves of `configs`, in their order; progress as each run finishes."""
+        def done(i: int, record: object) -> None:
+            nonlocal runs_done, trained
+            runs_done += 1
+            trained += record.samples_seen  # type: ignore[attr-defined]
+            report(label(configs[i], record.curve))  # type: ignore[attr-defined]
+
+        return [r.curve for r in executor.map(task, configs, done)]
 
     def report(label: str) -> None:
         if progress is not None:
             progress(runs_done, runs_total, label)
 
+    def reached_label(c: TrainConfig, curve: list) -> str:
+        extra = "" if c.sample_budget == sample_budget else f" with {c.sample_budget} samples"
+        return (f"b={c.batch_size} seed={c.seed}{extra}: "
+                f"{_samples_label(samples_to_target(curve, c.target_accuracy))}")
+
     known: dict[tuple[int, int], float | None] = {}
     rule = None
     if auto:
-        curve = run(b_max, 0, 1.0, sample_budget)
+        [curve] = run_all([config(b_max, 0, 1.0, sample_budget)],
+                          lambda c, curve: f"b={b_max} seed=0: the proxy's best accuracy")
         best = max_smoothed_accuracy(curve)
         if best is None or best <= 0:
             raise ValueError(f"b={b_max} learned nothing on {proxy} within {sample_budget} "
@@ -321,29 +372,25 @@ def estimate_efficiency(
     else:
         target = float(target_accuracy)  # type: ignore[arg-type]
 
-    samples: dict[int, list[float | None]] = {}
-    budgets: dict[int, list[int]] = {}
-    for b in batch_sizes:
-        samples[b], budgets[b] = [], []
-        for seed in range(seeds):
-            if (b, seed) in known:
-                reached = known[(b, seed)]
-            else:
-                reached = samples_to_target(run(b, seed, target, sample_budget), target)
-                report(f"b={b} seed={seed}: {_samples_label(reached)}")
-            samples[b].append(reached)
-            budgets[b].append(sample_budget)
+    pending = [(b, seed) for b in batch_sizes for seed in range(seeds)
+               if (b, seed) not in known]
+    curves = run_all([config(b, seed, target, sample_budget) for b, seed in pending],
+                     reached_label)
+    for (b, seed), curve in zip(pending, curves, strict=True):
+        known[(b, seed)] = samples_to_target(curve, target)
+    samples = {b: [known[(b, seed)] for seed in range(seeds)] for b in batch_sizes}
+    budgets = {b: [sample_budget] * seeds for b in batch_sizes}
 
     if budget_extension is not None:
         extended = int(math.ceil(sample_budget * budget_extension / eval_every_samples)
                        * eval_every_samples)
         missed = [(b, i) for b in batch_sizes for i in range(seeds) if samples[b][i] is None]
         runs_total += len(missed)
-        for b, seed in missed:
-            samples[b][seed] = samples_to_target(run(b, seed, target, extended), target)
+        curves = run_all([config(b, seed, target, extended) for b, seed in missed],
+                         reached_label)
+        for (b, seed), curve in zip(missed, curves, strict=True):
+            samples[b][seed] = samples_to_target(curve, target)
             budgets[b][seed] = extended
-            report(f"b={b} seed={seed} with {extended} samples: "
-                   f"{_samples_label(samples[b][seed])}")
 
     return EfficiencyVector.from_samples(
         samples,
@@ -362,6 +409,7 @@ def estimate_efficiency(
         batch_size_ref=batch_size_ref,
         budget_extension=budget_extension,
         eval_every_samples=eval_every_samples,
+        training_samples=trained,
     )
 
 

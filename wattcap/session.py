@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     import torch
 
     from wattcap.efficiency import EfficiencyVector
+    from wattcap.gns_replan import GnsSettings, NoiseScaleReplan
+    from wattcap.noise_scale import LossOf
     from wattcap.planner import Choice, Plan
     from wattcap.profiling import ProfileTable
     from wattcap.workload import StepCost, Workload
@@ -112,6 +114,11 @@ class Session:
             bytes); on real hardware it names the run and enables the drift re-measure.
         profile, efficiency: a ProfileTable and an EfficiencyVector (objects or file paths)
             for Algorithm 1; `method` picks "wattcap" (default), "baseline-1", "baseline-2".
+            `efficiency="gns"` (or a `wattcap.gns_replan.GnsSettings`) measures r_b on the
+            run's own data instead: the gradient noise scale over the first samples (the
+            loop calls `session.backward(loss_of, x, y)` for its backward pass), then
+            Algorithm 1 re-plans the batch size and frequency once, re-scaling the attached
+            optimiser's learning rate (its state kept); read `batch_size` after each report.
             `profile="auto"` profiles the model on the device first (pruned for the cap),
             and caches the profile for the next session with the same device, power mode,
             model workload and cap.
@@ -231,7 +238,8 @@ class Session:
         self.identity: dict[str, Any] = {}
         if model is not None:
             self.adopt_model(model, example_input)
-        self.efficiency = _load_efficiency(efficiency)
+        gns_settings = _gns_settings(efficiency)
+        self.efficiency = None if gns_settings is not None else _load_efficiency(efficiency)
         self.profile = self._auto_profile(batch_size) if profile == "auto" else \
             _load_profile(profile)
         if self.profile is not None and self.device is not None:
@@ -251,6 +259,9 @@ class Session:
             "model": self.model_name, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "target_accuracy": target_accuracy,
         }
+        self._gns: NoiseScaleReplan | None = None
+        if gns_settings is not None:
+            self._start_gns(gns_settings, reference_profiles)
 
     def _auto_profile(self, batch_size: int | None) -> ProfileTable:
         """Profile the model on the device now (pruned for the cap; every point without one),
@@ -520,7 +531,8 @@ class Session:
             busy_s = device.end_step(self._timer)
             self._timer = None
             self.device_time_s += busy_s
-            if self._monitor is not None:
+            if self._monitor is not None and not self.measuring_noise_scale:
+                # a measured step runs chunked: slower than the profile's step, not drift
                 self._monitor.on_step(self._step_start_s, device.now_s(), busy_s)
             device.check_watch(self.power_cap_w)
         self.samples += self.batch_size if samples is None else samples
@@ -559,6 +571,7 @@ class Session:
         self._steps_since_report = 0
         if not self.reached:
             self._replan_if_due()
+        self._gns_replan_if_due()
         if self._attached is not None and self._checkpoint is not None:
             self.save_checkpoint()
         if self.progress is not None:
@@ -640,6 +653,8 @@ class Session:
 
     def _state(self, extra: dict[str, Any]) -> SessionState:
         guard, monitor = self._guard, self._monitor
+        if self._gns is not None and self._gns.vector is not None:
+            extra = {**extra, "gns_vector": self._gns.vector.model_dump(mode="json")}
         return SessionState(
             identity=self.identity, samples=self.samples, steps=self.steps, curve=self.curve,
             device_time_s=self.device_time_s, meter=self._meter.state(), events=self.events,
@@ -684,6 +699,8 @@ class Session:
             self._monitor.adopt(state.replans)
         device = self.device
         saved_hz = state.frequency_hz
+        if self._gns is not None and "gns_vector" in state.extra:
+            self._resume_gns(state, model, optimizer)
         # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the
         # frequency applied now may be the plan's).
         if (device is not None and saved_hz is not None
@@ -694,6 +711,99 @@ class Session:
             if self._guard is not None:
                 self._guard.set_ceiling_hz(saved_hz)
         return state
+
+    # -- r_b from the gradient noise scale (efficiency="gns") ----------------------------------
+    def _start_gns(self, settings: GnsSettings,
+                   reference_profiles: list[ProfileTable] | None) -> None:
+        from wattcap.gns_replan import NoiseScaleReplan
+
+        if self.profile is None:
+            raise SessionError("efficiency='gns' re-plans with Algorithm 1: it needs a profile")
+        self._gns = NoiseScaleReplan(settings, self.profile, self.power_cap_w, self.method,
+                                     reference_profiles, self.margin_sigmas)
+        self.events.append(
+            f"gns: r_b is measured from the gradient noise scale over the first "
+            f"{settings.samples} samples at b={self.batch_size} ({settings.chunks} chunks per "
+            "batch), then the run re-plans")
+
+    @property
+    def measuring_noise_scale(self) -> bool:
+        """efficiency='gns' and the noise scale is still being measured."""
+        return self._gns is not None and self._gns.measuring
+
+    def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """`loss_of(inputs, targets).backward()`; while the noise scale is measured
+        (efficiency='gns'), the chunked backward that measures it (same gradient in `.grad`,
+        each chunk normalised on its own). Needs `attach(model, optimizer)` first."""
+        gns = self._gns
+        if gns is None or not gns.measuring:
+            loss_of(inputs, targets).backward()
+            return
+        if gns.gns is None:
+            if self._attached is None or self._attached[1] is None:
+                raise SessionError("efficiency='gns' measures with the optimiser's state: call "
+                                   "session.attach(model, optimizer) first")
+            gns.attach(self._attached[0], self._attached[1], self.batch_size)
+        gns.backward(loss_of, inputs, targets)
+
+    def _gns_context(self) -> dict[str, Any]:
+        from wattcap.models import get_model_spec
+
+        try:
+            task = get_model_spec(self.model_name or "").task
+        except (KeyError, ValueError):
+            task = "custom"
+        workload = self.workload
+        return {"model": self.model_name or "unknown",
+                "input_shape": list(workload.input_shape) if workload is not None else [],
+                "dataset": self.dataset, "task": task, "lr_ref": self.lr_ref,
+                "batch_size_ref": self.batch_size_ref}
+
+    def _gns_replan_if_due(self) -> None:
+        gns = self._gns
+        if gns is None or not gns.due(self.samples):
+            return
+        try:
+            choice = gns.replan(**self._gns_context())
+        except ValueError as err:
+            raise SessionError(f"gns re-plan: {err}") from None
+        assert gns.vector is not None and gns.vector.noise_scale is not None
+        self.efficiency = gns.vector
+        self.events.append(f"gns: {gns.vector.noise_scale.describe()}")
+        self._adopt_gns_choice(choice.batch_size, choice.frequency_hz, "gns re-plan")
+
+    def _adopt_gns_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
+        old_b, old_hz, old_lr = self.batch_size, self.frequency_hz, self.learning_rate
+        self.batch_size = batch_size
+        if self.device is not None:
+            self._apply_frequency(frequency_hz, why)
+            if self._guard is not None:
+                self._guard.set_ceiling_hz(self.frequency_hz or frequency_hz)
+        else:
+            self.frequency_hz = frequency_hz
+        if self._monitor is not None:
+            self._monitor.batch_size = batch_size  # drift is checked at the new row
+        if self._attached is not None and self._attached[1] is not None:
+            for group in self._attached[1].param_groups:  # √ rule; Adam's moments are kept
+                group["lr"] = self.learning_rate
+        self.events.append(
+            f"{why} at {self.samples} samples: b={old_b} -> {self.batch_size}, "
+            f"{_mhz(old_hz)} -> {_mhz(self.frequency_hz)}, learning rate {old_lr:.3g} -> "
+            f"{self.learning_rate:.3g}")
+
+    def _resume_gns(self, state: SessionState, model: Any, optimizer: Any) -> None:
+        """A checkpoint written after the re-plan: the measured vector and its choice."""
+        from wattcap.efficiency import EfficiencyVector
+
+        assert self._gns is not None
+        vector = EfficiencyVector.model_validate(state.extra["gns_vector"])
+        self._gns.vector = self.efficiency = vector
+        self.batch_size = state.batch_size
+        if self.device is not None and state.frequency_hz is not None \
+                and state.frequency_hz in self.device.frequencies_hz():
+            self._apply_frequency(state.frequency_hz, "resumed gns plan")
+        if self._monitor is not None:
+            self._monitor.batch_size = self.batch_size
 
     # -- the record ------------------------------------------------------------------------------
     def _counter_energy_j(self) -> float | None:
@@ -746,6 +856,19 @@ class Session:
             wall_time_s=time.monotonic() - self._wall_start,
             weights_source=self.weights_source,
         )
+
+
+def _mhz(frequency_hz: int | None) -> str:
+    return "-" if frequency_hz is None else f"{frequency_hz / 1e6:.1f} MHz"
+
+
+def _gns_settings(efficiency: Any) -> GnsSettings | None:
+    if efficiency is None or not (isinstance(efficiency, str) or
+                                  type(efficiency).__name__ == "GnsSettings"):
+        return None
+    from wattcap.gns_replan import GnsSettings
+
+    return GnsSettings.of(efficiency)
 
 
 def _jsonable(value: dict[str, Any]) -> dict[str, Any]:

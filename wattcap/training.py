@@ -22,6 +22,8 @@ from wattcap.checkpoint import Checkpoint
 from wattcap.data import ArrayDataset
 from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device
+from wattcap.efficiency import EfficiencyVector
+from wattcap.gns_replan import GnsSettings
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
 from wattcap.models import ModelSpec, get_model_spec
@@ -88,9 +90,13 @@ def _batch(stream: BatchStream, x: torch.Tensor, y: torch.Tensor, position: int,
 
 
 def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.optim.Optimizer,
-                    inputs: torch.Tensor, targets: torch.Tensor) -> None:
+                    inputs: torch.Tensor, targets: torch.Tensor,
+                    session: Session | None = None) -> None:
     optimizer.zero_grad(set_to_none=True)
-    spec.loss(model(inputs), targets).backward()
+    if session is None:
+        spec.loss(model(inputs), targets).backward()
+    else:  # the Session measures the gradient noise scale through it (efficiency="gns")
+        session.backward(lambda x, y: spec.loss(model(x), y), inputs, targets)
     optimizer.step()
 
 
@@ -112,6 +118,7 @@ def train_to_accuracy(
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    efficiency: EfficiencyVector | GnsSettings | str | None = None,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
 
@@ -127,11 +134,24 @@ def train_to_accuracy(
     beyond `drift_tolerance` (0.1 = 10 %, time or power) is recorded, and at the next
     evaluation the batch size's row is re-measured and the frequency re-planned (same batch
     size). Raises WattcapFileError when the profile belongs to another device or model.
+
+    `efficiency="gns"` (or a `GnsSettings`, with the `profile`) measures r_b on this run's
+    data: the run starts at `config.batch_size` (the measuring batch: large is best), and
+    after the gradient noise scale is measured (`wattcap.gns_replan`) it re-plans with
+    Algorithm 1 and goes on at the chosen batch size and frequency, learning rate √-scaled,
+    optimiser state kept; every profile batch size must divide `eval_every_samples`.
     """
     config.check()
     spec = get_model_spec(config.model)
     if profile is not None:
         profile.check_matches(model=config.model, source="profile")
+    if GnsSettings.of(efficiency) is not None:
+        if profile is None:
+            raise ValueError("efficiency='gns' re-plans with Algorithm 1: give the profile")
+        odd = [b for b in profile.batch_sizes if config.eval_every_samples % b]
+        if odd:
+            raise ValueError(f"with efficiency='gns' every profile batch size must divide "
+                             f"eval_every_samples ({config.eval_every_samples}): not {odd}")
     session = Session(
         device, model=spec, profile=profile, power_cap_w=power_cap_w,
         method=method or "wattcap", batch_size=config.batch_size,
@@ -139,7 +159,7 @@ def train_to_accuracy(
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
-        margin_sigmas=margin_sigmas,
+        margin_sigmas=margin_sigmas, efficiency=efficiency,
         checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
@@ -159,17 +179,18 @@ def train_to_accuracy(
         if config.max_eval_samples is not None:
             x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
-        steps_per_eval = config.eval_every_samples // config.batch_size
         past_target = 0
         while not session.done or (session.reached and past_target < config.evals_past_target
                                    and session.samples < config.sample_budget):
             if session.reached:
                 past_target += 1
-            for _ in range(steps_per_eval):
-                inputs, targets = _batch(stream, x_train, y_train, session.samples,
-                                         config.batch_size, torch_device)
+            # the batch size may change at a report (a GNS re-plan), never between two
+            b = session.batch_size
+            for _ in range(config.eval_every_samples // b):
+                inputs, targets = _batch(stream, x_train, y_train, session.samples, b,
+                                         torch_device)
                 with session.step():
-                    _optimizer_step(model, spec, optimizer, inputs, targets)
+                    _optimizer_step(model, spec, optimizer, inputs, targets, session)
             point = session.report(evaluate(model, spec, x_test, y_test,
                                             torch_device=torch_device))
             if on_eval is not None:

@@ -17,6 +17,7 @@ from wattcap.console import make_console
 
 if TYPE_CHECKING:
     from wattcap.devices import Drift
+    from wattcap.executors import Executor
     from wattcap.progress import ProgressReporter
     from wattcap.schema import VersionedFile
 
@@ -103,3 +104,20 @@ def progress(description: str, total: int | None, unit: str) -> ProgressReporter
 
 MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) kept as a margin "
                "below the cap, so that a long run at the chosen point does not cross it.")
+
+RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ray]'): 'local' "
+            "starts a local Ray of 2 CPUs ('local:N': N CPUs), anything else is a cluster "
+            "address ('auto', HOST:PORT, ray://HOST:10001). Default: one after another here.")
+
+
+def executor_or_fail(spec: str | None) -> Executor:
+    """The executor a --ray option names, or a clear exit."""
+    from wattcap.executors import ExecutorError, get_executor
+
+    try:
+        executor = get_executor(spec)
+        if spec is not None:
+            say(f"starting {executor.describe()}")
+        return executor.start()
+    except ExecutorError as err:
+        fail(str(err))

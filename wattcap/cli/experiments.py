@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from wattcap.batches import DEFAULT_BATCH_SIZES
+from wattcap.cli.common import RAY_HELP, executor_or_fail
 from wattcap.console import make_console
 from wattcap.progress import make_progress
 
@@ -125,6 +126,7 @@ def compare(
     sample_budget: int = typer.Option(20_000),
     resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT."),
     quick: bool = typer.Option(False, help="One seed and the first target only."),
+    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report."""
@@ -147,10 +149,12 @@ def compare(
     counters = {"trained": 0, "reused": 0}
     sizes = tuple(DEFAULT_BATCH_SIZES)
     runs = (1 + len(target_list)) * len(sizes) * seeds
-    with make_progress(console, f"comparing {model}: training runs (proxy {proxy} and "
-                       f"{len(target_list)} target(s))", runs, "runs") as report:
+    where = executor_or_fail(ray)
+    with where, make_progress(console, f"comparing {model}: training runs (proxy {proxy} and "
+                              f"{len(target_list)} target(s))", runs, "runs") as report:
         proxy_runs = math_runs(out, model, weights_path, proxy, sizes, seeds, target_accuracy,
-                               sample_budget, resume, counters, _say(report), _run_done(report))
+                               sample_budget, resume, counters, _say(report), _run_done(report),
+                               where)
         input_shape = list(workload_for(model).input_shape)
         proxy_vector = efficiency_from_runs(proxy_runs, model, proxy, seeds, target_accuracy,
                                             input_shape)
@@ -161,7 +165,7 @@ def compare(
         proxy_vector.save(out / "efficiency-proxy.json")
         comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
                                     scenarios, seeds, target_accuracy, sizes, sample_budget,
-                                    resume, _say(report), counters, _run_done(report))
+                                    resume, _say(report), counters, _run_done(report), where)
     print_summary(comparison, console)
     _report(out, comparison, console)
 
@@ -223,6 +227,7 @@ def sensitivity(
     target_accuracy: float = typer.Option(0.9),
     sample_budget: int = typer.Option(20_000),
     resume: bool = typer.Option(True),
+    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
@@ -248,12 +253,13 @@ def sensitivity(
     vectors = {}
     datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
     runs = len(datasets) * len(sizes) * seeds
-    with make_progress(console, f"estimating r_b of {model} on {len(datasets)} datasets", runs,
-                       "runs") as report:
+    where = executor_or_fail(ray)
+    with where, make_progress(console, f"estimating r_b of {model} on {len(datasets)} datasets",
+                              runs, "runs") as report:
         for dataset in datasets:
             runs_of = math_runs(out, model, weights_path, dataset, sizes, seeds,
                                 target_accuracy, sample_budget, resume, counters,
-                                _say(report), _run_done(report))
+                                _say(report), _run_done(report), where)
             vectors[dataset] = efficiency_from_runs(runs_of, model, dataset, seeds,
                                                     target_accuracy, input_shape)
     profile = load_or_profile(out, device, model, sizes)

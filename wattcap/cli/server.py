@@ -262,6 +262,11 @@ def serve(
     max_weights_mib: float = typer.Option(64.0, help="Largest weights upload (MiB)."),
     max_json_mib: float = typer.Option(4.0, help="Largest JSON upload (MiB)."),
     log_level: str = typer.Option("info", help="uvicorn log level (warning: quieter)."),
+    ray: str | None = typer.Option(None, "--ray", metavar="local|ADDRESS", help="Run the "
+                                   "estimation jobs' trainings as Ray tasks (pip install "
+                                   "'wattcap[ray]'): 'local' for a local Ray of 2 CPUs "
+                                   "('local:N': N), else a cluster address. Default: in the "
+                                   "server's job thread."),
 ) -> None:
     """Serve models, efficiency vectors and profiles over HTTP (OpenAPI docs at /docs)."""
     try:
@@ -278,6 +283,7 @@ def serve(
         settings = ServerSettings(
             db=db, token=token or None, private_reads=private_reads,
             max_weights_bytes=int(max_weights_mib * MiB), max_json_bytes=int(max_json_mib * MiB),
+            ray=ray,
         )
         app = create_app(settings)
     except (ValueError, RuntimeError, OSError) as err:

@@ -11,7 +11,9 @@ from rich.table import Table
 from wattcap.cli.common import (
     DEVICE_HELP,
     MARGIN_HELP,
+    RAY_HELP,
     console,
+    executor_or_fail,
     fail,
     load_or_fail,
     parse_batch_sizes,
@@ -115,13 +117,36 @@ def estimate(
     token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
                                      "bearer token (env WATTCAP_SERVER_TOKEN).",
                                      rich_help_panel="Server"),
+    method: str = typer.Option("sweep", help="'sweep': train every batch size and seed to the "
+                               "target (the reference); 'gns': one run at the largest batch "
+                               "size measuring the gradient noise scale, r_b = (1 + "
+                               "b/B_noise) / (1 + b_max/B_noise), at a fraction of the "
+                               "compute. With 'gns' a numeric --target-accuracy ends the run "
+                               "when the proxy reaches it, 'auto' trains --gns-samples."),
+    gns_samples: int = typer.Option(4096, help="With --method gns: samples the run trains "
+                                    "(at most, with a numeric --target-accuracy)."),
+    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
 ) -> None:
-    """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
+    """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
+    gradient noise scale of one run with --method gns)."""
     from wattcap.efficiency import estimate_efficiency
     from wattcap.schema import WattcapFileError
 
     sizes = parse_batch_sizes(batch_sizes)
     target = parse_target(target_accuracy)
+    if method not in ("sweep", "gns"):
+        fail(f"--method must be 'sweep' or 'gns', got {method!r}")
+    if method == "gns":
+        if len(sizes) < 2:
+            fail("--method gns needs at least two batch sizes (it measures at the smallest "
+                 "and the largest)")
+        if gns_samples < max(sizes):
+            fail(f"--gns-samples ({gns_samples}) must hold at least one batch of "
+                 f"{max(sizes)}")
+        if on_server:
+            fail("--method gns runs here: drop --on-server (the server's jobs are sweeps)")
+        if ray is not None:
+            fail("--method gns is one run: --ray has nothing to spread")
     if seeds < 1:
         fail(f"--seeds must be at least 1, got {seeds}")
     if sample_budget < eval_every:
@@ -144,17 +169,28 @@ def estimate(
             from wattcap.cli.server import fetch_estimate_weights
 
             weights, weights_id = fetch_estimate_weights(server, token, model, model_id)
-        runs = len(sizes) * seeds
-        with progress(f"estimating r_b of {model} on {proxy}", runs, "runs") as report:
-            try:
-                vector = estimate_efficiency(
-                    model, proxy, target, weights=weights, batch_sizes=sizes,
-                    seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
-                    lr_ref=lr_ref, batch_size_ref=batch_size_ref,
-                    progress=lambda done, total, label: report.update(done, _run_detail(label)),
-                )
-            except (KeyError, ValueError, WattcapFileError) as err:
-                fail(str(err).strip("'\""))
+        if method == "gns":
+            vector = _estimate_gns(model, proxy, target, weights, sizes, gns_samples,
+                                   eval_every, lr_ref, batch_size_ref)
+        else:
+            from wattcap.executors import ExecutorError
+
+            runs = len(sizes) * seeds
+            where = executor_or_fail(ray)
+            with where, progress(f"estimating r_b of {model} on {proxy}"
+                                 + (f" ({where.describe()})" if ray else ""), runs,
+                                 "runs") as report:
+                try:
+                    vector = estimate_efficiency(
+                        model, proxy, target, weights=weights, batch_sizes=sizes,
+                        seeds=seeds, sample_budget=sample_budget,
+                        eval_every_samples=eval_every, lr_ref=lr_ref,
+                        batch_size_ref=batch_size_ref, executor=where,
+                        progress=lambda done, total, label: report.update(
+                            done, _run_detail(label), total=total),
+                    )
+                except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
+                    fail(str(err).strip("'\""))
     vector.save(out)
     if server and push and not on_server:  # a server-side sweep is stored there already
         from wattcap.cli.server import push_estimated
@@ -164,8 +200,29 @@ def estimate(
     console.print(f"wrote {out}")
 
 
+def _estimate_gns(model: str, proxy: str, target: float | str, weights: Path | None,
+                  sizes: tuple[int, ...], gns_samples: int, eval_every: int, lr_ref: float,
+                  batch_size_ref: int) -> EfficiencyVector:
+    from wattcap.noise_scale import estimate_efficiency_gns
+    from wattcap.schema import WattcapFileError
+
+    with progress(f"measuring the gradient noise scale of {model} on {proxy} (b = "
+                  f"{min(sizes)} and {max(sizes)})", gns_samples, "samples") as report:
+        try:
+            return estimate_efficiency_gns(
+                model, proxy, target, weights=weights,  # type: ignore[arg-type]
+                batch_sizes=sizes, sample_budget=gns_samples, eval_every_samples=eval_every,
+                lr_ref=lr_ref, batch_size_ref=batch_size_ref,
+                progress=lambda done, total, label: report.update(done, label))
+        except (KeyError, ValueError, WattcapFileError) as err:
+            fail(str(err).strip("'\""))
+
+
 def print_efficiency(vector: EfficiencyVector) -> None:
     """The vector as a table: samples per seed, E(b) used, r_b with its interval and source."""
+    if vector.noise_scale is not None:
+        _print_gns(vector)
+        return
     how = "given" if vector.target_accuracy_source == "given" else vector.target_accuracy_rule
     table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target "
                         f"{vector.target_accuracy:.2%}, {how}; {len(vector.seeds)} seed(s))")
@@ -182,6 +239,23 @@ def print_efficiency(vector: EfficiencyVector) -> None:
     for note in vector.ratio_notes():
         console.print(f"  [dim]{note}[/]")
 
+
+
+def _print_gns(vector: EfficiencyVector) -> None:
+    """A GNS vector: r_b with its interval per batch size, and how B_noise was measured."""
+    table = Table(title=f"r_b of {vector.model} on {vector.dataset} from the gradient noise "
+                        f"scale (test accuracy {vector.target_accuracy:.2%} "
+                        f"{'reached' if vector.target_accuracy_source == 'reached' else 'target'}"
+                        f"; {vector.training_samples} samples trained)")
+    for column in ("batch", "r_b", "95% interval", "from"):
+        table.add_column(column, justify="right")
+    for e in vector.entries:
+        interval = ("" if e.ratio_low is None or e.ratio_high is None
+                    else f"{e.ratio_low:.2f}-{e.ratio_high:.2f}")
+        table.add_row(str(e.batch_size), f"{e.ratio:.3f}", interval, e.source)
+    console.print(table)
+    for note in vector.ratio_notes():
+        console.print(f"  [dim]{note}[/]")
 
 
 def train(

@@ -25,13 +25,15 @@ from wattcap.curves import samples_to_target
 from wattcap.data import get_dataset
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
+from wattcap.executors import Executor, SerialExecutor
 from wattcap.meter import PowerMeter
 from wattcap.planner import METHODS, InfeasibleCapError, plan
 from wattcap.profiling import Profiler, ProfileTable
 from wattcap.references import emulated_reference_profiles
 from wattcap.runtime import CapWatchdog
 from wattcap.schema import VersionedFile, WattcapFileError
-from wattcap.training import RunRecord, TrainConfig, train_to_accuracy
+from wattcap.training import RunRecord, TrainConfig
+from wattcap.training_tasks import TrainingTask
 from wattcap.workload import workload_for
 
 Progress = Callable[[str], None]
@@ -131,28 +133,22 @@ DEFAULT_SCENARIOS = [
 ]
 
 
-def _math_run(
-    out: Path, model: str, weights: Path | None, target: str, batch_size: int, seed: int,
-    target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
-) -> RunRecord:
-    """The training math for (target, b, seed), recorded once and reused."""
-    path = out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
-    if resume and path.exists():
+def _math_path(out: Path, target: str, batch_size: int, seed: int) -> Path:
+    return out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
+
+
+def _recorded_math_run(out: Path, target: str, batch_size: int, seed: int,
+                       target_accuracy: float) -> RunRecord | None:
+    """The recorded training math for (target, b, seed), if there is a usable one."""
+    path = _math_path(out, target, batch_size, seed)
+    if path.exists():
         try:
             record = RunRecord.load(path)
             if record.target_accuracy == target_accuracy:
-                counters["reused"] += 1
                 return record
         except WattcapFileError:
             pass  # a half-written or stale record: train again
-    train, test = get_dataset(target).split(0.2, seed=0)
-    config = TrainConfig(model=model, batch_size=batch_size, target_accuracy=target_accuracy,
-                         sample_budget=sample_budget, seed=seed,
-                         evals_past_target=EVALS_PAST_TARGET)
-    record = train_to_accuracy(config, train, test, weights=weights)
-    record.save(path)
-    counters["trained"] += 1
-    return record
+    return None
 
 
 def replay_on_device(
@@ -210,18 +206,42 @@ def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
     progress: Progress | None = None, on_run: RunDone | None = None,
+    executor: Executor | None = None,
 ) -> dict[tuple[int, int], RunRecord]:
-    """Every (batch size, seed) run on a dataset, trained or reused."""
-    runs = {}
-    for b in batch_sizes:
-        for seed in range(seeds):
-            if progress:
-                progress(f"training {dataset} b={b} seed={seed}")
-            runs[(b, seed)] = _math_run(out, model, weights, dataset, b, seed, target_accuracy,
-                                        sample_budget, resume, counters)
+    """Every (batch size, seed) run on a dataset, reused when recorded, else trained by
+    `executor` (default: serially here) and recorded as each finishes."""
+    executor = executor or SerialExecutor()
+    keys = [(b, seed) for b in batch_sizes for seed in range(seeds)]
+    runs: dict[tuple[int, int], RunRecord] = {}
+    pending = []
+    for b, seed in keys:
+        record = _recorded_math_run(out, dataset, b, seed, target_accuracy) if resume else None
+        if record is None:
+            pending.append((b, seed))
+            continue
+        counters["reused"] += 1
+        runs[(b, seed)] = record
+        if on_run:
+            on_run(record)
+    if pending:
+        if progress:
+            progress(f"training {dataset}: {len(pending)} runs ({executor.describe()})")
+        train, test = get_dataset(dataset).split(0.2, seed=0)
+        task = TrainingTask.shipping(train, test, weights,
+                                     carry_weights=not isinstance(executor, SerialExecutor))
+        configs = [TrainConfig(model=model, batch_size=b, target_accuracy=target_accuracy,
+                               sample_budget=sample_budget, seed=seed,
+                               evals_past_target=EVALS_PAST_TARGET) for b, seed in pending]
+
+        def done(i: int, record: RunRecord) -> None:
+            record.save(_math_path(out, dataset, *pending[i]))
+            counters["trained"] += 1
+            runs[pending[i]] = record
             if on_run:
-                on_run(runs[(b, seed)])
-    return runs
+                on_run(record)
+
+        executor.map(task, configs, done)
+    return {key: runs[key] for key in keys}
 
 
 def run_comparison(
@@ -239,14 +259,16 @@ def run_comparison(
     progress: Progress | None = None,
     counters: dict | None = None,
     on_run: RunDone | None = None,
+    executor: Executor | None = None,
 ) -> Comparison:
-    """Train, replay and record every (scenario, target, method)."""
+    """Train, replay and record every (scenario, target, method); the training math runs on
+    `executor` (default: serially here)."""
     say = progress or (lambda message: None)
     counters = counters if counters is not None else {"trained": 0, "reused": 0}
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say, on_run)
+                              sample_budget, resume, counters, say, on_run, executor)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:

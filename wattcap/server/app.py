@@ -60,6 +60,9 @@ class ServerSettings:
     private_reads: bool = False
     max_weights_bytes: int = 64 * MiB
     max_json_bytes: int = 4 * MiB
+    #: where estimation jobs train: None in the job thread, else a `--ray` spec ("local",
+    #: "local:N", a cluster address) for `wattcap.executors.get_executor`
+    ray: str | None = None
 
     def __post_init__(self) -> None:
         if self.private_reads and not self.token:
@@ -118,9 +121,14 @@ def _json_body(schema_name: str) -> dict:
 
 def create_app(settings: ServerSettings) -> FastAPI:
     """The app for `settings`: opens (or creates) the database and starts the job worker."""
+    executor = None
+    if settings.ray is not None:
+        from wattcap.executors import get_executor
+
+        executor = get_executor(settings.ray).start()  # fails here, before serving
     store = Store(settings.db)
     store.interrupt_unfinished_jobs()
-    jobs = JobRunner(store)
+    jobs = JobRunner(store, executor)
 
     app = FastAPI(
         title="wattcap server",

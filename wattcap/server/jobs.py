@@ -1,7 +1,9 @@
 """Background jobs of the server: the proxy estimation of r_b for a stored model.
 
 One worker thread runs the jobs in order: estimation is CPU-bound, and two at once would only
-make each slower while the server still has to answer requests. The thread is a daemon so a
+make each slower while the server still has to answer requests. With an executor (`wattcap
+serve --ray ...`) a job's trainings run as Ray tasks, on this machine's other cores or on a
+cluster, while the thread only waits for them. The thread is a daemon so a
 server that is stopped does not wait for a sweep to end; the job's row then says 'running' and
 the next start marks it 'interrupted' (see `Store.interrupt_unfinished_jobs`). Every state
 change is a committed write, so `/jobs/{id}` always reports what really happened.
@@ -14,9 +16,13 @@ import queue
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wattcap.server.schemas import EstimateRequest, JobInfo
 from wattcap.server.store import Store
+
+if TYPE_CHECKING:
+    from wattcap.executors import Executor
 
 log = logging.getLogger("wattcap.server")
 
@@ -24,8 +30,9 @@ log = logging.getLogger("wattcap.server")
 class JobRunner:
     """Queue of estimate jobs served by one daemon worker thread."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, executor: Executor | None = None) -> None:
         self.store = store
+        self.executor = executor
         self._queue: queue.Queue[int] = queue.Queue()
         self._worker = threading.Thread(target=self._work, name="wattcap-jobs", daemon=True)
         self._worker.start()
@@ -72,6 +79,7 @@ class JobRunner:
                     sample_budget=request.sample_budget,
                     eval_every_samples=request.eval_every_samples, lr_ref=request.lr_ref,
                     batch_size_ref=request.batch_size_ref, progress=progress,
+                    executor=self.executor,
                 )
             vector.notes.append(f"estimated by the wattcap server (job {job_id}) from stored "
                                 f"model {model.id}, weights sha256 {model.sha256}")
