@@ -221,3 +221,17 @@ def test_estimate_on_a_proxy_counts_its_compute() -> None:
     assert [e.batch_size for e in vector.entries] == [8, 16, 32, 64]
     with pytest.raises(ValueError, match="two batch sizes"):
         estimate_efficiency_gns("digits-cnn", "digits", batch_sizes=(16,), sample_budget=256)
+
+
+def test_raw_measurement_with_adam_is_the_unpreconditioned_noise_scale() -> None:
+    problem = _Regression(seed=2)
+    optimizer = torch.optim.Adam(problem.model.parameters(), lr=0.0)
+    gns = GradientNoiseScale(problem.model, optimizer, chunk_size=8, ema_decay=0.99,
+                             precondition=False)
+    for _ in range(300):
+        optimizer.zero_grad()
+        gns.backward(problem.loss_of, *problem.batch(128))
+        optimizer.step()
+    estimate = gns.estimate()
+    assert estimate.preconditioner == "none" and estimate.warmup_steps == 0
+    assert estimate.b_noise == pytest.approx(problem.exact_b_simple(), rel=0.1)

@@ -340,11 +340,12 @@ class GradientNoiseScale:
 
     `chunk_size` is the small batch size b_s: a batch of b samples is split into b / b_s
     chunks (b must be a multiple of it and at least 2·b_s, else that step is trained with one
-    backward and not measured)."""
+    backward and not measured). `precondition=False` measures Adam's raw gradients (the
+    noise scale of SGD) instead of the preconditioned ones."""
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  chunk_size: int, ema_decay: float = DEFAULT_EMA_DECAY,
-                 blocks: int = DEFAULT_BLOCKS) -> None:
+                 blocks: int = DEFAULT_BLOCKS, precondition: bool = True) -> None:
         if chunk_size < 1:
             raise ValueError(f"the chunk size must be positive, got {chunk_size}")
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -352,7 +353,7 @@ class GradientNoiseScale:
         self.chunk_size = chunk_size
         self.tracker = NoiseScaleTracker(ema_decay=ema_decay, blocks=blocks)
         self.preconditioner: Literal["adam", "none"] = (
-            "adam" if uses_second_moments(optimizer) else "none")
+            "adam" if precondition and uses_second_moments(optimizer) else "none")
         self.warmup_steps = 0
         self.samples = 0
 
@@ -459,6 +460,7 @@ def measure_noise_scale(
     seed: int = 0,
     ema_decay: float = DEFAULT_EMA_DECAY,
     progress: Callable[[int, int, str], None] | None = None,
+    precondition: bool = True,
 ) -> GnsRun:
     """Fine-tune `model` from `weights` on `train` at `batch_size` (√-scaled learning rate)
     and measure the noise scale at every step, for `sample_budget` samples, or until the
@@ -494,7 +496,8 @@ def measure_noise_scale(
         net = net.to(device).train()
         cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
         opt = cls(net.parameters(), lr=session.learning_rate)
-        gns = GradientNoiseScale(net, opt, chunk_size, ema_decay=ema_decay)
+        gns = GradientNoiseScale(net, opt, chunk_size, ema_decay=ema_decay,
+                                 precondition=precondition)
         x_train, y_train = train.to_tensors()
         x_test, y_test = test.to_tensors()
         stream = BatchStream(len(train), seed)
@@ -541,6 +544,7 @@ def estimate_efficiency_gns(
     ema_decay: float = DEFAULT_EMA_DECAY,
     progress: Callable[[int, int, str], None] | None = None,
     data: tuple[ArrayDataset, ArrayDataset] | None = None,
+    precondition: bool = True,
 ) -> EfficiencyVector:
     """r_b on a proxy from one GNS run at the largest batch size, chunked into the smallest
     (`chunk_size`), instead of the sweep of `wattcap.efficiency.estimate_efficiency`.
@@ -548,6 +552,7 @@ def estimate_efficiency_gns(
     With a numeric `target_accuracy` the run stops when the proxy reaches it (the stretch of
     training the sweep's r_b describes), else after `sample_budget` samples; "auto" and None
     measure for the whole budget and record the accuracy reached as the vector's target.
+    `precondition=False` measures raw gradients even with Adam (see `GradientNoiseScale`).
     """
     from wattcap.data import get_dataset
     from wattcap.models import get_model_spec
@@ -570,7 +575,8 @@ def estimate_efficiency_gns(
         model, train, test, weights=weights, batch_size=b_max, chunk_size=chunk,
         sample_budget=sample_budget, target_accuracy=target,
         eval_every_samples=eval_every_samples, lr_ref=lr_ref, batch_size_ref=batch_size_ref,
-        optimizer=optimizer, seed=seed, ema_decay=ema_decay, progress=progress)
+        optimizer=optimizer, seed=seed, ema_decay=ema_decay, progress=progress,
+        precondition=precondition)
     notes = []
     if target is not None:
         source: Literal["given", "auto", "reached"] = "given"
