@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from wattcap.cli.common import (
     DEVICE_HELP,
@@ -165,23 +164,12 @@ def estimate(
 
 
 def print_efficiency(vector: EfficiencyVector) -> None:
-    """The vector as a table: samples per seed, E(b) used, r_b with its interval and source."""
-    how = "given" if vector.target_accuracy_source == "given" else vector.target_accuracy_rule
-    table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target "
-                        f"{vector.target_accuracy:.2%}, {how}; {len(vector.seeds)} seed(s))")
-    for column in ("batch", "samples to target per seed", "E(b) used", "r_b", "95% interval",
-                   "from"):
-        table.add_column(column, justify="right")
-    for e in vector.entries:
-        per_seed = ", ".join("missed" if v is None else f"{v:.0f}" for v in e.samples_per_seed)
-        interval = ("" if e.ratio_low is None or e.ratio_high is None
-                    else f"{e.ratio_low:.2f}-{e.ratio_high:.2f}")
-        table.add_row(str(e.batch_size), per_seed, f"{e.samples:.0f}", f"{e.ratio:.3f}",
-                      interval, e.source)
-    console.print(table)
+    """The vector as a table, with the notes on where r_b came from."""
+    from wattcap.experiments.tables import efficiency_table
+
+    console.print(efficiency_table(vector))
     for note in vector.ratio_notes():
         console.print(f"  [dim]{note}[/]")
-
 
 
 def train(
