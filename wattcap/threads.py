@@ -22,6 +22,8 @@ DEFAULT_THREADS = 1
 def configure_torch_threads() -> int:
     """Apply WATTCAP_TORCH_THREADS (default 1) and return the number of threads."""
     raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw and os.environ.get("OMP_NUM_THREADS"):
+        raw = os.environ["OMP_NUM_THREADS"]  # the user's own setting wins over our default
     try:
         threads = max(1, int(raw)) if raw else DEFAULT_THREADS
     except ValueError:
