@@ -34,7 +34,7 @@ class EfficiencyVector(VersionedFile):
     """r_b for one model, task and target accuracy."""
 
     FILE_KIND = "wattcap.efficiency"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2  # 2: architecture_fingerprint
 
     model: str
     input_shape: list[int]
@@ -50,6 +50,8 @@ class EfficiencyVector(VersionedFile):
     reference_batch_size: int
     entries: list[EfficiencyEntry]
     notes: list[str] = []
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
 
     def ratio(self, batch_size: int) -> float | None:
         """r_b, or None when b is unreachable or was not estimated (never to be selected)."""
@@ -67,15 +69,19 @@ class EfficiencyVector(VersionedFile):
 
     def check_matches(
         self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
-        source: str = "efficiency vector",
+        source: str = "efficiency vector", architecture_fingerprint: str | None = None,
     ) -> None:
-        """Refuse a vector made for another model or input shape."""
+        """Refuse a vector made for another model, input shape or architecture (fingerprints
+        are compared when both are known)."""
         if model is not None:
             require_match("the efficiency vector", "model", model, self.model, source)
         if input_shape is not None:
             require_match(
                 "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
             )
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the efficiency vector", "architecture fingerprint",
+                          architecture_fingerprint, self.architecture_fingerprint, source)
 
     @classmethod
     def from_samples(
@@ -139,14 +145,18 @@ def estimate_efficiency(
     optimizer: str = "adam",
     progress: Callable[[int, int, str], None] | None = None,
     dataset_seed: int = 0,
+    data_options: dict | None = None,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
-    until the target accuracy, and normalise the samples needed by the largest batch size."""
-    from wattcap.data import get_dataset
+    until the target accuracy, and normalise the samples needed by the largest batch size.
+
+    ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
+    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...).
+    """
+    from wattcap.data import load_splits
     from wattcap.training import TrainConfig, train_to_accuracy
 
-    data = get_dataset(proxy)
-    train, test = data.split(0.2, seed=dataset_seed)
+    train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
     samples: dict[int, list[int | None]] = {}
     total = len(batch_sizes) * seeds
     done = 0
@@ -163,7 +173,7 @@ def estimate_efficiency(
             done += 1
             if progress is not None:
                 progress(done, total, f"b={b} seed={seed}: {record.samples_to_target}")
-    from wattcap.models import get_model_spec
+    from wattcap.models import get_model_spec, model_fingerprint
 
     spec = get_model_spec(model)
     return EfficiencyVector.from_samples(
@@ -179,4 +189,5 @@ def estimate_efficiency(
         batch_size_ref=batch_size_ref,
         sample_budget=sample_budget,
         eval_every_samples=eval_every_samples,
+        architecture_fingerprint=model_fingerprint(model),
     )

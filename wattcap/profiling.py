@@ -51,7 +51,7 @@ class ProfileTable(VersionedFile):
     """The two lookup tables of a device for one model and input shape."""
 
     FILE_KIND = "wattcap.profile"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2  # 2: architecture_fingerprint, device_spec
 
     device: str
     device_kind: str
@@ -70,6 +70,11 @@ class ProfileTable(VersionedFile):
     points_measured: int
     profiling_device_s: float
     workload: dict = {}
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
+    #: an emulated device's whole DeviceSpec, so the device (and its reference profiles) can
+    #: be rebuilt from the file alone, also when it came from a user's spec file
+    device_spec: dict | None = None
 
     def lookup(self, batch_size: int, frequency_hz: int) -> ProfilePoint | None:
         """The measured point, or None if it was not measured."""
@@ -100,14 +105,19 @@ class ProfileTable(VersionedFile):
         model: str | None = None,
         input_shape: tuple[int, ...] | list[int] | None = None,
         source: str = "profile",
+        architecture_fingerprint: str | None = None,
     ) -> None:
-        """Refuse a profile made for another device, model or input shape."""
+        """Refuse a profile made for another device, model, input shape or architecture
+        (fingerprints are compared when both are known)."""
         if device is not None:
             require_match("the profile", "device", device, self.device, source)
         if model is not None:
             require_match("the profile", "model", model, self.model, source)
         if input_shape is not None:
             require_match("the profile", "input shape", list(input_shape), self.input_shape, source)
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the profile", "architecture fingerprint", architecture_fingerprint,
+                          self.architecture_fingerprint, source)
 
     def merged(self, newer: ProfileTable) -> ProfileTable:
         """This profile with `newer`'s points replacing the same (b, f)."""
@@ -264,6 +274,8 @@ class Profiler:
             points_measured=len(points),
             profiling_device_s=self.device.now_s() - start_s,
             workload=self.workload.to_dict(),
+            architecture_fingerprint=_fingerprint(self.model),
+            device_spec=_device_spec(self.device),
         )
 
     def _pruned(
@@ -398,7 +410,8 @@ def refresh_profile(
     Raises WattcapFileError when the table was made for another device, model or power mode.
     """
     device = profiler.device
-    table.check_matches(device=device.name, model=profiler.model, source=source)
+    table.check_matches(device=device.name, model=profiler.model, source=source,
+                        architecture_fingerprint=_fingerprint(profiler.model))
     mode = getattr(device, "power_mode", None)
     mode = mode() if callable(mode) else mode
     if table.power_mode is not None and mode is not None:
@@ -433,6 +446,20 @@ def refresh_profile(
     })
     return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
                          skipped=skipped)
+
+
+def _fingerprint(model: str) -> str | None:
+    from wattcap.models import model_fingerprint
+
+    try:
+        return model_fingerprint(model)
+    except (KeyError, ValueError):
+        return None  # a workload given for a model this process cannot build
+
+
+def _device_spec(device: Device) -> dict | None:
+    spec = getattr(device, "spec", None)
+    return spec.model_dump(mode="json") if device.kind == "emulated" and spec is not None else None
 
 
 def build_training_step(model_name: str, batch_size: int) -> Callable[[], object]:

@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from wattcap.data import ArrayDataset
+from wattcap.data import ArrayDataset, check_data_fits_model
 from wattcap.devices.base import Device, PowerReading
-from wattcap.models import ModelSpec, get_model_spec
+from wattcap.models import ModelSpec, get_model_spec, model_fingerprint
 from wattcap.profiling import ProfileTable
 from wattcap.runtime import (
     CapViolation,
@@ -91,7 +91,7 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2  # 2: architecture_fingerprint
 
     config: TrainConfig
     dataset: str
@@ -119,6 +119,8 @@ class RunRecord(VersionedFile):
     resumed_from_samples: int | None = None
     wall_time_s: float
     weights_source: str | None = None
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
 
     @property
     def time_to_accuracy_s(self) -> float | None:
@@ -275,11 +277,13 @@ def train_to_accuracy(
     measured step time and power with the profile point at the applied (b, f); a difference
     beyond `drift_tolerance` (0.1 = 10 %, time or power) is recorded, and at the next
     evaluation the batch size's row is re-measured and the frequency re-planned (same batch
-    size). Raises WattcapFileError when the profile belongs to another device or model.
+    size). Raises WattcapFileError when the profile belongs to another device, model or
+    architecture, and DataMismatchError when the data does not fit the model (task, shape).
     """
     config.check()
     wall_start = time.monotonic()
     spec = get_model_spec(config.model)
+    check_data_fits_model(train, spec)
     torch.manual_seed(config.seed)
     model = spec.build(num_classes=train.num_classes)
     weights_source = None
@@ -323,7 +327,8 @@ def train_to_accuracy(
     guard = CapWatchdog(device, power_cap_w) if device is not None and watchdog else None
     monitor = None
     if device is not None and profile is not None:
-        profile.check_matches(model=config.model, source="profile")
+        profile.check_matches(model=config.model, source="profile",
+                              architecture_fingerprint=model_fingerprint(config.model))
         monitor = DriftMonitor(device, profile, config.batch_size, power_cap_w=power_cap_w,
                                tolerance=drift_tolerance, watchdog=guard)
     if resumed_from is not None:
@@ -457,6 +462,7 @@ def train_to_accuracy(
         resumed_from_samples=resumed_from,
         wall_time_s=time.monotonic() - wall_start,
         weights_source=weights_source,
+        architecture_fingerprint=model_fingerprint(config.model),
     )
 
 
@@ -468,34 +474,31 @@ def pretrain(
     batch_size: int = 32,
     lr: float = 1e-3,
     seed: int = 0,
+    data_options: dict | None = None,
 ) -> dict[str, str]:
-    """Train a model from scratch on a bundled dataset and save safetensors weights; returns
-    the metadata written (model, input shape, dataset, test accuracy)."""
-    from wattcap.data import get_dataset
+    """Train a model from scratch on a data set (a data spec: bundled name, ``cifar100:PATH``
+    ...; ``data_options`` go to :func:`wattcap.data.load_splits`) and save safetensors
+    weights; returns the metadata written (model, input shape, dataset, test accuracy)."""
+    from wattcap.data import load_splits
     from wattcap.weights import save_weights
 
     spec = get_model_spec(model)
-    data = get_dataset(dataset)
-    if tuple(data.input_shape) != tuple(spec.input_shape):
-        raise ValueError(
-            f"dataset {dataset} has input shape {data.input_shape}, model {model} expects "
-            f"{spec.input_shape}"
-        )
-    train, test = data.split(0.2, seed=seed)
+    train, test = load_splits(dataset, seed=seed, **(data_options or {}))
+    check_data_fits_model(train, spec)
     torch.manual_seed(seed)
-    net = spec.build(num_classes=data.num_classes).train()
+    net = spec.build(num_classes=train.num_classes).train()
     optimizer = torch.optim.Adam(net.parameters(), lr=lr)
-    x, y = train.to_tensors()
     stream = BatchStream(len(train), seed)
     for position in range(0, epochs * len(train) - batch_size + 1, batch_size):
-        idx = torch.from_numpy(stream.indices(position, batch_size))
+        # batch by batch: a large uint8 set is never held as float32
+        x, y = (torch.from_numpy(a) for a in train.batch(stream.indices(position, batch_size)))
         optimizer.zero_grad(set_to_none=True)
-        spec.loss(net(x[idx]), y[idx]).backward()
+        spec.loss(net(x), y).backward()
         optimizer.step()
     accuracy = evaluate(net, spec, *test.to_tensors())
     metadata = {
         "model": model, "input_shape": json.dumps(list(spec.input_shape)),
-        "dataset": dataset, "num_classes": str(data.num_classes), "epochs": str(epochs),
+        "dataset": dataset, "num_classes": str(train.num_classes), "epochs": str(epochs),
         "test_accuracy": f"{accuracy:.4f}", "seed": str(seed),
     }
     save_weights(net, out, metadata)

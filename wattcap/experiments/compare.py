@@ -12,7 +12,9 @@ Everything is recorded in DIR; `resume` reuses what is there.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -276,19 +278,30 @@ def run_comparison(
 
 def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...]
                     ) -> ProfileTable:
-    """The exhaustive profile of `model` on an emulated device, reused from DIR if present."""
-    path = out / f"profile-{device}-{model}.json"
+    """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
+    file's path), reused from DIR if present and made for the same spec and architecture."""
+    emulated = EmulatedDevice(device)
+    path = out / f"profile-{_file_stem(emulated.name)}-{_file_stem(model)}.json"
     if path.exists():
         try:
             profile = ProfileTable.load(path)
-            profile.check_matches(device=device, model=model)
-            return profile
+            profile.check_matches(device=emulated.name, model=model)
+            if profile.device_spec == emulated.spec.model_dump(mode="json"):
+                return profile
         except WattcapFileError:
             pass
-    profile = Profiler(EmulatedDevice(device), model, batch_sizes=batch_sizes).run(
-        exhaustive=True)
+    profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
     profile.save(path)
     return profile
+
+
+def _file_stem(text: str) -> str:
+    """``text`` usable in a file name: a path or a user model's spec is reduced to safe
+    characters plus a short hash, so different texts never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
+    if safe == text:
+        return text
+    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:
