@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch is pinned: pip takes the local CPU wheel; a loose requirement would pull a CUDA build
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,server,nvml]"
+	$(PY) -m pip install --quiet -e ".[dev,server,nvml,lightning,hf,ray]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -73,7 +73,7 @@ def test_discovery_on_every_layout(board: FakeBoard) -> None:
     assert device.devfreq_path == board.devfreq
     assert device.name == board.name
     assert device.model == board.model
-    assert device.power_mode() == board.power_mode
+    assert device.power_mode == board.power_mode
     assert device.frequencies_hz() == board.expected_hz
     assert device.frequencies_hz() == sorted(device.frequencies_hz())
 
@@ -115,7 +115,7 @@ def test_hwmon_index_varies(tmp_path: Path, hwmon_index: int) -> None:
 def test_power_mode_caps_the_frequency_list(tmp_path: Path) -> None:
     nano_5w = make_nano_l4t32(tmp_path / "nano", mode_id=1)
     device = JetsonDevice(nano_5w.root)
-    assert device.power_mode() == "5W"
+    assert device.power_mode == "5W"
     # nvpmodel's 640 MHz is not in the table; the kernel capped max_freq at 614.4 MHz.
     assert device.frequencies_hz()[-1] == 614_400_000
     assert len(device.frequencies_hz()) == 8
@@ -141,12 +141,12 @@ def test_nvpmodel_status_and_default(nano: FakeBoard) -> None:
     assert modes[1].gpu_max_hz == 640_000_000
     assert active == 0
     (nano.root / "var/lib/nvpmodel/status").write_text("pmode:0001 fmode:quiet\n")
-    assert JetsonDevice(nano.root).power_mode() == "5W"
+    assert JetsonDevice(nano.root).power_mode == "5W"
     # Without a status file the mode is the configured default.
     (nano.root / "var/lib/nvpmodel/status").unlink()
     assert read_nvpmodel(nano.root)[1] == 0
     (nano.root / "etc/nvpmodel.conf").unlink()
-    assert JetsonDevice(nano.root).power_mode() is None
+    assert JetsonDevice(nano.root).power_mode is None
 
 
 def test_unreadable_nvpmodel_line_means_uncapped(nano: FakeBoard) -> None:

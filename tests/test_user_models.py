@@ -29,6 +29,7 @@ from wattcap.planner import plan
 from wattcap.profiling import Profiler, refresh_profile
 from wattcap.references import emulated_reference_profiles, reference_profiles_for
 from wattcap.schema import WattcapFileError
+from wattcap.session import Session
 from wattcap.training import TrainConfig, train_to_accuracy
 from wattcap.workload import measure_workload, workload_for
 
@@ -207,6 +208,8 @@ def test_files_carry_the_fingerprint_and_refuse_another_architecture(net_file):
     with EmulatedDevice("jetson-nano") as dev, pytest.raises(WattcapFileError,
                                                              match="architecture fingerprint"):
         train_to_accuracy(config, train, test, device=dev, profile=profile)
+    with pytest.raises(WattcapFileError, match="architecture fingerprint"):
+        Session(EmulatedDevice("jetson-nano"), model=text, profile=profile, batch_size=8)
     stale = vector.model_copy(update={"architecture_fingerprint": new_fingerprint})
     with pytest.raises(WattcapFileError, match="efficiency vector was made for architecture "
                        f"fingerprint '{new_fingerprint}'"):

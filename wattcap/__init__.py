@@ -1,1 +1,23 @@
+"""wattcap: choose batch size and GPU frequency together, for the fastest training under a
+power cap. `wattcap.Session` is the runtime a training loop goes through (imported on first
+use: `import wattcap` itself stays light)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from wattcap.session import Session
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Session":
+        from wattcap.session import Session
+
+        return Session
+    raise AttributeError(f"module 'wattcap' has no attribute {name!r}")
+
+
+__all__ = ["Session", "__version__"]

@@ -110,7 +110,7 @@ def run_pipeline(out: Path, console: Console, seeds: int = 1) -> list[tuple[Plan
         runs: dict = {}
         for method in ("wattcap", "baseline-1"):
             choice = result.choices[method]
-            same = next((r for r in runs.values() if (r.config.batch_size, r.frequency_hz)
+            same = next((r for r in runs.values() if (r.batch_size, r.frequency_hz)
                          == (choice.batch_size, choice.frequency_hz)), None)
             if same is not None:
                 runs[method] = same
@@ -144,7 +144,7 @@ def measured_table(results: list[tuple[Plan, dict]]) -> Table:
                 speedup = f"{tta / ours.time_to_accuracy_s:.2f}x"
                 energy = f"{1 - ours.energy_j / run.energy_j:.0%}"
             table.add_row(
-                _cap_label(result.power_cap_w), method, str(run.config.batch_size),
+                _cap_label(result.power_cap_w), method, str(run.batch_size),
                 f"{run.frequency_hz / 1e6:.1f}", str(run.samples_to_target or "not reached"),
                 f"{tta:.1f}" if tta else "—", f"{run.energy_j:.0f}",
                 f"{run.peak_power_w:.2f}", speedup, energy,

@@ -3,6 +3,10 @@
 Algorithm 1: for each batch size b, f*(b) = the highest frequency with P(b, f) ≤ cap; choose
 argmin_b T(b, f*(b)) · r_b. Each row is reduced once to its Pareto staircase (descending f,
 strictly falling power), on which f*(b) is a binary search: O(|B| log |F|) per query.
+
+Other objectives (energy, Zeus's cost, time with a maximum energy, energy with a deadline;
+wattcap/objectives.py) search every feasible (b, f). Every plan records its objective and the
+time/energy Pareto front of the feasible choices, each method's choice marked on it or not.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.efficiency import EfficiencyVector
+from wattcap.objectives import CandidateSet, FrontPoint, InfeasibleObjectiveError, Objective
 from wattcap.profiling import ProfilePoint, ProfileTable
 from wattcap.schema import VersionedFile
 
@@ -48,13 +53,15 @@ class Choice(BaseModel):
     samples: float
     predicted_time_s: float
     predicted_energy_j: float
+    #: on the plan's time/energy Pareto front (no feasible choice is faster and thriftier)
+    on_pareto_front: bool = False
 
 
 class Plan(VersionedFile):
     """The outcome of planning: one choice per method, for one cap."""
 
     FILE_KIND = "wattcap.plan"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2  # 2: objective, pareto_front, Choice.on_pareto_front
 
     device: str
     model: str
@@ -65,6 +72,9 @@ class Plan(VersionedFile):
     choices: dict[str, Choice]
     unavailable: dict[str, str] = {}
     notes: list[str] = []
+    objective: Objective = Objective()
+    #: feasible choices no other beats on both predicted time and energy (proxy r_b), by time
+    pareto_front: list[FrontPoint] = []
 
     def speedup(self, baseline: str, method: str = "wattcap") -> float | None:
         """Predicted time of `baseline` ÷ time of `method`."""
@@ -192,19 +202,74 @@ def _choice(method: str, point: ProfilePoint, ratio: float, samples: float) -> C
     )
 
 
+class Replanner:
+    """wattcap's choice for any cap, prepared once per (profile, r_b, objective): what a run
+    calls each time its cap moves. `choose(cap)` is `plan(...).choices["wattcap"]` for the same
+    inputs, in microseconds (Algorithm 1 for time; one scan of the points otherwise)."""
+
+    def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
+                 objective: Objective | None = None) -> None:
+        if not profile.points:
+            raise ValueError("the profile has no measured points")
+        self.profile = profile
+        self.selector = Selector(profile)
+        self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
+        self.ratios, self.samples = _ratios(profile, efficiency)
+        objective = objective or Objective()
+        self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
+        if self.cost_power_filled:
+            # Zeus's P_max: a constant of the device, so eta weighs the same under every cap
+            objective = objective.model_copy(
+                update={"cost_power_w": max(p.peak_power_w for p in profile.points)})
+        self.objective = objective
+        self.candidates = CandidateSet(profile.points, self.ratios, self.samples)
+
+    def check_cap(self, power_cap_w: float | None) -> None:
+        """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
+        if power_cap_w is not None and power_cap_w < self.lowest_feasible_cap_w:
+            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w,
+                                     "every measured configuration draws more than that")
+
+    def choose(self, power_cap_w: float | None) -> Choice:
+        """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
+        `InfeasibleObjectiveError` (nothing meets the maximum energy or deadline)."""
+        self.check_cap(power_cap_w)
+        if self.objective.is_paper_time:
+            best = self.selector.select(power_cap_w, self.ratios)
+        else:
+            best = self.candidates.best(self.objective, power_cap_w)
+        if best is None:
+            raise InfeasibleCapError(power_cap_w or 0.0, self.lowest_feasible_cap_w,
+                                     "no batch size with a known efficiency fits under it")
+        b = best.batch_size
+        choice = _choice("wattcap", best, self.ratios[b] or 1.0, self.samples[b])
+        choice.on_pareto_front = any(
+            (p.batch_size, p.frequency_hz) == (b, best.frequency_hz)
+            for p in self.candidates.pareto_front(power_cap_w)
+        )
+        return choice
+
+
 def plan(
     profile: ProfileTable,
     power_cap_w: float | None,
     efficiency: EfficiencyVector | None = None,
     reference_profiles: list[ProfileTable] | None = None,
     target_efficiency: EfficiencyVector | None = None,
+    objective: Objective | None = None,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
 
     `efficiency` is the proxy r (None: r_b = 1, pure throughput, and the plan says so);
     `reference_profiles` give the safe frequency of the baselines (default: this profile only);
-    `target_efficiency` enables the fastest-configuration oracle.
+    `target_efficiency` enables the fastest-configuration oracle; `objective` (default: time,
+    the paper's) is what wattcap, baseline-2 (at the safe frequency) and the oracle minimise.
+    baseline-1 is the state of practice whatever the objective.
+
+    Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
+    when wattcap finds no choice within the objective's maximum energy or deadline.
     """
+    objective = objective or Objective()
     notes: list[str] = []
     unavailable: dict[str, str] = {}
     if efficiency is not None:
@@ -214,14 +279,9 @@ def plan(
         target_efficiency.check_matches(
             model=profile.model, input_shape=profile.input_shape,
             architecture_fingerprint=profile.architecture_fingerprint)
-    if not profile.points:
-        raise ValueError("the profile has no measured points")
-    selector = Selector(profile)
-    lowest = selector.lowest_feasible_cap_w()
-    if power_cap_w is not None and power_cap_w < lowest:
-        raise InfeasibleCapError(
-            power_cap_w, lowest, "every measured configuration draws more than that"
-        )
+    replanner = Replanner(profile, efficiency, objective)
+    selector, objective = replanner.selector, replanner.objective
+    replanner.check_cap(power_cap_w)
     if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
         if power_cap_w > profile.power_cap_w:
             notes.append(
@@ -229,7 +289,7 @@ def plan(
                 "it were not measured, so higher frequencies may be missed at this cap"
             )
 
-    ratios, samples = _ratios(profile, efficiency)
+    ratios, samples = replanner.ratios, replanner.samples
     if efficiency is None:
         notes.append(
             "no efficiency vector: assuming r_b = 1 for every batch size (pure throughput); "
@@ -240,14 +300,12 @@ def plan(
         if skipped:
             notes.append(f"batch sizes never selected (target not reached on proxy): {skipped}")
 
-    choices: dict[str, Choice] = {}
-    best = selector.select(power_cap_w, ratios)
-    if best is None:
-        raise InfeasibleCapError(
-            power_cap_w or 0.0, lowest, "no batch size with a known efficiency fits under it"
-        )
-    b = best.batch_size
-    choices["wattcap"] = _choice("wattcap", best, ratios[b] or 1.0, samples[b])
+    if objective.name == "cost":
+        source = ", the profile's highest peak power" if replanner.cost_power_filled else ""
+        notes.append(f"cost: P_max = {objective.cost_power_w:.2f} W{source}")
+    candidates = replanner.candidates
+
+    choices: dict[str, Choice] = {"wattcap": replanner.choose(power_cap_w)}
 
     references = reference_profiles or [profile]
     if reference_profiles is None:
@@ -267,29 +325,40 @@ def plan(
         else:
             choices["baseline-1"] = _choice("baseline-1", point, ratios.get(b_max) or 1.0,
                                             samples[b_max])
-        candidates = []
-        for bs in profile.batch_sizes:
-            p = profile.lookup(bs, f_safe)
-            r = ratios.get(bs)
-            if p is None or r is None or (power_cap_w is not None and p.peak_power_w > power_cap_w):
-                continue
-            candidates.append((p.seconds_per_sample * r, -bs, p))
-        if candidates:
-            _, _, p2 = min(candidates, key=lambda c: (c[0], c[1]))
-            choices["baseline-2"] = _choice("baseline-2", p2, ratios[p2.batch_size] or 1.0,
-                                            samples[p2.batch_size])
+        # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
+        try:
+            p2 = candidates.best(objective, power_cap_w, frequency_hz=f_safe)
+        except InfeasibleObjectiveError as err:
+            unavailable["baseline-2"] = f"at the safe frequency, {err}"
         else:
-            unavailable["baseline-2"] = "no measured batch size at the safe frequency"
+            if p2 is not None:
+                choices["baseline-2"] = _choice("baseline-2", p2, ratios[p2.batch_size] or 1.0,
+                                                samples[p2.batch_size])
+            else:
+                unavailable["baseline-2"] = "no measured batch size at the safe frequency"
 
     if target_efficiency is not None:
         target_ratios, target_samples = _ratios(profile, target_efficiency)
-        oracle = selector.select(power_cap_w, target_ratios)
+        oracle: ProfilePoint | None = None
+        if objective.is_paper_time:
+            oracle = selector.select(power_cap_w, target_ratios)
+        else:
+            try:
+                oracle = CandidateSet(profile.points, target_ratios, target_samples).best(
+                    objective, power_cap_w)
+            except InfeasibleObjectiveError as err:
+                unavailable["fastest"] = f"with the target's r_b, {err}"
         if oracle is not None:
             ob = oracle.batch_size
             choices["fastest"] = _choice("fastest", oracle, target_ratios[ob] or 1.0,
                                          target_samples[ob])
     else:
         unavailable["fastest"] = "needs an efficiency vector measured on the target data"
+
+    front = candidates.pareto_front(power_cap_w)
+    on_front = {(p.batch_size, p.frequency_hz) for p in front}
+    for choice in choices.values():
+        choice.on_pareto_front = (choice.batch_size, choice.frequency_hz) in on_front
 
     return Plan(
         device=profile.device,
@@ -301,4 +370,6 @@ def plan(
         choices=choices,
         unavailable=unavailable,
         notes=notes,
+        objective=objective,
+        pareto_front=front,
     )

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.devices.base import Device, DeviceOutOfMemoryError, PowerReading
 from wattcap.schema import VersionedFile, WattcapFileError, require_match
+from wattcap.signals import exit_cleanly_on_signals
 from wattcap.workload import DEFAULT_BATCH_SIZES, Workload, workload_for
 
 
@@ -182,7 +183,8 @@ class Profiler:
         if not self.device.timing_needs_real_work:
             return None
         if batch_size not in self._steps:
-            self._steps[batch_size] = build_training_step(self.model, batch_size)
+            self._steps[batch_size] = build_training_step(self.model, batch_size,
+                                                          self.device.torch_device)
         return self._steps[batch_size]
 
     def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:
@@ -209,6 +211,7 @@ class Profiler:
             ):
                 busy_s += self.device.execute(step, cost)
                 steps += 1
+                self.device.check_watch()
         point = ProfilePoint(
             batch_size=batch_size,
             frequency_hz=frequency_hz,
@@ -239,27 +242,15 @@ class Profiler:
         frequencies = self.device.frequencies_hz()
         fits, oom = self._fitting_batch_sizes()
         points: list[ProfilePoint] = []
-        try:
-            if exhaustive or power_cap_w is None:
-                mode = "exhaustive"
-                for b in reversed(fits):
-                    for f in frequencies:
-                        try:
-                            points.append(self.measure(b, f))
-                        except DeviceOutOfMemoryError:
-                            oom.append(b)
-                            break
-            else:
-                mode = "pruned"
-                points = self._pruned(fits, oom, frequencies, power_cap_w)
-        finally:
-            self.device.restore()
+        # The search locks clocks for minutes: SIGTERM/SIGINT/SIGHUP must not leave them locked.
+        with exit_cleanly_on_signals():
+            mode, points = self._search(fits, oom, frequencies, power_cap_w, exhaustive)
         fits = [b for b in fits if b not in oom]
         assert self.workload is not None
         return ProfileTable(
             device=self.device.name,
             device_kind=self.device.kind,
-            power_mode=getattr(self.device, "power_mode", None),
+            power_mode=self.device.power_mode,
             sensor_rail=self.device.sensor_rail,
             sensor_period_s=self.device.sensor_period_s,
             model=self.model,
@@ -277,6 +268,28 @@ class Profiler:
             architecture_fingerprint=_fingerprint(self.model),
             device_spec=_device_spec(self.device),
         )
+
+    def _search(
+        self, fits: list[int], oom: list[int], frequencies: list[int],
+        power_cap_w: float | None, exhaustive: bool,
+    ) -> tuple[Literal["exhaustive", "pruned"], list[ProfilePoint]]:
+        points: list[ProfilePoint] = []
+        try:
+            if exhaustive or power_cap_w is None:
+                mode = "exhaustive"
+                for b in reversed(fits):
+                    for f in frequencies:
+                        try:
+                            points.append(self.measure(b, f))
+                        except DeviceOutOfMemoryError:
+                            oom.append(b)
+                            break
+            else:
+                mode = "pruned"
+                points = self._pruned(fits, oom, frequencies, power_cap_w)
+        finally:
+            self.device.restore()
+        return mode, points
 
     def _pruned(
         self, fits: list[int], oom: list[int], frequencies: list[int], cap_w: float
@@ -412,8 +425,7 @@ def refresh_profile(
     device = profiler.device
     table.check_matches(device=device.name, model=profiler.model, source=source,
                         architecture_fingerprint=_fingerprint(profiler.model))
-    mode = getattr(device, "power_mode", None)
-    mode = mode() if callable(mode) else mode
+    mode = device.power_mode
     if table.power_mode is not None and mode is not None:
         require_match("the profile", "power mode", mode, table.power_mode, source)
     cap = power_cap_w if power_cap_w is not None else table.power_cap_w
@@ -422,6 +434,25 @@ def refresh_profile(
     skipped: list[int] = []
     measured: list[ProfilePoint] = []
     frequencies = device.frequencies_hz()
+    with exit_cleanly_on_signals():
+        measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
+    newer = table.model_copy(update={"points": measured})
+    merged = table.merged(newer).model_copy(update={
+        "mode": "refresh",
+        "power_cap_w": cap,
+        "points_measured": table.points_measured + len(measured),
+        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
+                         skipped=skipped)
+
+
+def _refresh_frontier(
+    profiler: Profiler, table: ProfileTable, cap: float | None, frequencies: list[int],
+    changes: list[PointChange], skipped: list[int],
+) -> list[ProfilePoint]:
+    measured: list[ProfilePoint] = []
     try:
         for b, old in sorted(table.frontier(cap).items(), reverse=True):
             if old.frequency_hz not in frequencies:
@@ -435,17 +466,8 @@ def refresh_profile(
             measured += points
             changes += [PointChange(old=table.lookup(b, p.frequency_hz), new=p) for p in points]
     finally:
-        device.restore()
-    newer = table.model_copy(update={"points": measured})
-    merged = table.merged(newer).model_copy(update={
-        "mode": "refresh",
-        "power_cap_w": cap,
-        "points_measured": table.points_measured + len(measured),
-        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    })
-    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
-                         skipped=skipped)
+        profiler.device.restore()
+    return measured
 
 
 def _fingerprint(model: str) -> str | None:
@@ -462,19 +484,23 @@ def _device_spec(device: Device) -> dict | None:
     return spec.model_dump(mode="json") if device.kind == "emulated" and spec is not None else None
 
 
-def build_training_step(model_name: str, batch_size: int) -> Callable[[], object]:
+def build_training_step(
+    model_name: str, batch_size: int, torch_device: str = "cpu"
+) -> Callable[[], object]:
     """A real training step (forward, backward, Adam) of a registered model on synthetic data,
-    on CUDA when available: what a real device runs while it is profiled."""
+    on the device's torch device: what a real device runs while it is profiled."""
     import torch
 
     from wattcap.models import get_model_spec
 
     spec = get_model_spec(model_name)
-    torch_device = "cuda" if torch.cuda.is_available() else "cpu"
     model = spec.build().to(torch_device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     inputs, targets = spec.example_batch(batch_size)
-    inputs, targets = inputs.to(torch_device), targets.to(torch_device)
+    # Made once per batch size: a synchronous copy costs nothing worth measuring, but the
+    # non-blocking flag keeps every host-to-device copy of wattcap alike.
+    inputs = inputs.to(torch_device, non_blocking=True)
+    targets = targets.to(torch_device, non_blocking=True)
 
     def step() -> float:
         optimizer.zero_grad(set_to_none=True)

@@ -12,22 +12,27 @@ included: from a polling thread on real hardware, from the virtual clock on the 
   re-measures that batch size's row around the current frequency and re-plans f*(b) — the batch
   size stays, since changing it mid-run would change the samples needed to reach the target.
 
-`exit_cleanly_on_signals` turns SIGTERM/SIGINT into an exception, so device context managers
-put the clocks back however the run ends.
+`exit_cleanly_on_signals` (wattcap.signals) turns SIGTERM/SIGINT/SIGHUP into an exception, so
+device context managers put the clocks back however the run ends.
 """
 
 from __future__ import annotations
 
-import signal
+import statistics
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import deque
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.devices.base import Device, DeviceError, PowerReading
 from wattcap.profiling import ProfilePoint, Profiler, ProfileTable, refresh_row
+from wattcap.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
+
+__all__ = [
+    "EXIT_SIGNALS", "CapViolation", "CapWatchdog", "DriftEvent", "DriftMonitor",
+    "FrequencyStep", "Replan", "Terminated", "exit_cleanly_on_signals",
+]
 
 
 class CapViolation(BaseModel):
@@ -85,52 +90,123 @@ class Replan(BaseModel):
 
 @dataclass
 class CapWatchdog:
-    """Steps the frequency down one level when power stays above the cap for longer than one
-    sensor period (two consecutive readings), and records every violation. A single reading over
-    the cap is noise until the next one confirms it, but it is still recorded: the cap is never
-    exceeded silently. Each further reading above the cap steps down one more level, so a
-    violation lasts one sensor period per frequency level needed to get back under the cap.
-    What the watchdog cannot do (already at the lowest frequency, the device refused the
-    change) goes to `notes`."""
+    """Keeps the cap: steps the frequency down one level when power stays above the cap for
+    longer than one sensor period (two consecutive readings), and records every violation. A
+    single reading over the cap is noise until the next one confirms it, but it is still
+    recorded: the cap is never exceeded silently. Each further reading above the cap steps down
+    one more level, so a violation lasts one sensor period per level needed to get back under.
+
+    Hysteresis: a step-down caused by a transient (a noise spike, a burst of work) should not
+    slow the rest of the run. After `recovery_readings` consecutive readings under the cap, the
+    watchdog steps back up one level if the level above was, before the step, typically under
+    the cap by a margin (its median reading + `margin_sigmas` x the readings' spread there);
+    never above the frequency it started at (`ceiling_hz`, the plan's). A level that fails
+    again after a step back up doubles the wait before the next try, so a level that really
+    breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
+    cannot do (already at the lowest frequency, the device refused the change) goes to
+    `notes`. Clock changes hold the device's `clock_lock`."""
 
     device: Device
     power_cap_w: float | None
+    recovery_readings: int = 20
+    margin_sigmas: float = 2.0
+    max_recovery_readings: int = 640
     violations: list[CapViolation] = field(default_factory=list)
     steps: list[FrequencyStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ceiling_hz: int | None = None
     _run: list[PowerReading] = field(default_factory=list)
     _noted: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _history: dict[int, deque[float]] = field(default_factory=dict)
+    _typical_w: dict[int, tuple[float, float]] = field(default_factory=dict)
+    _under: int = 0
+    _wait: dict[int, int] = field(default_factory=dict)
 
     def __call__(self, reading: PowerReading) -> None:
         if self.power_cap_w is None:
             return
         with self._lock:
+            current = self.device.current_frequency_hz()
+            if self.ceiling_hz is None:
+                self.ceiling_hz = current
+            self._history.setdefault(current, deque(maxlen=64)).append(reading.power_w)
             if reading.power_w > self.power_cap_w:
+                self._under = 0
                 self._run.append(reading)
                 if len(self._run) >= 2:
                     self._step_down(reading)
-            elif self._run:
+                return
+            if self._run:
                 self._close_run()
+            self._under += 1
+            self._maybe_step_up(reading, current)
 
     def _step_down(self, reading: PowerReading) -> None:
-        current = self.device.current_frequency_hz()
-        lower = [f for f in self.device.frequencies_hz() if f < current]
-        if not lower:
-            self._note("floor", f"power {reading.power_w:.2f} W above the cap "
-                       f"{self.power_cap_w:.2f} W at the lowest frequency {current / 1e6:.1f} "
-                       "MHz: the cap cannot be met by the frequency alone")
-            return
-        try:
-            applied = self.device.set_frequency_hz(lower[-1])
-        except DeviceError as err:
-            self._note(f"refused {lower[-1]}", "could not step the frequency down to "
-                       f"{lower[-1] / 1e6:.1f} MHz: {err.message}")
-            return
+        with self.device.clock_lock:
+            current = self.device.current_frequency_hz()
+            lower = [f for f in self.device.frequencies_hz() if f < current]
+            if not lower:
+                self._note("floor", f"power {reading.power_w:.2f} W above the cap "
+                           f"{self.power_cap_w:.2f} W at the lowest frequency "
+                           f"{current / 1e6:.1f} MHz: the cap cannot be met by the frequency "
+                           "alone")
+                return
+            try:
+                applied = self.device.set_frequency_hz(lower[-1])
+            except DeviceError as err:
+                self._note(f"refused {lower[-1]}", "could not step the frequency down to "
+                           f"{lower[-1] / 1e6:.1f} MHz: {err.message}")
+                return
+        history = self._history.get(current)
+        if history:
+            # What the level was like before it broke the cap: typical (median) and spread.
+            values = sorted(history)
+            median_w = values[len(values) // 2]
+            spread_w = statistics.pstdev(values) if len(values) > 1 else 0.0
+            self._typical_w[current] = (median_w, spread_w)
+        if any(s.to_hz == current and s.reason.startswith("headroom") for s in self.steps[-1:]):
+            # The level failed right after a step back up: wait twice as long next time.
+            self._wait[current] = min(2 * self._wait.get(current, self.recovery_readings),
+                                      self.max_recovery_readings)
+        self._under = 0
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"power {reading.power_w:.2f} W above the cap {self.power_cap_w:.2f} W "
                    "for more than one sensor period",
+        ))
+
+    def _maybe_step_up(self, reading: PowerReading, current: int) -> None:
+        assert self.power_cap_w is not None
+        if self.ceiling_hz is None or current >= self.ceiling_hz:
+            return
+        higher = [f for f in self.device.frequencies_hz() if current < f <= self.ceiling_hz]
+        if not higher:
+            return
+        up = higher[0]
+        typical = self._typical_w.get(up)
+        if typical is None:
+            return  # never measured there by this watchdog: no evidence that it fits
+        if self._under < self._wait.get(up, self.recovery_readings):
+            return
+        median_w, spread_w = typical
+        if median_w + self.margin_sigmas * spread_w > self.power_cap_w:
+            return  # the level breaks the cap in its normal running, not by a transient
+        with self.device.clock_lock:
+            if self.device.current_frequency_hz() != current:
+                return  # someone else (a re-plan) changed the clock meanwhile
+            try:
+                applied = self.device.set_frequency_hz(up)
+            except DeviceError as err:
+                self._note(f"refused {up}", f"could not step the frequency back up to "
+                           f"{up / 1e6:.1f} MHz: {err.message}")
+                return
+        self._under = 0
+        self.steps.append(FrequencyStep(
+            time_s=reading.time_s, from_hz=current, to_hz=applied,
+            reason=f"headroom: {self._wait.get(up, self.recovery_readings)} readings under the "
+                   f"cap {self.power_cap_w:.2f} W, and {up / 1e6:.1f} MHz ran at a typical "
+                   f"{median_w:.2f} W before its step down",
         ))
 
     def _note(self, key: str, message: str) -> None:
@@ -149,10 +225,31 @@ class CapWatchdog:
         ))
         self._run = []
 
-    def lowest_infeasible_hz(self) -> int | None:
-        """The lowest frequency this watchdog had to leave because of the cap, if any."""
+    def set_cap(self, power_cap_w: float | None, ceiling_hz: int | None = None) -> None:
+        """A new cap (and the plan's frequency for it): what was learnt about levels under the
+        old cap no longer says whether they fit."""
         with self._lock:
-            return min((s.from_hz for s in self.steps), default=None)
+            if self._run:
+                self._close_run()
+            self.power_cap_w = power_cap_w
+            self.ceiling_hz = ceiling_hz
+            self._typical_w.clear()
+            self._wait.clear()
+            self._under = 0
+
+    def set_ceiling_hz(self, ceiling_hz: int) -> None:
+        """The plan changed the frequency (a re-plan after drift): never step back up above it."""
+        with self._lock:
+            self.ceiling_hz = ceiling_hz
+            self._under = 0
+
+    def lowest_infeasible_hz(self) -> int | None:
+        """The lowest frequency this watchdog had to leave because of the cap and never got
+        back to, if any."""
+        with self._lock:
+            left = {s.from_hz for s in self.steps if not s.reason.startswith("headroom")}
+            regained = {s.to_hz for s in self.steps if s.reason.startswith("headroom")}
+            return min(left - regained, default=None)
 
     def finish(self) -> None:
         """Close a violation still open at the end of the run."""
@@ -324,6 +421,8 @@ class DriftMonitor:
         best = max(feasible, key=lambda p: p.frequency_hz) if feasible else None
         to_hz = best.frequency_hz if best is not None else frequencies[0]
         applied_hz = self.device.set_frequency_hz(to_hz)
+        if self.watchdog is not None:
+            self.watchdog.set_ceiling_hz(applied_hz)
         self.reference = self.reference.merged(
             self.reference.model_copy(update={"points": points})
         )
@@ -353,33 +452,3 @@ class DriftMonitor:
             self.reference = self.reference.merged(
                 self.reference.model_copy(update={"points": replan.points})
             )
-
-
-class Terminated(SystemExit):
-    """Raised in the main thread on SIGTERM/SIGINT so `finally` blocks restore the hardware."""
-
-
-@contextmanager
-def exit_cleanly_on_signals() -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into an exception while the block runs, so that device
-    context managers restore clocks on the way out; the old handlers come back afterwards.
-
-    Only the first signal raises: a second one (an impatient second Ctrl-C) while the block
-    unwinds is ignored, so it cannot interrupt the restore half-way."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def handler(signum: int, frame: object) -> None:
-        if received:
-            return
-        received.append(signum)
-        raise Terminated(128 + signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

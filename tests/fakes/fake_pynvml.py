@@ -50,6 +50,8 @@ class FakeGpu:
     #: the GPU sits idle after a lock and reports its idle clock (GpuIdle) until work arrives
     idle_after_lock: bool = False
     locked_mhz: tuple[int, int] | None = None
+    #: nvmlDeviceGetPciInfo().busId, as the real struct holds it (bytes, 8-digit domain)
+    pci_bus_id: bytes = b"00000000:3B:00.0"
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,12 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetName")
         return self._gpu(handle).name
+
+    def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlDeviceGetPciInfo")
+        info = real.nvmlPciInfo_t()
+        info.busId = self._gpu(handle).pci_bus_id
+        return info
 
     def nvmlDeviceGetSupportedMemoryClocks(self, handle: FakeHandle) -> list[int]:
         self._enter("nvmlDeviceGetSupportedMemoryClocks")

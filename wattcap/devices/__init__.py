@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from wattcap.devices.base import (
     Device,
     DeviceError,
@@ -30,13 +32,17 @@ def get_device(
     dry_run: bool = False,
     seed: int = 0,
     drift: Drift | None = None,
-    sysfs_root: str = "/",
+    sysfs_root: str | None = None,
 ) -> Device:
     """A device by name: "emulated:<spec>", "jetson", "nvml:<index>", or "auto".
 
     "auto" picks a Jetson if its devfreq GPU node exists, else the first NVML GPU, else the
-    emulated Jetson Nano (and says so in the device's notes).
+    emulated Jetson Nano (and says so in the device's notes). The Jetson's sysfs is read under
+    `sysfs_root` (default: env WATTCAP_SYSFS_ROOT, else "/": for containers that mount the
+    host's /sys elsewhere, and for tests on fake trees).
     """
+    if sysfs_root is None:
+        sysfs_root = os.environ.get("WATTCAP_SYSFS_ROOT") or "/"
     if name.startswith("emulated"):
         _, _, spec = name.partition(":")
         return EmulatedDevice(spec or "jetson-nano", power_mode=power_mode, seed=seed, drift=drift)

@@ -11,6 +11,11 @@ to sysfs, NVML or the emulator directly. A device offers:
   thread on real hardware, from the virtual clock on the emulator (so a watchdog may act in the
   middle of a long step in both cases);
 * `restore()`: put every setting back as it was found. Devices are context managers.
+
+Two threads may change the clock (the sensor thread's watchdog and the main thread's plan or
+re-plan), so every clock write and the restore go through one re-entrant lock per device,
+`clock_lock`, which a caller also holds across a read-modify-write. A tick callback that fails
+is recorded in `watch_error`; `check_watch()` raises it, so a run never goes on unwatched.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ class FrequencyNotFollowedError(DeviceError):
     """The hardware did not apply the requested frequency (power-mode cap, thermal)."""
 
 
+class WatchError(DeviceError):
+    """The power watch stopped (a tick callback failed, the sensor died under a cap): the run
+    must stop rather than go on with nobody keeping the cap."""
+
+
 @dataclass(frozen=True)
 class PowerReading:
     """One sensor sample: device time of the sample and power averaged by the sensor."""
@@ -94,10 +104,26 @@ class Device(ABC):
     timing_needs_real_work: bool = True
     #: the error that stopped the sensor polling thread, if any
     sensor_error: DeviceError | None = None
+    #: the first failure of a tick callback (the watchdog, a meter): see `check_watch`
+    watch_error: WatchError | None = None
 
     def __init__(self) -> None:
         self._tick_callbacks: list[TickCallback] = []
         self._tick_lock = threading.Lock()
+        #: serialises clock writes and restore across threads (watchdog vs main thread)
+        self.clock_lock = threading.RLock()
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def torch_device(self) -> str:
+        """Where a model trained on this device runs: "cpu" (the emulator), "cuda" (a Jetson's
+        integrated GPU) or "cuda:N" (an NVML GPU)."""
+        return "cpu"
+
+    @property
+    def power_mode(self) -> str | None:
+        """The active power mode (nvpmodel on a Jetson), or None where the device has none."""
+        return None
 
     # -- frequencies ---------------------------------------------------------------------------
     @abstractmethod
@@ -108,12 +134,19 @@ class Device(ABC):
     def current_frequency_hz(self) -> int:
         """The frequency the hardware reports now."""
 
-    @abstractmethod
     def set_frequency_hz(self, frequency_hz: int) -> int:
         """Lock the GPU at `frequency_hz` (one of `frequencies_hz()`); return the applied one.
 
-        Raises FrequencyNotFollowedError when the hardware reports another frequency.
+        Raises FrequencyNotFollowedError when the hardware reports another frequency. Holds
+        `clock_lock`, so a watchdog in the sensor thread and the main thread never interleave
+        their writes.
         """
+        with self.clock_lock:
+            return self._apply_frequency_hz(frequency_hz)
+
+    @abstractmethod
+    def _apply_frequency_hz(self, frequency_hz: int) -> int:
+        """Backend part of `set_frequency_hz` (called with `clock_lock` held)."""
 
     # -- power ---------------------------------------------------------------------------------
     @property
@@ -143,7 +176,17 @@ class Device(ABC):
     def now_s(self) -> float:
         """Device clock in seconds (monotonic)."""
 
-    @abstractmethod
+    def begin_step(self, cost: StepCost) -> StepTimer:
+        """Start timing one training step whose work the caller runs next (a user's loop, a
+        framework hook); `end_step` returns its device seconds. Real devices time the wall
+        clock around the work and wait for the GPU at the end."""
+        return StepTimer(cost=cost, start_s=time.monotonic())
+
+    def end_step(self, timer: StepTimer) -> float:
+        """Finish a step started with `begin_step`: the device seconds it took."""
+        _synchronize_cuda()
+        return time.monotonic() - timer.start_s
+
     def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
         """Run one training step and return the device seconds it took.
 
@@ -151,15 +194,27 @@ class Device(ABC):
         `cost` describes the step for devices that model rather than measure it.
         Raises DeviceOutOfMemoryError when the step does not fit.
         """
+        if step is None and self.timing_needs_real_work:
+            raise ValueError("a real device times the real step: pass the step to execute")
+        timer = self.begin_step(cost)
+        with out_of_memory_as_device_error(cost):
+            if step is not None:
+                step()
+            return self.end_step(timer)
 
     def idle(self, seconds: float) -> None:
         """Let the device sit idle (sensors keep ticking)."""
         time.sleep(seconds)
 
     # -- settings ------------------------------------------------------------------------------
-    @abstractmethod
     def restore(self) -> None:
         """Put every setting changed by wattcap back to what it was. Idempotent."""
+        with self.clock_lock:
+            self._restore_settings()
+
+    @abstractmethod
+    def _restore_settings(self) -> None:
+        """Backend part of `restore` (called with `clock_lock` held)."""
 
     def info(self) -> DeviceInfo:
         """A description for diagnostics."""
@@ -170,6 +225,7 @@ class Device(ABC):
             memory_bytes=self.memory_bytes(),
             sensor_rail=self.sensor_rail,
             sensor_period_s=self.sensor_period_s,
+            power_mode=self.power_mode,
         )
 
     def __enter__(self) -> Device:
@@ -200,11 +256,40 @@ class Device(ABC):
             if last:
                 self._stop_ticks()
 
-    def _dispatch_tick(self, reading: PowerReading) -> None:
+    def _dispatch_tick(self, reading: PowerReading) -> bool:
+        """Give a reading to every callback; False (and `watch_error` set) if one failed."""
         with self._tick_lock:
             callbacks = list(self._tick_callbacks)
         for callback in callbacks:
-            callback(reading)
+            try:
+                callback(reading)
+            except Exception as err:  # noqa: BLE001 - any failure stops the watch, see below
+                # Raising here would end the sensor thread silently (real hardware) or tear a
+                # step apart half-way (emulator); the error is kept and the run stops at the
+                # next step boundary, where `check_watch` raises it.
+                if self.watch_error is None:
+                    name = getattr(callback, "__qualname__", None) or type(callback).__name__
+                    self.watch_error = WatchError(
+                        f"the power watch failed: sensor callback {name} raised "
+                        f"{type(err).__name__}: {err} (at t={reading.time_s:.2f} s); the run "
+                        "is stopped rather than continued without the cap being watched",
+                        hint="this is a bug in the callback; the device settings are restored",
+                    )
+                    self.watch_error.__cause__ = err
+                return False
+        return True
+
+    def check_watch(self, power_cap_w: float | None = None) -> None:
+        """Raise the watch's failure, if any: a failed tick callback always, a dead sensor
+        when a cap must be kept (without a cap the run may go on, with its energy unknown)."""
+        if self.watch_error is not None:
+            raise self.watch_error
+        if power_cap_w is not None and self.sensor_error is not None:
+            raise WatchError(
+                f"the power sensor stopped ({self.sensor_error.message}): the cap of "
+                f"{power_cap_w:g} W cannot be watched, so the run stops",
+                hint=self.sensor_error.hint,
+            )
 
     def _start_ticks(self) -> None:
         self._poll_stop = threading.Event()
@@ -228,8 +313,42 @@ class Device(ABC):
                 # kill training: ticks stop and the error is kept for the run record.
                 self.sensor_error = err
                 return
-            self._dispatch_tick(PowerReading(self.now_s(), power_w, self.sensor_rail))
+            if not self._dispatch_tick(PowerReading(self.now_s(), power_w, self.sensor_rail)):
+                return
             next_s += period_s
             # Sleeping to an absolute schedule keeps the sample rate at the sensor period
             # even when a read is slow, without ever polling faster than the sensor updates.
             self._poll_stop.wait(max(0.0, next_s - time.monotonic()))
+
+
+@dataclass
+class StepTimer:
+    """A step being timed between `Device.begin_step` and `Device.end_step`."""
+
+    cost: StepCost
+    start_s: float
+
+
+def _synchronize_cuda() -> None:
+    """Wait for queued GPU work, so a step's wall time includes it (no-op without CUDA)."""
+    import sys
+
+    torch = sys.modules.get("torch")  # a step that ran torch work has imported it already
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+@contextmanager
+def out_of_memory_as_device_error(cost: StepCost | object) -> Iterator[None]:
+    """Turn torch's CUDA out-of-memory error into DeviceOutOfMemoryError naming the batch size
+    (a user's loop and our own see the same error)."""
+    try:
+        yield
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
+        if "out of memory" in str(exc).lower():
+            batch_size = getattr(cost, "batch_size", None)
+            what = f"batch size {batch_size}" if batch_size is not None else "the step"
+            raise DeviceOutOfMemoryError(
+                f"{what} does not fit in GPU memory ({exc})", hint="use a smaller batch size"
+            ) from exc
+        raise

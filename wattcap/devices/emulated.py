@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +31,7 @@ from wattcap.devices.base import (
     DeviceInfo,
     DeviceOutOfMemoryError,
     PowerReading,
+    StepTimer,
 )
 from wattcap.devices.spec import DeviceSpec, load_spec
 
@@ -80,7 +80,7 @@ class EmulatedDevice(Device):
                 f"{self.name}: unknown power mode {mode!r}",
                 hint=f"use one of {', '.join(self.spec.power_modes)}",
             )
-        self.power_mode = mode
+        self._power_mode = mode
         ceiling_hz = self.spec.power_modes[mode].gpu_max_hz
         self._frequencies_hz = [f for f in self.spec.frequencies_hz if f <= ceiling_hz]
         self._initial_hz = self._frequencies_hz[-1]
@@ -95,6 +95,11 @@ class EmulatedDevice(Device):
         self.true_energy_j = 0.0
         self.frequency_log: list[tuple[float, int]] = []
 
+    @property
+    def power_mode(self) -> str:
+        """The emulated nvpmodel mode (it caps the frequency list)."""
+        return self._power_mode
+
     # -- frequencies ---------------------------------------------------------------------------
     def frequencies_hz(self) -> list[int]:
         return list(self._frequencies_hz)
@@ -102,7 +107,7 @@ class EmulatedDevice(Device):
     def current_frequency_hz(self) -> int:
         return self._frequency_hz
 
-    def set_frequency_hz(self, frequency_hz: int) -> int:
+    def _apply_frequency_hz(self, frequency_hz: int) -> int:
         if frequency_hz not in self._frequencies_hz:
             raise DeviceError(
                 f"{self.name}: {frequency_hz / 1e6:.1f} MHz is not available in power mode "
@@ -116,8 +121,10 @@ class EmulatedDevice(Device):
             self.frequency_log.append((self._clock_s, frequency_hz))
         return frequency_hz
 
-    def restore(self) -> None:
-        self._frequency_hz = self._initial_hz
+    def _restore_settings(self) -> None:
+        if self._frequency_hz != self._initial_hz:
+            self._frequency_hz = self._initial_hz
+            self.frequency_log.append((self._clock_s, self._initial_hz))
 
     # -- power ---------------------------------------------------------------------------------
     @property
@@ -229,7 +236,9 @@ class EmulatedDevice(Device):
         return step_s, energy / step_s, max(p.power_w for p in phases)
 
     # -- running -------------------------------------------------------------------------------
-    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+    def begin_step(self, cost: StepCost) -> StepTimer:
+        """Refuse a batch that does not fit, as a real device would; the step's time is
+        modelled at `end_step`, after the real math ran."""
         if cost.memory_needed_bytes > self.spec.memory_usable_bytes:
             raise DeviceOutOfMemoryError(
                 f"{self.name}: CUDA out of memory: batch size {cost.batch_size} needs "
@@ -237,8 +246,12 @@ class EmulatedDevice(Device):
                 f"{self.spec.memory_usable_bytes / 2**20:.0f} MiB usable",
                 hint="use a smaller batch size (see the profile's max batch size)",
             )
-        if step is not None:
-            step()
+        return StepTimer(cost=cost, start_s=self._clock_s)
+
+    def end_step(self, timer: StepTimer) -> float:
+        """Advance the virtual clock through the step's three phases at the current frequency
+        (ticks fire on the way, so the watchdog may change the frequency mid-phase)."""
+        cost = timer.cost
         start_s = self._clock_s
         for index in range(3):
             # Work is tracked as the fraction left, so a frequency change made by a tick

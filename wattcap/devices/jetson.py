@@ -20,24 +20,18 @@ import getpass
 import re
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wattcap.devices.base import (
     Device,
     DeviceError,
     DeviceInfo,
     DeviceNotFoundError,
-    DeviceOutOfMemoryError,
     DevicePermissionError,
     FrequencyNotFollowedError,
     SensorMissingError,
 )
-
-if TYPE_CHECKING:
-    from wattcap.workload import StepCost
 
 #: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list).
 GPU_OF_NODE_NAMES = ("gpu", "gp10b", "gv11b", "ga10b")
@@ -280,36 +274,6 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
     return modes, active_id
 
 
-# -- running a step --------------------------------------------------------------------------
-
-
-def run_cuda_step(step: Callable[[], object] | None, cost: StepCost | object) -> float:
-    """Run `step`, wait for the GPU to finish, return the elapsed wall seconds.
-
-    Shared by the real-hardware backends. Out-of-memory errors from torch become
-    DeviceOutOfMemoryError carrying the batch size of `cost` (a StepCost).
-    """
-    import torch  # lazily: importing torch costs a second and the backend works without it
-
-    if step is None:
-        raise ValueError("a real device times the real step: pass the step to execute")
-    batch_size = getattr(cost, "batch_size", None)
-    start_s = time.monotonic()
-    try:
-        step()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
-        if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
-            what = f"batch size {batch_size}" if batch_size is not None else "the step"
-            raise DeviceOutOfMemoryError(
-                f"{what} does not fit in GPU memory ({exc})",
-                hint="use a smaller batch size",
-            ) from exc
-        raise
-    return time.monotonic() - start_s
-
-
 # -- the device ------------------------------------------------------------------------------
 
 
@@ -446,7 +410,12 @@ class JetsonDevice(Device):
         """The frequency devfreq reports now (``cur_freq``)."""
         return self._read_node("cur_freq")
 
-    def set_frequency_hz(self, frequency_hz: int) -> int:
+    @property
+    def torch_device(self) -> str:
+        """The integrated GPU: CUDA device 0."""
+        return "cuda"
+
+    def _apply_frequency_hz(self, frequency_hz: int) -> int:
         """Lock the GPU at `frequency_hz` (min_freq = max_freq) and check that it followed."""
         allowed = self.frequencies_hz()
         if frequency_hz not in allowed:
@@ -479,7 +448,7 @@ class JetsonDevice(Device):
             if time.monotonic() >= deadline_s:
                 break
             time.sleep(0.005)
-        mode = self.power_mode()
+        mode = self.power_mode
         raise FrequencyNotFollowedError(
             f"requested {_mhz(frequency_hz)} but the GPU runs at {_mhz(actual_hz)} "
             f"(cur_freq of {self.devfreq_path}); likely causes: the nvpmodel power mode "
@@ -530,17 +499,14 @@ class JetsonDevice(Device):
         """Wall clock (monotonic) seconds."""
         return time.monotonic()
 
-    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
-        """Run the real step on the GPU and return its wall seconds."""
-        return run_cuda_step(step, cost)
-
     # -- power mode, settings ------------------------------------------------------------------
+    @property
     def power_mode(self) -> str | None:
         """Name of the active nvpmodel mode ("MAXN", "5W", ...), None when it cannot be read."""
         mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
         return mode.name if mode else None
 
-    def restore(self) -> None:
+    def _restore_settings(self) -> None:
         """Write the original min_freq, max_freq and governor back. Idempotent."""
         if self._saved is None or not self._dirty:
             self._saved = None
@@ -555,7 +521,6 @@ class JetsonDevice(Device):
     def info(self) -> DeviceInfo:
         """Description with power mode, rails and notes."""
         info = super().info()
-        info.power_mode = self.power_mode()
         info.notes = [
             f"devfreq node {self.devfreq_path}",
             f"rails: {', '.join(r.name for r in self.rails) or 'none'}",

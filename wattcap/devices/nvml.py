@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wattcap.devices.base import (
     Device,
@@ -21,10 +20,6 @@ from wattcap.devices.base import (
     DevicePermissionError,
     FrequencyNotFollowedError,
 )
-from wattcap.devices.jetson import run_cuda_step
-
-if TYPE_CHECKING:
-    from wattcap.workload import StepCost
 
 INSTALL_HINT = "pip install 'wattcap[nvml]'"
 
@@ -206,7 +201,25 @@ class NvmlDevice(Device):
         except nvml.NVMLError:
             return None
 
-    def set_frequency_hz(self, frequency_hz: int) -> int:
+    @property
+    def torch_device(self) -> str:
+        """The CUDA device of this NVML GPU. CUDA numbers GPUs fastest first unless
+        CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML by PCI bus: the PCI bus id decides, the NVML index
+        is the fallback (then set CUDA_DEVICE_ORDER=PCI_BUS_ID to keep them the same)."""
+        index = cuda_index_for_pci_bus(self.pci_bus_id())
+        return f"cuda:{self.index if index is None else index}"
+
+    def pci_bus_id(self) -> str | None:
+        """The GPU's PCI bus id ("00000000:3B:00.0"), None where NVML cannot tell."""
+        nvml = self._nvml
+        try:
+            info = nvml.nvmlDeviceGetPciInfo(self._handle)
+        except (nvml.NVMLError, AttributeError):
+            return None
+        bus_id = getattr(info, "busId", None) or getattr(info, "busIdLegacy", None)
+        return _text(bus_id) if bus_id else None
+
+    def _apply_frequency_hz(self, frequency_hz: int) -> int:
         """Lock the graphics clock at `frequency_hz` and check that the GPU follows."""
         allowed = self.frequencies_hz()
         if frequency_hz not in allowed:
@@ -289,12 +302,8 @@ class NvmlDevice(Device):
         """Wall clock (monotonic) seconds."""
         return time.monotonic()
 
-    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
-        """Run the real step on the GPU and return its wall seconds."""
-        return run_cuda_step(step, cost)
-
     # -- settings ------------------------------------------------------------------------------
-    def restore(self) -> None:
+    def _restore_settings(self) -> None:
         """Reset the locked graphics clock, only if this object locked it. Idempotent."""
         if not self._locked:
             return
@@ -326,6 +335,30 @@ class NvmlDevice(Device):
             "energy counter" if self._energy_supported else "no energy counter",
         ]
         return info
+
+
+def cuda_index_for_pci_bus(bus_id: str | None) -> int | None:
+    """The CUDA index of the GPU at PCI `bus_id`, None when torch has no CUDA or no match."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if bus_id is None or torch is None or not torch.cuda.is_available():
+        return None
+    wanted = _normal_bus_id(bus_id)
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        found = "{:04x}:{:02x}:{:02x}.0".format(
+            getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
+            getattr(props, "pci_device_id", -1))
+        if found == wanted:
+            return index
+    return None
+
+
+def _normal_bus_id(bus_id: str) -> str:
+    # NVML pads the domain to 8 hex digits ("00000000:3B:00.0"), torch's properties to 4.
+    domain, _, rest = bus_id.strip().lower().partition(":")
+    return f"{int(domain, 16):04x}:{rest}" if rest else bus_id.lower()
 
 
 def list_nvml_devices(pynvml_module: ModuleType | None = None) -> list[str]:

@@ -58,7 +58,7 @@ def _probe_jetson(root: Path, report: ProbeReport) -> None:
         f"GPU devfreq node {node}: {len(frequencies_hz)} frequencies "
         f"{_mhz_range(frequencies_hz)} (capped by the power mode)"
     )
-    mode = device.power_mode()
+    mode = device.power_mode
     if mode is None:
         report.missing.append(
             "power mode unknown: cannot read /etc/nvpmodel.conf and /var/lib/nvpmodel/status"

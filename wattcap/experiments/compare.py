@@ -25,12 +25,13 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.data import get_dataset
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EfficiencyVector
+from wattcap.meter import PowerMeter
 from wattcap.planner import METHODS, InfeasibleCapError, plan
 from wattcap.profiling import Profiler, ProfileTable
 from wattcap.references import emulated_reference_profiles
 from wattcap.runtime import CapWatchdog
 from wattcap.schema import VersionedFile, WattcapFileError
-from wattcap.training import PowerMeter, RunRecord, TrainConfig, train_to_accuracy
+from wattcap.training import RunRecord, TrainConfig, train_to_accuracy
 from wattcap.workload import workload_for
 
 Progress = Callable[[str], None]
@@ -137,7 +138,7 @@ def _math_run(
     if resume and path.exists():
         try:
             record = RunRecord.load(path)
-            if record.config.target_accuracy == target_accuracy:
+            if record.target_accuracy == target_accuracy:
                 counters["reused"] += 1
                 return record
         except WattcapFileError:
@@ -158,8 +159,8 @@ def replay_on_device(
     returns (time-to-accuracy s, energy J, peak W, watchdog)."""
     if record.samples_to_target is None:
         return None, None, 0.0, CapWatchdog(device, power_cap_w)
-    b = record.config.batch_size
-    cost = workload_for(record.config.model).step_cost(b, device.spec.allocator_overhead_factor)
+    b = record.batch_size
+    cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
     meter = PowerMeter(device.sensor_period_s)
     guard = CapWatchdog(device, power_cap_w)
     device.set_frequency_hz(frequency_hz)

@@ -1,0 +1,122 @@
+"""A PyTorch Lightning callback that runs a Lightning `Trainer` through a `wattcap.Session`:
+
+    from wattcap.integrations.lightning import WattcapCallback
+
+    callback = WattcapCallback(device="emulated:jetson-nano", profile="nano.json",
+                               efficiency="eff.json", power_cap_w=5.0, target_accuracy=0.9,
+                               accuracy_metric="val_acc")
+    data = MyDataModule(batch_size=callback.batch_size)      # the plan's batch size
+    trainer = lightning.Trainer(callbacks=[callback], ...)
+    trainer.fit(model, data)
+    callback.record                                          # the RunRecord
+
+It plans (or takes a given (b, f)) when built, applies the frequency when training starts,
+checks that the training dataloader uses the plan's batch size (or sets the datamodule's or
+the module's `batch_size` attribute with `set_batch_size=True`), optionally writes the
+√-scaled learning rate into the optimisers, times every training batch, reports the logged
+accuracy metric after each validation, stops training when the target is reached, and restores
+the device at the end of fitting, on an exception and on SIGINT/SIGTERM/SIGHUP.
+
+Install with `pip install 'wattcap[lightning]'`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import lightning.pytorch as pl
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the Lightning callback needs the lightning extra: "
+                      "pip install 'wattcap[lightning]'") from err
+
+from wattcap.integrations.common import SessionDriver, first_tensor
+from wattcap.run import RunRecord
+from wattcap.session import Session
+
+
+class WattcapCallback(pl.Callback):
+    """Drives a `wattcap.Session` from Lightning's hooks (see the module docstring).
+
+    Give a ready `session`, or the keyword arguments of `Session` (without `model`: the
+    LightningModule is the model; its `example_input_array`, else the first training batch,
+    measures its workload on the emulated device)."""
+
+    def __init__(self, session: Session | None = None, *, accuracy_metric: str | None = None,
+                 set_batch_size: bool = False, set_learning_rate: bool = False,
+                 **session_kwargs: Any) -> None:
+        super().__init__()
+        self._driver = SessionDriver(session, accuracy_metric, set_batch_size,
+                                     set_learning_rate, session_kwargs)
+
+    @property
+    def session(self) -> Session:
+        """The session (planned when the callback was built)."""
+        return self._driver.session
+
+    @property
+    def batch_size(self) -> int:
+        """The plan's batch size."""
+        return self.session.batch_size
+
+    @property
+    def learning_rate(self) -> float:
+        """The √-scaled learning rate for the plan's batch size."""
+        return self.session.learning_rate
+
+    @property
+    def record(self) -> RunRecord | None:
+        """The run record, once fitting ended."""
+        return self.session.record
+
+    # -- Lightning hooks ---------------------------------------------------------------------
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        session = self.session
+        self._driver.adopt(pl_module, getattr(pl_module, "example_input_array", None))
+        if self._driver.set_batch_size:
+            for holder in (trainer.datamodule, pl_module):
+                if holder is not None and hasattr(holder, "batch_size"):
+                    holder.batch_size = session.batch_size
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._driver.check_torch_device(pl_module.device)
+        session = self._driver.start()
+        loader = trainer.train_dataloader
+        self._driver.check_batch_size(getattr(loader, "batch_size", None),
+                                      "the training dataloader's batch size")
+        if self._driver.set_learning_rate:
+            for optimizer in trainer.optimizers:
+                for group in optimizer.param_groups:
+                    group["lr"] = session.learning_rate
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                             batch: Any, batch_idx: int) -> None:
+        inputs = first_tensor(batch)
+        self.session.provide_example_input(pl_module, inputs)
+        self.session.begin_step()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        inputs = first_tensor(batch)
+        self.session.end_step(samples=int(inputs.shape[0]) if inputs is not None else None)
+        if self.session.done:
+            trainer.should_stop = True
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._driver.report_metrics(trainer.callback_metrics)
+        if self.session.done:
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._driver.close()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                     exception: BaseException) -> None:
+        self._driver.close(failed=True)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._driver.close()

@@ -1,0 +1,725 @@
+"""`wattcap.Session`: the one runtime every training loop goes through.
+
+A user's own loop, wattcap's `train_to_accuracy`, the Lightning callback and the Hugging Face
+callback all drive the same object:
+
+    with wattcap.Session("emulated:jetson-nano", model=net, example_input=x0,
+                         profile="nano.json", efficiency="eff.json", power_cap_w=5.0,
+                         target_accuracy=0.9) as session:
+        net.to(session.torch_device)
+        opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+        loader = DataLoader(train_set, batch_size=session.batch_size, shuffle=True)
+        for x, y in loader:
+            x, y = session.to_device(x, y)
+            with session.step():
+                opt.zero_grad(); loss_fn(net(x), y).backward(); opt.step()
+            if session.steps % 50 == 0:
+                session.report(evaluate(net))
+            if session.done:
+                break
+    print(session.record.time_to_accuracy_s)
+
+What it does: plans (Algorithm 1 from a profile and an efficiency vector, or takes a given
+(b, f)), applies the frequency, exposes the batch size and the square-root-scaled learning
+rate, accounts every step (device time, samples, power, energy), keeps the accuracy curve and
+samples-to-target, runs the cap watchdog and the drift monitor on the sensor ticks, checkpoints
+and resumes, and leaves a `RunRecord`. On exit — normal, exception, SIGINT, SIGTERM or SIGHUP —
+it puts the device back as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wattcap.checkpoint import Checkpoint, SessionState
+from wattcap.devices.base import Device, DeviceError, out_of_memory_as_device_error
+from wattcap.meter import MeterState, PowerMeter
+from wattcap.model_source import (
+    ModelSourceError,
+    module_workload,
+    move_to_device,
+    resolve_model,
+)
+from wattcap.run import (
+    DEFAULT_BATCH_SIZE_REF,
+    DEFAULT_LR_REF,
+    CurvePoint,
+    RunRecord,
+    TrainConfig,
+    scaled_learning_rate,
+)
+from wattcap.runtime import (
+    CapWatchdog,
+    DriftMonitor,
+)
+from wattcap.schema import WattcapFileError
+from wattcap.signals import exit_cleanly_on_signals
+
+if TYPE_CHECKING:
+    import torch
+
+    from wattcap.efficiency import EfficiencyVector
+    from wattcap.planner import Choice, Plan
+    from wattcap.profiling import ProfileTable
+    from wattcap.workload import StepCost, Workload
+
+
+#: a loop that never reports an accuracy still gets a due re-plan after this many steps
+REPLAN_WITHOUT_REPORT_STEPS = 200
+
+
+class SessionError(ValueError):
+    """A Session cannot start or go on as asked (no plan possible, a misuse of the API)."""
+
+
+@dataclass
+class SessionStatus:
+    """A snapshot for progress displays."""
+
+    samples: int
+    steps: int
+    device_time_s: float
+    accuracy: float | None
+    target_accuracy: float | None
+    power_w: float | None
+    power_cap_w: float | None
+    frequency_hz: int | None
+    batch_size: int
+    sample_budget: int | None
+
+
+ProgressCallback = Callable[[SessionStatus], None]
+
+
+class Session:
+    """The runtime of one training run on one device: see the module docstring.
+
+    Arguments:
+        device: a Device, a name for `wattcap.devices.get_device` ("emulated:jetson-nano",
+            "jetson", "nvml:0", "auto"; the Session then owns it and closes it), or None for a
+            run without a device (math only: no time, power or clocks; the model runs on CUDA
+            when torch has it, else on the CPU).
+        model: what is trained: a registered model name or `file.py:factory` spec, a
+            `ModelSpec`, or an `nn.Module` (with `example_input`, one batch of inputs, and
+            `model_name`, the name its profile was made under; default: its class path).
+            The emulated device needs it (its time and power come from the model's FLOPs and
+            bytes); on real hardware it names the run and enables the drift re-measure.
+        profile, efficiency: a ProfileTable and an EfficiencyVector (objects or file paths)
+            for Algorithm 1; `method` picks "wattcap" (default), "baseline-1", "baseline-2".
+        power_cap_w: the cap in watts (None: no cap). `reference_profiles` gives the
+            baselines' safe frequency (default: computed for emulated devices).
+        batch_size, frequency_hz: a given configuration; each overrides the plan's. With a
+            batch size and a profile but no frequency, f*(b) under the cap is used. Without a
+            profile and without a frequency the device's clock is left as it is.
+        target_accuracy, sample_budget: when `done` turns true.
+        lr_ref, batch_size_ref: the learning rate at a reference batch size (default: the
+            efficiency vector's optimiser settings, else 5e-4 at b = 128 as in the paper);
+            `learning_rate` is lr_ref · sqrt(b / b_ref).
+        watchdog: keep the cap (steps the frequency down when it is exceeded).
+        drift_tolerance: with a profile, re-measure and re-plan when measured step time or
+            power leave it by more than this fraction (0: off).
+        checkpoint_dir: where `attach`/`save_checkpoint` keep the run; a restart resumes.
+        identity: what makes a checkpoint belong to this run (default: model, batch size,
+            learning rate, target); a checkpoint of another identity is refused.
+        handle_signals: turn SIGINT/SIGTERM/SIGHUP into an exception inside the block (main
+            thread only), so the device is restored however the run ends.
+        restore: put the device back on exit (default True).
+        progress: called with a `SessionStatus` at every report and every `progress_every`
+            steps.
+    """
+
+    def __init__(
+        self,
+        device: Device | str | None = "emulated:jetson-nano",
+        *,
+        model: Any = None,
+        example_input: Any = None,
+        model_name: str | None = None,
+        profile: ProfileTable | str | Path | None = None,
+        efficiency: EfficiencyVector | str | Path | None = None,
+        power_cap_w: float | None = None,
+        method: str = "wattcap",
+        reference_profiles: list[ProfileTable] | None = None,
+        batch_size: int | None = None,
+        frequency_hz: int | None = None,
+        target_accuracy: float | None = None,
+        sample_budget: int | None = None,
+        lr_ref: float | None = None,
+        batch_size_ref: int | None = None,
+        watchdog: bool = True,
+        drift_tolerance: float = 0.1,
+        checkpoint_dir: str | Path | None = None,
+        identity: dict[str, Any] | None = None,
+        dataset: str | None = None,
+        handle_signals: bool = True,
+        restore: bool = True,
+        progress: ProgressCallback | None = None,
+        progress_every: int = 50,
+        config: TrainConfig | None = None,
+        weights_source: str | None = None,
+    ) -> None:
+        if power_cap_w is not None and not power_cap_w > 0:  # also refuses nan
+            raise SessionError(f"the power cap must be a positive number of watts or None, "
+                               f"got {power_cap_w!r}")
+        if target_accuracy is not None and not 0 < target_accuracy <= 1:
+            raise SessionError(f"target accuracy must be in (0, 1], got {target_accuracy}")
+        if drift_tolerance < 0:
+            raise SessionError(f"drift_tolerance must be >= 0, got {drift_tolerance}")
+        self._owns_device = isinstance(device, str)
+        if isinstance(device, str):
+            from wattcap.devices import get_device
+
+            device = get_device(device)
+        self.device: Device | None = device
+        self.power_cap_w = power_cap_w
+        self.method = method
+        self.target_accuracy = target_accuracy
+        self.sample_budget = sample_budget
+        self.dataset = dataset
+        self.config = config
+        self.weights_source = weights_source
+        self.progress = progress
+        self.progress_every = max(1, progress_every)
+        self._handle_signals = handle_signals
+        self._restore = restore
+        self._checkpoint = Checkpoint(Path(checkpoint_dir)) if checkpoint_dir else None
+
+        self.model_name: str | None = None
+        self.architecture_fingerprint: str | None = None
+        self._measure_workload: Callable[[], Workload] | None = None
+        self._workload: Workload | None = None
+        self._model_name_override = model_name
+        self.profile = _load_profile(profile)
+        self.efficiency = _load_efficiency(efficiency)
+        if self.profile is not None and self.device is not None:
+            self.profile.check_matches(device=self.device.name, source="profile")
+        self.plan: Plan | None = None
+        self.choice: Choice | None = None
+        self.batch_size, self.frequency_hz = self._decide(
+            batch_size, frequency_hz, reference_profiles)
+        self.lr_ref = lr_ref if lr_ref is not None else (
+            self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
+        self.batch_size_ref = batch_size_ref if batch_size_ref is not None else (
+            self.efficiency.batch_size_ref if self.efficiency is not None
+            else DEFAULT_BATCH_SIZE_REF)
+        self.identity = identity if identity is not None else {
+            "model": self.model_name, "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate, "target_accuracy": target_accuracy,
+        }
+        self._watchdog_on = watchdog
+        self._drift_tolerance = drift_tolerance
+
+        # run state
+        self.samples = 0
+        self.steps = 0
+        self.curve: list[CurvePoint] = []
+        self.device_time_s = 0.0
+        self.events: list[str] = []
+        self.resumed_from_samples: int | None = None
+        self.record: RunRecord | None = None
+        self._meter = PowerMeter(device.sensor_period_s if device is not None else 0.0)
+        self._guard: CapWatchdog | None = None
+        self._monitor: DriftMonitor | None = None
+        self._stack: ExitStack | None = None
+        self._timer: Any = None
+        self._step_start_s = 0.0
+        self._counter_start_j: float | None = None
+        self._energy_before_j = 0.0
+        self._wall_start = time.monotonic()
+        self._attached: tuple[Any, Any] | None = None
+        self._steps_since_report = 0
+        self._costs: dict[int, StepCost] = {}
+        self._open = False
+        if model is not None:
+            self.adopt_model(model, example_input)
+
+    # -- planning --------------------------------------------------------------------------------
+    def _decide(self, batch_size: int | None, frequency_hz: int | None,
+                reference_profiles: list[ProfileTable] | None) -> tuple[int, int | None]:
+        profile = self.profile
+        if profile is not None and (batch_size is None or frequency_hz is None):
+            from wattcap.planner import InfeasibleCapError, plan
+            from wattcap.references import reference_profiles_for
+
+            refs = reference_profiles if reference_profiles is not None else \
+                reference_profiles_for(profile)
+            try:
+                self.plan = plan(profile, self.power_cap_w, efficiency=self.efficiency,
+                                 reference_profiles=refs)
+            except InfeasibleCapError as err:
+                raise SessionError(str(err)) from None
+            if batch_size is not None:
+                point = profile.frontier(self.power_cap_w).get(batch_size)
+                if point is None:
+                    raise SessionError(
+                        f"batch size {batch_size} has no measured frequency under the cap "
+                        f"{self.power_cap_w} W in the profile")
+                return batch_size, frequency_hz if frequency_hz is not None else \
+                    point.frequency_hz
+            if self.method not in self.plan.choices:
+                why = self.plan.unavailable.get(self.method, "unknown method")
+                raise SessionError(f"{self.method} has no choice under this cap: {why}")
+            self.choice = self.plan.choices[self.method]
+            return self.choice.batch_size, frequency_hz if frequency_hz is not None else \
+                self.choice.frequency_hz
+        if batch_size is None:
+            raise SessionError("give a profile to plan the batch size and frequency, or a "
+                               "batch_size (and a frequency_hz)")
+        if batch_size < 1:
+            raise SessionError(f"batch size must be positive, got {batch_size}")
+        return batch_size, frequency_hz
+
+    def adopt_model(self, model: Any, example_input: Any = None) -> None:
+        """Set what is trained (for sessions built before the model exists: the framework
+        callbacks plan when they are built and get the model when training starts)."""
+        try:
+            self.model_name, self._measure_workload = resolve_model(
+                model, example_input, self._model_name_override)
+        except ModelSourceError as err:
+            raise SessionError(str(err)) from None
+        self._workload = None
+        self._costs.clear()
+        self.architecture_fingerprint = _fingerprint(model, self.model_name)
+        if self.profile is not None and self.model_name is not None:
+            self.profile.check_matches(model=self.model_name, source="profile",
+                                       architecture_fingerprint=self.architecture_fingerprint)
+        if isinstance(self.identity, dict) and self.identity.get("model") is None:
+            self.identity["model"] = self.model_name
+
+    def provide_example_input(self, model: Any, example_input: Any) -> None:
+        """Give an example batch for an `nn.Module` model whose workload is not known yet (the
+        framework callbacks pass the first training batch)."""
+        if self._measure_workload is None and self._workload is None:
+            self._measure_workload = module_workload(model, example_input,
+                                                     self.model_name or "model")
+
+    @property
+    def workload(self) -> Workload | None:
+        """The model's training workload (FLOPs, bytes, kernels), measured on first use."""
+        if self._workload is None and self._measure_workload is not None:
+            self._workload = self._measure_workload()
+        return self._workload
+
+    @property
+    def learning_rate(self) -> float:
+        """lr_ref · sqrt(b / b_ref): square-root scaling for Adam/AdamW."""
+        return scaled_learning_rate(self.lr_ref, self.batch_size_ref, self.batch_size)
+
+    @property
+    def torch_device(self) -> str:
+        """Where the model and every batch go ("cpu", "cuda", "cuda:N")."""
+        if self.device is not None:
+            return self.device.torch_device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.close(failed=exc_type is not None)
+
+    def start(self) -> None:
+        """Apply the frequency, start the watch; `close` undoes it (a `with` block does both)."""
+        if self._open:
+            raise SessionError("the session is already running")
+        stack = ExitStack()
+        try:
+            if self._handle_signals:
+                stack.enter_context(exit_cleanly_on_signals())
+            device = self.device
+            if device is not None:
+                if self._restore:
+                    stack.callback(self._restore_device)
+                if self.frequency_hz is not None:
+                    self._apply_frequency(self.frequency_hz, "plan")
+                self._counter_start_j = device.energy_counter_j()
+                stack.enter_context(device.sensor_ticks(self._meter))
+                if self._watchdog_on:
+                    self._guard = CapWatchdog(device, self.power_cap_w)
+                    stack.enter_context(device.sensor_ticks(self._guard))
+                if self.profile is not None and self._drift_tolerance > 0:
+                    self._monitor = self._make_monitor()
+                    if self._monitor is not None:
+                        stack.enter_context(device.sensor_ticks(self._monitor))
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        self._open = True
+        self._wall_start = time.monotonic()
+
+    def _make_monitor(self) -> DriftMonitor | None:
+        assert self.device is not None and self.profile is not None
+        if self.model_name is None:
+            self.events.append("drift monitor off: the session has no model to re-measure")
+            return None
+        from wattcap.profiling import Profiler
+
+        profiler = Profiler(self.device, self.model_name, batch_sizes=(self.batch_size,),
+                            workload=self.workload)
+        return DriftMonitor(self.device, self.profile, self.batch_size,
+                            power_cap_w=self.power_cap_w, tolerance=self._drift_tolerance,
+                            watchdog=self._guard, profiler=profiler)
+
+    def _apply_frequency(self, frequency_hz: int, why: str) -> None:
+        assert self.device is not None
+        applied = self.device.set_frequency_hz(frequency_hz)
+        if self.profile is not None and self.power_cap_w is not None:
+            point = self.profile.lookup(self.batch_size, frequency_hz)
+            if point is not None and point.peak_power_w > self.power_cap_w:
+                self.events.append(
+                    f"{why}: b={self.batch_size} at {frequency_hz / 1e6:.1f} MHz peaked at "
+                    f"{point.peak_power_w:.2f} W in the profile, above the cap "
+                    f"{self.power_cap_w:g} W: the watchdog will step it down")
+        self.frequency_hz = applied
+
+    def _restore_device(self) -> None:
+        assert self.device is not None
+        self.device.restore()
+        if self._owns_device and hasattr(self.device, "close"):
+            self.device.close()
+
+    def close(self, failed: bool = False) -> RunRecord | None:
+        """Stop the watch, build the RunRecord, restore the device. Idempotent."""
+        if not self._open:
+            return self.record
+        self._open = False
+        try:
+            if self._guard is not None:
+                self._guard.finish()
+            try:
+                self.record = self._build_record()
+            except Exception:  # noqa: BLE001 - a failed run must still restore the device
+                if not failed:
+                    raise
+        finally:
+            stack, self._stack = self._stack, None
+            if stack is not None:
+                stack.close()
+        return self.record
+
+    # -- moving data -----------------------------------------------------------------------------
+    def to_device(self, *tensors: torch.Tensor) -> Any:
+        """Move tensors to `torch_device` (pinned memory and non-blocking copies on CUDA);
+        one tensor in, one out; several in, a tuple out."""
+        target = self.torch_device
+        moved = tuple(move_to_device(t, target) for t in tensors)
+        return moved[0] if len(moved) == 1 else moved
+
+    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Put a model on `torch_device` (returns it)."""
+        return model.to(self.torch_device)
+
+    # -- steps -----------------------------------------------------------------------------------
+    def _cost(self, batch_size: int) -> StepCost:
+        cost = self._costs.get(batch_size)
+        if cost is None:
+            workload = self.workload
+            if workload is not None:
+                overhead = getattr(getattr(self.device, "spec", None),
+                                   "allocator_overhead_factor", 1.0)
+                cost = workload.step_cost(batch_size, overhead)
+            elif self.device is not None and not self.device.timing_needs_real_work:
+                raise SessionError(
+                    f"the {self.device.kind} device models a step's time and power from the "
+                    "model's workload: pass model= (a name, a ModelSpec, or an nn.Module with "
+                    "example_input=, one batch of inputs)")
+            else:
+                from wattcap.workload import StepCost
+
+                cost = StepCost(batch_size=batch_size, flops=0.0, dram_bytes=0.0,
+                                optimizer_bytes=0.0, kernels=0, flops_per_kernel_per_sample=0.0,
+                                memory_needed_bytes=0)
+            self._costs[batch_size] = cost
+        return cost
+
+    def begin_step(self) -> None:
+        """Mark the start of one optimiser step (for loops that cannot use `step()`)."""
+        if not self._open:
+            raise SessionError("use the session in a `with` block (or call start()) first")
+        if self.device is not None:
+            self._step_start_s = self.device.now_s()
+            self._timer = self.device.begin_step(self._cost(self.batch_size))
+
+    def end_step(self, samples: int | None = None) -> float:
+        """Account the step begun with `begin_step`: `samples` trained (default: the batch
+        size); returns its device seconds. Raises if the power watch failed meanwhile."""
+        busy_s = 0.0
+        device = self.device
+        if device is not None:
+            busy_s = device.end_step(self._timer)
+            self._timer = None
+            self.device_time_s += busy_s
+            if self._monitor is not None:
+                self._monitor.on_step(self._step_start_s, device.now_s(), busy_s)
+            device.check_watch(self.power_cap_w)
+        self.samples += self.batch_size if samples is None else samples
+        self.steps += 1
+        self._steps_since_report += 1
+        if self._monitor is not None and self._monitor.pending is not None \
+                and self._steps_since_report >= REPLAN_WITHOUT_REPORT_STEPS:
+            self._replan_if_due()  # a loop that never reports still gets its re-plan
+        if self.progress is not None and self.steps % self.progress_every == 0:
+            self.progress(self.status())
+        return busy_s
+
+    @contextmanager
+    def step(self, samples: int | None = None) -> Iterator[None]:
+        """Wrap one optimiser step: `with session.step(): loss.backward(); opt.step()`."""
+        self.begin_step()
+        with out_of_memory_as_device_error(self._costs.get(self.batch_size)):
+            yield
+        self.end_step(samples)
+
+    def run_step(self, step: Callable[[], Any], samples: int | None = None) -> Any:
+        """Run `step()` as one optimiser step and return what it returns."""
+        with self.step(samples):
+            result = step()
+        return result
+
+    # -- accuracy --------------------------------------------------------------------------------
+    def report(self, accuracy: float, samples: int | None = None) -> CurvePoint:
+        """Record a test accuracy after the samples trained so far (or `samples`); a re-plan
+        found due by the drift monitor happens here, between steps."""
+        if not 0.0 <= accuracy <= 1.0:
+            raise SessionError(f"accuracy must be a fraction in [0, 1], got {accuracy}")
+        point = CurvePoint(samples=self.samples if samples is None else samples,
+                           accuracy=float(accuracy), device_time_s=self.device_time_s)
+        self.curve.append(point)
+        self._steps_since_report = 0
+        if not self.reached:
+            self._replan_if_due()
+        if self._attached is not None and self._checkpoint is not None:
+            self.save_checkpoint()
+        if self.progress is not None:
+            self.progress(self.status())
+        return point
+
+    def _replan_if_due(self) -> None:
+        if self._monitor is None:
+            return
+        replan = self._monitor.replan_if_due()
+        if replan is not None:
+            # The re-measure interrupted training; its device time is paid by this run.
+            self.device_time_s += replan.remeasure_device_s
+            self.frequency_hz = replan.to_hz
+
+    @property
+    def reached(self) -> bool:
+        """Whether a reported accuracy reached the target."""
+        return self.target_accuracy is not None and any(
+            p.accuracy >= self.target_accuracy for p in self.curve)
+
+    @property
+    def done(self) -> bool:
+        """The target was reached or the sample budget is spent."""
+        return self.reached or (self.sample_budget is not None
+                                and self.samples >= self.sample_budget)
+
+    @property
+    def samples_to_target(self) -> int | None:
+        """Samples at the first report at or above the target (None: not reached)."""
+        if self.target_accuracy is None:
+            return None
+        return next((p.samples for p in self.curve if p.accuracy >= self.target_accuracy),
+                    None)
+
+    def status(self) -> SessionStatus:
+        """A snapshot for progress displays."""
+        last = self._meter.last
+        return SessionStatus(
+            samples=self.samples, steps=self.steps, device_time_s=self.device_time_s,
+            accuracy=self.curve[-1].accuracy if self.curve else None,
+            target_accuracy=self.target_accuracy,
+            power_w=last.power_w if last is not None else None, power_cap_w=self.power_cap_w,
+            frequency_hz=self.device.current_frequency_hz() if self.device else None,
+            batch_size=self.batch_size, sample_budget=self.sample_budget)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
+               ) -> bool:
+        """Let the session checkpoint `model` and `optimizer` at every `report` (with a
+        checkpoint_dir), and resume them now from an earlier checkpoint of this run; True when
+        it resumed."""
+        self._attached = (model, optimizer)
+        if self._checkpoint is None or not self._checkpoint.exists():
+            return False
+        self.resume(model, optimizer)
+        return True
+
+    def save_checkpoint(self, extra: dict[str, Any] | None = None) -> None:
+        """Write the attached model and optimizer and the run state (atomically)."""
+        if self._checkpoint is None or self._attached is None:
+            raise SessionError("save_checkpoint needs a checkpoint_dir and attach(model, ...)")
+        if not self.reached:
+            self._replan_if_due()
+        model, optimizer = self._attached
+        self._checkpoint.save(model, optimizer, self._state(extra or {}))
+
+    def _state(self, extra: dict[str, Any]) -> SessionState:
+        guard, monitor = self._guard, self._monitor
+        return SessionState(
+            identity=self.identity, samples=self.samples, steps=self.steps, curve=self.curve,
+            device_time_s=self.device_time_s, meter=self._meter.state(), events=self.events,
+            counter_energy_j=self._counter_energy_j(),
+            frequency_hz=self.device.current_frequency_hz() if self.device else None,
+            batch_size=self.batch_size,
+            cap_violations=guard.violations if guard else [],
+            frequency_steps=guard.steps if guard else [],
+            drift_events=monitor.events if monitor else [],
+            replans=monitor.replans if monitor else [], extra=extra)
+
+    def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
+               ) -> SessionState:
+        """Load the checkpoint into `model`/`optimizer` and the run state into the session."""
+        if self._checkpoint is None or not self._checkpoint.exists():
+            raise SessionError("no checkpoint to resume from")
+        state = self._checkpoint.load(model, optimizer)
+        if state.identity != _jsonable(self.identity):
+            raise WattcapFileError(
+                f"{self._checkpoint.folder}: the checkpoint belongs to another run "
+                "configuration; use another checkpoint folder or delete it")
+        self.samples = self.resumed_from_samples = state.samples
+        self.steps = state.steps
+        self.curve = list(state.curve)
+        self.device_time_s = state.device_time_s
+        self._meter.peak_w = state.meter.peak_w
+        self._meter.total_w = state.meter.total_w
+        self._meter.readings = state.meter.readings
+        self.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
+        if state.counter_energy_j is not None:
+            self._energy_before_j = state.counter_energy_j
+            if self.device is not None:
+                self._counter_start_j = self.device.energy_counter_j()
+        else:
+            self._energy_before_j = self._meter.energy_j
+        if self._guard is not None:
+            self._guard.violations += state.cap_violations
+            self._guard.steps += state.frequency_steps
+        if self._monitor is not None:
+            self._monitor.events += state.drift_events
+            self._monitor.replans += state.replans
+            self._monitor.adopt(state.replans)
+        device = self.device
+        saved_hz = state.frequency_hz
+        # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the
+        # frequency applied now may be the plan's).
+        if (device is not None and saved_hz is not None
+                and saved_hz < device.current_frequency_hz()
+                and saved_hz in device.frequencies_hz()):
+            device.set_frequency_hz(saved_hz)
+            self.frequency_hz = saved_hz
+            if self._guard is not None:
+                self._guard.set_ceiling_hz(saved_hz)
+        return state
+
+    # -- the record ------------------------------------------------------------------------------
+    def _counter_energy_j(self) -> float | None:
+        if self._counter_start_j is None or self.device is None:
+            return None
+        now_j = self.device.energy_counter_j()
+        return None if now_j is None else self._energy_before_j + now_j - self._counter_start_j
+
+    def _build_record(self) -> RunRecord:
+        guard, monitor, device = self._guard, self._monitor, self.device
+        events = list(self.events)
+        if guard is not None:
+            for v in guard.violations:
+                events.append(f"cap exceeded for {v.duration_s:.2f} s at t={v.start_s:.1f} s "
+                              f"(max {v.max_power_w:.2f} W)")
+            events += [f"watchdog: {note}" for note in guard.notes]
+        if monitor is not None:
+            events += [f"drift monitor: {note}" for note in monitor.notes]
+            for replan in monitor.replans:
+                events.append(
+                    f"re-planned at t={replan.time_s:.1f} s: {replan.from_hz / 1e6:.1f} -> "
+                    f"{replan.to_hz / 1e6:.1f} MHz ({replan.reason}; re-measured "
+                    f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
+        if device is not None and device.sensor_error is not None:
+            events.append(f"power sensor stopped: {device.sensor_error.message}")
+        energy_j = self._counter_energy_j()
+        energy_source = None if device is None else "sensor" if energy_j is None else "counter"
+        if energy_j is None:
+            energy_j = self._meter.energy_j
+        reached_at = self.samples_to_target
+        time_to_accuracy_s = None
+        if reached_at is not None:
+            time_to_accuracy_s = next(p.device_time_s for p in self.curve
+                                      if p.samples == reached_at)
+        return RunRecord(
+            config=self.config, model=self.model_name or "unknown", batch_size=self.batch_size,
+            learning_rate=self.learning_rate, target_accuracy=self.target_accuracy,
+            sample_budget=self.sample_budget, dataset=self.dataset, method=self.method,
+            device=device.name if device else None,
+            device_kind=device.kind if device else None, torch_device=self.torch_device,
+            frequency_hz=device.current_frequency_hz() if device else None,
+            power_cap_w=self.power_cap_w, reached=reached_at is not None,
+            samples_to_target=reached_at, time_to_accuracy_s=time_to_accuracy_s,
+            samples_seen=self.samples, steps=self.steps,
+            final_accuracy=self.curve[-1].accuracy if self.curve else 0.0, curve=self.curve,
+            device_time_s=self.device_time_s, energy_j=energy_j,
+            peak_power_w=self._meter.peak_w, avg_power_w=self._meter.average_w,
+            cap_violations=guard.violations if guard else [],
+            frequency_steps=guard.steps if guard else [],
+            drift_events=monitor.events if monitor else [],
+            replans=monitor.replans if monitor else [], energy_source=energy_source,
+            events=events, resumed_from_samples=self.resumed_from_samples,
+            wall_time_s=time.monotonic() - self._wall_start,
+            weights_source=self.weights_source,
+            architecture_fingerprint=self.architecture_fingerprint,
+        )
+
+
+def _fingerprint(model: Any, name: str | None) -> str | None:
+    """The architecture fingerprint of what is trained: of the named spec as built with its
+    default head (as profiles record it), or of the nn.Module itself."""
+    from torch import nn
+
+    from wattcap.models import architecture_fingerprint, model_fingerprint
+
+    if isinstance(model, nn.Module):
+        return architecture_fingerprint(model)
+    if name is None:
+        return None
+    try:
+        return model_fingerprint(name)
+    except (KeyError, ValueError):
+        return None
+
+
+def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
+    # The identity goes through JSON in the checkpoint: compare like with like.
+    return json.loads(json.dumps(value))
+
+
+def _load_profile(profile: Any) -> ProfileTable | None:
+    if profile is None:
+        return None
+    from wattcap.profiling import ProfileTable
+
+    return profile if isinstance(profile, ProfileTable) else ProfileTable.load(profile)
+
+
+def _load_efficiency(efficiency: Any) -> EfficiencyVector | None:
+    if efficiency is None:
+        return None
+    from wattcap.efficiency import EfficiencyVector
+
+    return efficiency if isinstance(efficiency, EfficiencyVector) else \
+        EfficiencyVector.load(efficiency)
+
+
+__all__ = [
+    "Checkpoint", "DeviceError", "MeterState", "PowerMeter", "Session", "SessionError",
+    "SessionState", "SessionStatus", "move_to_device",
+]
