@@ -339,7 +339,8 @@ def test_loader_pins_memory_only_for_cuda_targets():
     ds = get_dataset("digits")
     batches = [np.arange(4), np.arange(4, 8)]
     assert batch_loader(ds, batches).pin_memory is False
-    assert batch_loader(ds, batches, torch_device="cuda").pin_memory is True
+    cuda = torch.cuda.is_available()  # pinning needs CUDA in torch
+    assert batch_loader(ds, batches, torch_device="cuda").pin_memory is cuda
     assert batch_loader(ds, batches, torch_device="cuda", pin_memory=False).pin_memory is False
     x, y = next(iter(batch_loader(ds, batches)))
     assert torch.equal(x, torch.from_numpy(ds.x[:4])) and y.tolist() == ds.y[:4].tolist()
@@ -404,3 +405,15 @@ def test_shapes_that_do_not_fit_the_model_are_refused():
         load_splits("digits", input_shape="2x8x8")
     with pytest.raises(DataMismatchError, match="3 positive integers"):
         load_splits("digits", input_shape="32x32")
+
+
+def test_training_with_loader_workers_gives_the_same_run(tmp_path):
+    images, labels = class_images(80, (3, 8, 8), num_classes=4, seed=13)
+    write_image_folder(tmp_path, images, labels, ("a", "b", "c", "d"))
+    train, test = load_splits(f"imagefolder:{tmp_path}", input_shape="1x8x8")
+    config = TrainConfig(model="digits-cnn", batch_size=8, target_accuracy=0.99,
+                         sample_budget=96, eval_every_samples=32)
+    serial = train_to_accuracy(config, train, test)
+    parallel = train_to_accuracy(config, train, test, num_workers=2)
+    assert serial.samples_seen == parallel.samples_seen > 0
+    assert [p.accuracy for p in serial.curve] == [p.accuracy for p in parallel.curve]

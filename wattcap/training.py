@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from wattcap.checkpoint import Checkpoint
-from wattcap.data import ArrayDataset, check_data_fits_model
+from wattcap.data import Dataset, check_data_fits_model
+from wattcap.data.loader import StreamBatches, iterate_batches
 from wattcap.devices.base import Device
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
@@ -31,7 +32,7 @@ from wattcap.weights import load_weights
 
 __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
-    "evaluate", "pretrain", "scaled_learning_rate", "train_to_accuracy",
+    "evaluate", "evaluate_dataset", "pretrain", "scaled_learning_rate", "train_to_accuracy",
 ]
 
 
@@ -75,15 +76,33 @@ def evaluate(model: torch.nn.Module, spec: ModelSpec, x: torch.Tensor, y: torch.
     return correct / max(counted, 1)
 
 
+@torch.no_grad()
+def evaluate_dataset(model: torch.nn.Module, spec: ModelSpec, data: Dataset,
+                     batch_size: int = 512, torch_device: str | None = None,
+                     max_samples: int | None = None) -> float:
+    """Accuracy of `model` on a data set's first `max_samples` (default all) samples, read
+    batch by batch (a uint8 set is never held as float32): the same value `evaluate` gives on
+    the same samples as tensors."""
+    if torch_device is None:
+        torch_device = str(next(model.parameters()).device)
+    n = len(data) if max_samples is None else min(max_samples, len(data))
+    was_training = model.training
+    model.eval()
+    correct = counted = 0
+    for start in range(0, n, batch_size):
+        x, y = data.batch(np.arange(start, min(n, start + batch_size)))
+        inputs = move_to_device(torch.from_numpy(x), torch_device)
+        targets = move_to_device(torch.from_numpy(y), torch_device)
+        c, k = spec.correct(model(inputs), targets)
+        correct += c
+        counted += k
+    model.train(was_training)
+    return correct / max(counted, 1)
+
+
 def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     return cls(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-
-
-def _batch(stream: BatchStream, x: torch.Tensor, y: torch.Tensor, position: int,
-           batch_size: int, torch_device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    idx = torch.from_numpy(stream.indices(position, batch_size))
-    return move_to_device(x[idx], torch_device), move_to_device(y[idx], torch_device)
 
 
 def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.optim.Optimizer,
@@ -98,8 +117,8 @@ EvalCallback = Callable[[CurvePoint], None]
 
 def train_to_accuracy(
     config: TrainConfig,
-    train: ArrayDataset,
-    test: ArrayDataset,
+    train: Dataset,
+    test: Dataset,
     device: Device | None = None,
     weights: str | Path | None = None,
     power_cap_w: float | None = None,
@@ -110,8 +129,13 @@ def train_to_accuracy(
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
+    num_workers: int = 0,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
+
+    `train` and `test` are any wattcap data sets (``batch(indices)``): batches go through a
+    torch DataLoader with `num_workers` worker processes, in the order of the seeded stream,
+    so the result does not depend on the number of workers.
 
     The run goes through a `Session` on `device` at the frequency the device runs at now (set
     it before; the Session restores the device afterwards): device time per step, power
@@ -154,22 +178,27 @@ def train_to_accuracy(
         model = model.to(torch_device).train()
         optimizer = _make_optimizer(config, model)
         session.attach(model, optimizer)
-        x_train, y_train = train.to_tensors()
-        x_test, y_test = test.to_tensors()
-        if config.max_eval_samples is not None:
-            x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
         steps_per_eval = config.eval_every_samples // config.batch_size
-        while not session.done:
-            for _ in range(steps_per_eval):
-                inputs, targets = _batch(stream, x_train, y_train, session.samples,
-                                         config.batch_size, torch_device)
-                with session.step():
-                    _optimizer_step(model, spec, optimizer, inputs, targets)
-            point = session.report(evaluate(model, spec, x_test, y_test,
-                                            torch_device=torch_device))
-            if on_eval is not None:
-                on_eval(point)
+        # Enough batches for the rest of the budget, rounded up to whole evaluation rounds.
+        left = -(-(config.sample_budget - session.samples) // config.batch_size)
+        batches = iterate_batches(
+            train, StreamBatches(stream, session.samples, config.batch_size,
+                                 max(0, left) + steps_per_eval),
+            num_workers=num_workers, torch_device=torch_device)
+        try:
+            while not session.done:
+                for _ in range(steps_per_eval):
+                    inputs, targets = next(batches)
+                    with session.step():
+                        _optimizer_step(model, spec, optimizer, inputs, targets)
+                point = session.report(evaluate_dataset(
+                    model, spec, test, torch_device=torch_device,
+                    max_samples=config.max_eval_samples))
+                if on_eval is not None:
+                    on_eval(point)
+        finally:
+            batches.close()  # stops the loader's workers
     assert session.record is not None
     return session.record
 
@@ -183,13 +212,14 @@ def pretrain(
     lr: float = 1e-3,
     seed: int = 0,
     data_options: dict | None = None,
+    num_workers: int = 0,
 ) -> dict[str, str]:
     """Train a model from scratch on a data set for `epochs` and save safetensors weights;
     returns the metadata written (model, input shape, dataset, test accuracy). `dataset` is a
     data spec (a bundled name, ``cifar100:PATH``...; `data_options` go to
     :func:`wattcap.data.load_splits`). It runs through a device-less Session (on CUDA when
-    torch has it), like every training loop, and draws batch by batch, so a large uint8 data
-    set is never held as float32."""
+    torch has it), like every training loop, and draws batches through a DataLoader with
+    `num_workers` workers, so a large uint8 data set is never held as float32."""
     from wattcap.data import load_splits
     from wattcap.weights import save_weights
 
@@ -209,13 +239,16 @@ def pretrain(
         net = net.to(torch_device).train()
         optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
         stream = BatchStream(len(train), seed)
-        while not session.done:
-            x, y = train.batch(stream.indices(session.samples, batch_size))
-            inputs = move_to_device(torch.from_numpy(x), torch_device)
-            targets = move_to_device(torch.from_numpy(y), torch_device)
-            with session.step():
-                _optimizer_step(net, spec, optimizer, inputs, targets)
-        accuracy = evaluate(net, spec, *test.to_tensors(), torch_device=torch_device)
+        batches = iterate_batches(train, StreamBatches(stream, 0, batch_size, steps),
+                                  num_workers=num_workers, torch_device=torch_device)
+        try:
+            while not session.done:
+                inputs, targets = next(batches)
+                with session.step():
+                    _optimizer_step(net, spec, optimizer, inputs, targets)
+        finally:
+            batches.close()
+        accuracy = evaluate_dataset(net, spec, test, torch_device=torch_device)
         session.report(accuracy)
     metadata = {
         "model": model, "input_shape": json.dumps(list(spec.input_shape)),

@@ -79,14 +79,15 @@ def batch_loader(
 ) -> DataLoader:
     """A DataLoader yielding ``dataset.batch(b)`` for each index batch ``b``, in order.
 
-    ``pin_memory`` defaults to True when ``torch_device`` is CUDA. The tensors stay on the
+    ``pin_memory`` defaults to True when ``torch_device`` is CUDA and torch has CUDA (the
+    loader's pinning thread then does it off the training thread). The tensors stay on the
     CPU: iterate :func:`iterate_batches` to have them copied to the device.
     """
     if num_workers < 0:
         raise ValueError(f"num_workers must be >= 0, got {num_workers}")
     device = torch.device(torch_device) if torch_device is not None else torch.device("cpu")
     if pin_memory is None:
-        pin_memory = device.type == "cuda"
+        pin_memory = device.type == "cuda" and torch.cuda.is_available()
     extra: dict[str, Any] = {}
     if num_workers > 0:
         extra = {"prefetch_factor": prefetch_factor, "worker_init_fn": _single_thread_worker,
@@ -112,13 +113,18 @@ def iterate_batches(
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``(x, y)`` tensors on ``torch_device`` for each index batch, in order.
 
-    Copies are ``non_blocking`` (they overlap compute when the source is pinned memory).
+    Copies to a GPU come from pinned memory (pinned by the loader, else here) and are
+    ``non_blocking``, so they overlap compute.
     """
+    from wattcap.model_source import move_to_device
+
     device = torch.device(torch_device) if torch_device is not None else torch.device("cpu")
     loader = batch_loader(dataset, batches, num_workers=num_workers, torch_device=device,
                           pin_memory=pin_memory)
     for x, y in loader:
         if device.type == "cpu":
             yield x, y
+        elif non_blocking:
+            yield move_to_device(x, str(device)), move_to_device(y, str(device))
         else:
-            yield x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
+            yield x.to(device), y.to(device)
