@@ -77,7 +77,7 @@ def test_bundled_names_and_unknown_specs():
     assert parse_data_spec("pydoc-text").task == "char-lm"
     assert parse_data_spec("pydoc-text").default_test_fraction == 0.2  # as bundled tasks were
     with pytest.raises(DataSpecError,
-                       match="unknown data set 'digits-7'.*digits-5-9.*cifar10:PATH"):
+                       match="unknown dataset 'digits-7'.*digits-5-9.*cifar10:PATH"):
         parse_data_spec("digits-7")
     with pytest.raises(DataSpecError, match="unknown data format 'cifar11'"):
         parse_data_spec("cifar11:/x")
@@ -391,7 +391,8 @@ def test_empty_class_and_text_with_nothing_left(tmp_path):
 def test_shapes_that_do_not_fit_the_model_are_refused():
     digits8 = get_dataset("digits-5-9")
     with pytest.raises(DataMismatchError, match="data digits-5-9 has input shape 1x8x8 but "
-                       "model digits32-cnn expects 1x32x32; convert it with input shape 1x32x32"):
+                       "model digits32-cnn expects 1x32x32; convert it with input shape 1x32x32 "
+                       r"\(input_shape= in Python, --input-shape 1x32x32"):
         check_data_fits_model(digits8, get_model_spec("digits32-cnn"))
     check_data_fits_model(digits8.converted((1, 32, 32)), get_model_spec("digits32-cnn"))
     train, test = digits8.split(0.2, seed=0)

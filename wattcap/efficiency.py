@@ -146,17 +146,24 @@ def estimate_efficiency(
     progress: Callable[[int, int, str], None] | None = None,
     dataset_seed: int = 0,
     data_options: dict | None = None,
+    data: tuple | None = None,
+    num_workers: int = 0,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the target accuracy, and normalise the samples needed by the largest batch size.
 
     ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
-    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...).
+    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
+    ``data`` gives the (train, test) pair already loaded. ``num_workers``: DataLoader
+    workers of every run.
     """
     from wattcap.data import load_splits
     from wattcap.training import TrainConfig, train_to_accuracy
 
-    train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
+    if data is not None:
+        train, test = data
+    else:
+        train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
     samples: dict[int, list[int | None]] = {}
     total = len(batch_sizes) * seeds
     done = 0
@@ -168,7 +175,8 @@ def estimate_efficiency(
                 sample_budget=sample_budget, eval_every_samples=eval_every_samples,
                 lr_ref=lr_ref, batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,
             )
-            record = train_to_accuracy(config, train, test, weights=weights)
+            record = train_to_accuracy(config, train, test, weights=weights,
+                                       num_workers=num_workers)
             samples[b].append(record.samples_to_target)
             done += 1
             if progress is not None:

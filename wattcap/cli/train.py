@@ -18,38 +18,58 @@ from wattcap.cli.common import (
     parse_drift,
     progress,
 )
+from wattcap.cli.inputs import (
+    DATA_HELP,
+    INPUT_SHAPE,
+    MODEL_HELP,
+    NUM_CLASSES,
+    SUBSET_FRACTION,
+    TEST_FRACTION,
+    VOCAB_SIZE,
+    WORKERS,
+    check_data,
+    check_target_accuracy,
+    check_workers,
+    data_options,
+    load_data,
+    resolve_model,
+)
 
 if TYPE_CHECKING:
-    from wattcap.data import ArrayDataset
     from wattcap.training import RunRecord
 
 
-def _data_splits(name: str, seed: int = 0) -> tuple[ArrayDataset, ArrayDataset]:
-    from wattcap.data import get_dataset
-
-    try:
-        return get_dataset(name).split(0.2, seed=seed)
-    except KeyError as err:
-        fail(str(err).strip("'\""))
-
-
 def pretrain(
-    model: str = typer.Option(..., help="Registered model name."),
-    data: str = typer.Option(..., help="Bundled dataset to pre-train on."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    data: str = typer.Option(..., help=f"Dataset to pre-train on. {DATA_HELP}"),
     out: Path = typer.Option(..., help="Weights file (.safetensors)."),
     epochs: int = typer.Option(3, help="Epochs over the training split."),
     batch_size: int = typer.Option(32),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     seed: int = typer.Option(0),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
-    """Pre-train a model on an offline task; every later run starts from these weights."""
+    """Pre-train a model on a dataset; every later run starts from these weights."""
+    from wattcap.data import DatasetFormatError
     from wattcap.training import pretrain as run_pretrain
 
+    check_workers(workers)
+    if epochs < 1 or batch_size < 1:
+        fail(f"--epochs and --batch-size must be positive, got {epochs} and {batch_size}")
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    data_spec = check_data(data)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
     try:
-        meta = run_pretrain(model, data, out, epochs=epochs, batch_size=batch_size, lr=lr,
-                            seed=seed)
-    except (KeyError, ValueError) as err:
-        fail(str(err).strip("'\""))
+        meta = run_pretrain(spec.name, data_spec.text, out, epochs=epochs,
+                            batch_size=batch_size, lr=lr, seed=seed, data_options=options,
+                            num_workers=workers)
+    except (KeyError, ValueError, DatasetFormatError) as err:
+        fail(f"--data: {str(err).strip(chr(39) + chr(34))}")
     console.print(f"wrote {out}: {model} pre-trained on {data}, test accuracy "
                   f"{float(meta['test_accuracy']):.1%}")
 
@@ -66,8 +86,8 @@ def _run_detail(label: str) -> str:
 
 
 def estimate(
-    model: str = typer.Option(..., help="Registered model name."),
-    proxy: str = typer.Option(..., help="Bundled proxy dataset."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    proxy: str = typer.Option(..., help=f"Proxy dataset. {DATA_HELP}"),
     target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
     out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
     weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
@@ -91,24 +111,43 @@ def estimate(
     token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
                                      "bearer token (env WATTCAP_SERVER_TOKEN).",
                                      rich_help_panel="Server"),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
     from wattcap.efficiency import estimate_efficiency
     from wattcap.schema import WattcapFileError
 
+    check_target_accuracy(target_accuracy)
+    check_workers(workers)
     sizes = parse_batch_sizes(batch_sizes)
+    if seeds < 1 or sample_budget < 1 or eval_every < 1:
+        fail("--seeds, --sample-budget and --eval-every must be positive")
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
     if server and on_server:
         from wattcap.cli.server import estimate_on_server
 
+        if any(v is not None for v in (input_shape, num_classes, vocab_size)):
+            fail("--on-server estimates a model stored on the server: --input-shape, "
+                 "--num-classes and --vocab-size do not apply")
         vector = estimate_on_server(
             server, token, model=model, model_id=model_id, proxy=proxy,
             target_accuracy=target_accuracy, batch_sizes=sizes, seeds=seeds,
             sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
-            batch_size_ref=batch_size_ref)
+            batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
+            test_fraction=test_fraction)
     else:
+        spec = resolve_model(model, input_shape, num_classes, vocab_size)
+        proxy_spec = check_data(proxy, "--proxy")
+        options = data_options(spec, input_shape, subset_fraction, test_fraction)
+        splits = load_data(proxy_spec, spec, options, option="--proxy")
+        model = spec.name
         if server and weights is None:
             from wattcap.cli.server import fetch_estimate_weights
 
@@ -117,10 +156,11 @@ def estimate(
         with progress(f"estimating r_b of {model} on {proxy}", runs, "runs") as report:
             try:
                 vector = estimate_efficiency(
-                    model, proxy, target_accuracy, weights=weights, batch_sizes=sizes,
-                    seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
-                    lr_ref=lr_ref, batch_size_ref=batch_size_ref,
+                    model, proxy_spec.text, target_accuracy, weights=weights,
+                    batch_sizes=sizes, seeds=seeds, sample_budget=sample_budget,
+                    eval_every_samples=eval_every, lr_ref=lr_ref, batch_size_ref=batch_size_ref,
                     progress=lambda done, total, label: report.update(done, _run_detail(label)),
+                    data=splits, num_workers=workers,
                 )
             except (KeyError, ValueError, WattcapFileError) as err:
                 fail(str(err).strip("'\""))
@@ -145,8 +185,8 @@ def train(
     profile: Path | None = typer.Option(None, help="ProfileTable JSON of this device and model "
                                         "(required unless --server fetches it)."),
     power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
-    model: str = typer.Option(..., help="Registered model name."),
-    data: str = typer.Option(..., help="Bundled target dataset."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    data: str = typer.Option(..., help=f"Target dataset. {DATA_HELP}"),
     target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
     efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
     target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
@@ -182,6 +222,12 @@ def train(
     token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
                                      "bearer token, for a server with private reads (env "
                                      "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """Select (b, f) under the cap, apply the frequency, train to the target, restore.
 
@@ -191,13 +237,28 @@ def train(
     """
     from wattcap.cli.plan import make_plan
     from wattcap.devices import DeviceError, get_device
+    from wattcap.models import model_fingerprint
     from wattcap.planner import METHODS
     from wattcap.profiling import ProfileTable
     from wattcap.schema import WattcapFileError
 
+    # Every argument is checked before any work starts (no plan printed for a bad one).
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
     cap = parse_cap(power_cap)
+    check_target_accuracy(target_accuracy)
+    check_workers(workers)
+    if sample_budget < 1 or eval_every < 1:
+        fail("--sample-budget and --eval-every must be positive")
+    if drift is not None and not device.startswith("emulated"):
+        fail("--drift only applies to emulated devices")
+    if drift_tolerance < 0:
+        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
+    drift_spec = parse_drift(drift)
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    model = spec.name
+    data_spec = check_data(data)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
     if server:
         from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
 
@@ -210,30 +271,28 @@ def train(
             weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
     elif profile is None:
         fail("--profile is required (or --server URL)")
+    table = load_or_fail(ProfileTable, profile)
+    try:
+        dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
+    except (DeviceError, KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    try:
+        table.check_matches(device=dev.name, model=model, source=str(profile),
+                            architecture_fingerprint=model_fingerprint(model))
+    except WattcapFileError as err:
+        fail(str(err))
+    train_split, test_split = load_data(data_spec, spec, options)
     result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
-    if drift is not None and not device.startswith("emulated"):
-        fail("--drift only applies to emulated devices")
-    if drift_tolerance < 0:
-        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
-    try:
-        dev = get_device(device, dry_run=dry_run, seed=seed, drift=parse_drift(drift))
-    except DeviceError as err:
-        fail(str(err))
-    table = load_or_fail(ProfileTable, profile)
-    try:
-        table.check_matches(device=dev.name, model=model, source=str(profile))
-    except WattcapFileError as err:
-        fail(str(err))
-    train_split, test_split = _data_splits(data, seed=0)
     from wattcap.training import TrainConfig, train_to_accuracy
 
     try:
         config = TrainConfig(model=model, batch_size=choice.batch_size,
                              target_accuracy=target_accuracy, sample_budget=sample_budget,
                              eval_every_samples=eval_every, seed=seed)
+        config.check()
     except ValueError as err:
         fail(str(err))
     console.print(f"{method}: batch size {choice.batch_size} at "
@@ -257,7 +316,7 @@ def train(
                     point.samples, f"accuracy {point.accuracy:.1%} (target "
                     f"{target_accuracy:.0%}) after {point.device_time_s:.1f} s of device time"),
                 profile=table if drift_tolerance > 0 else None,
-                drift_tolerance=drift_tolerance)
+                drift_tolerance=drift_tolerance, num_workers=workers)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
     if out:

@@ -265,7 +265,7 @@ def parse_data_spec(spec: str | DataSpec) -> DataSpec:
     if sep and len(head) > 1:
         raise DataSpecError(f"unknown data format {head!r} in {text!r}; formats: {formats}")
     raise DataSpecError(
-        f"unknown data set {text!r}; bundled: {', '.join(list_datasets())}; or a path as "
+        f"unknown dataset {text!r}; bundled: {', '.join(list_datasets())}; or a path as "
         f"{formats}"
     )
 
@@ -443,7 +443,8 @@ def check_data_fits_model(data: AnyDataset, model: ModelSpec) -> None:
     else:
         try:
             check_convertible(have, want)
-            hint = f"; convert it with input shape {shown_want}"
+            hint = (f"; convert it with input shape {shown_want} (input_shape= in Python, "
+                    f"--input-shape {shown_want} on the command line)")
         except ShapeConversionError:
             hint = ""
     raise DataMismatchError(

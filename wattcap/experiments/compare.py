@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from wattcap.data import get_dataset
+from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EfficiencyVector
 from wattcap.meter import PowerMeter
@@ -131,24 +131,47 @@ DEFAULT_SCENARIOS = [
 ]
 
 
+_SPLITS: dict[str, tuple] = {}
+
+
+def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
+    """The seeded (train, test) splits of a data spec (wattcap.data.load_splits with
+    `data_options`), loaded once per process: a sweep trains on them many times."""
+    key = json.dumps([dataset, data_options or {}], sort_keys=True, default=str)
+    if key not in _SPLITS:
+        _SPLITS[key] = load_splits(dataset, seed=0, **(data_options or {}))
+    return _SPLITS[key]
+
+
+def _run_stem(dataset: str, data_options: dict | None) -> str:
+    """File-name part of a dataset's runs: the spec, and a hash of non-default options (runs
+    on a subset are not runs on the whole set)."""
+    options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    if not options:
+        return _file_stem(dataset)
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    return f"{_file_stem(dataset)}-{digest.hexdigest()[:8]}"
+
+
 def _math_run(
     out: Path, model: str, weights: Path | None, target: str, batch_size: int, seed: int,
     target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
+    data_options: dict | None = None, num_workers: int = 0,
 ) -> RunRecord:
     """The training math for (target, b, seed), recorded once and reused."""
-    path = out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
+    path = out / "runs" / f"math-{_run_stem(target, data_options)}-b{batch_size}-s{seed}.json"
     if resume and path.exists():
         try:
             record = RunRecord.load(path)
-            if record.target_accuracy == target_accuracy:
+            if record.target_accuracy == target_accuracy and record.model == model:
                 counters["reused"] += 1
                 return record
         except WattcapFileError:
             pass  # a half-written or stale record: train again
-    train, test = get_dataset(target).split(0.2, seed=0)
+    train, test = dataset_splits(target, data_options)
     config = TrainConfig(model=model, batch_size=batch_size, target_accuracy=target_accuracy,
                          sample_budget=sample_budget, seed=seed)
-    record = train_to_accuracy(config, train, test, weights=weights)
+    record = train_to_accuracy(config, train, test, weights=weights, num_workers=num_workers)
     record.save(path)
     counters["trained"] += 1
     return record
@@ -181,13 +204,15 @@ def efficiency_from_runs(
 ) -> EfficiencyVector | None:
     """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
     estimate wattcap plans with); None when no batch size reached the target."""
+    from wattcap.models import get_model_spec, model_fingerprint
+
     sizes = sorted({b for b, _ in runs})
     samples = {b: [runs[(b, s)].samples_to_target for s in range(seeds)] for b in sizes}
     try:
         return EfficiencyVector.from_samples(
             samples, model=model, input_shape=input_shape, dataset=target,
-            task="image-classification", target_accuracy=target_accuracy,
-            seeds=list(range(seeds)),
+            task=get_model_spec(model).task, target_accuracy=target_accuracy,
+            seeds=list(range(seeds)), architecture_fingerprint=model_fingerprint(model),
         )
     except ValueError:
         return None
@@ -197,15 +222,18 @@ def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
     progress: Progress | None = None, on_run: RunDone | None = None,
+    data_options: dict | None = None, num_workers: int = 0,
 ) -> dict[tuple[int, int], RunRecord]:
-    """Every (batch size, seed) run on a dataset, trained or reused."""
+    """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
+    trained or reused."""
     runs = {}
     for b in batch_sizes:
         for seed in range(seeds):
             if progress:
                 progress(f"training {dataset} b={b} seed={seed}")
             runs[(b, seed)] = _math_run(out, model, weights, dataset, b, seed, target_accuracy,
-                                        sample_budget, resume, counters)
+                                        sample_budget, resume, counters, data_options,
+                                        num_workers)
             if on_run:
                 on_run(runs[(b, seed)])
     return runs
@@ -226,6 +254,8 @@ def run_comparison(
     progress: Progress | None = None,
     counters: dict | None = None,
     on_run: RunDone | None = None,
+    data_options: dict | None = None,
+    num_workers: int = 0,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method)."""
     say = progress or (lambda message: None)
@@ -233,7 +263,8 @@ def run_comparison(
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say, on_run)
+                              sample_budget, resume, counters, say, on_run, data_options,
+                              num_workers)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:
