@@ -143,6 +143,7 @@ def estimate_efficiency(
     lr_ref: float = 1e-3,
     batch_size_ref: int = 32,
     optimizer: str = "adam",
+    weight_decay: float = 0.0,
     progress: Callable[[int, int, str], None] | None = None,
     dataset_seed: int = 0,
     data_options: dict | None = None,
@@ -174,6 +175,7 @@ def estimate_efficiency(
                 model=model, batch_size=b, target_accuracy=target_accuracy,
                 sample_budget=sample_budget, eval_every_samples=eval_every_samples,
                 lr_ref=lr_ref, batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,
+                weight_decay=weight_decay,
             )
             record = train_to_accuracy(config, train, test, weights=weights,
                                        num_workers=num_workers)

@@ -172,7 +172,13 @@ def train_to_accuracy(
     torch.manual_seed(config.seed)
     model = spec.build(num_classes=train.num_classes)
     if weights is not None:
-        load_weights(model, weights, expect_model=config.model)
+        loaded = load_weights(model, weights, expect_model=config.model,
+                              new_head_classes=train.num_classes)
+        if "new_head" in loaded:
+            session.events.append(
+                f"new {train.num_classes}-class head (the weights' head has "
+                f"{loaded.get('num_classes', 'another number of')} classes): "
+                f"{loaded['new_head']} initialised fresh")
     with session:
         torch_device = session.torch_device
         model = model.to(torch_device).train()

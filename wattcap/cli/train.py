@@ -74,6 +74,15 @@ def pretrain(
                   f"{float(meta['test_accuracy']):.1%}")
 
 
+def check_optimizer(optimizer: str, weight_decay: float, lr_ref: float,
+                    batch_size_ref: int) -> None:
+    """The optimizer settings, before anything runs."""
+    if optimizer not in ("adam", "adamw"):
+        fail(f"--optimizer must be adam or adamw, got {optimizer!r}")
+    if weight_decay < 0 or lr_ref <= 0 or batch_size_ref < 1:
+        fail("--weight-decay must be >= 0, --lr-ref and --batch-size-ref positive")
+
+
 def _run_detail(label: str) -> str:
     """estimate_efficiency's label of a finished run ('b=8 seed=0: 1536', or ': None' when the
     target was not reached) as a person reads it."""
@@ -97,6 +106,8 @@ def estimate(
     eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
     lr_ref: float = typer.Option(1e-3, help="Learning rate at the reference batch size."),
     batch_size_ref: int = typer.Option(32, help="Reference batch size for sqrt LR scaling."),
+    optimizer: str = typer.Option("adam", help="adam or adamw (both with sqrt LR scaling)."),
+    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
     server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
                                       "weights for --model (the newest, or --model-id) unless "
                                       "--weights is given.", rich_help_panel="Server"),
@@ -127,6 +138,7 @@ def estimate(
     sizes = parse_batch_sizes(batch_sizes)
     if seeds < 1 or sample_budget < 1 or eval_every < 1:
         fail("--seeds, --sample-budget and --eval-every must be positive")
+    check_optimizer(optimizer, weight_decay, lr_ref, batch_size_ref)
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
@@ -160,7 +172,8 @@ def estimate(
                     batch_sizes=sizes, seeds=seeds, sample_budget=sample_budget,
                     eval_every_samples=eval_every, lr_ref=lr_ref, batch_size_ref=batch_size_ref,
                     progress=lambda done, total, label: report.update(done, _run_detail(label)),
-                    data=splits, num_workers=workers,
+                    data=splits, num_workers=workers, optimizer=optimizer,
+                    weight_decay=weight_decay,
                 )
             except (KeyError, ValueError, WattcapFileError) as err:
                 fail(str(err).strip("'\""))
@@ -195,6 +208,14 @@ def train(
     sample_budget: int = typer.Option(20_000),
     eval_every: int = typer.Option(256),
     seed: int = typer.Option(0),
+    lr_ref: float | None = typer.Option(None, help="Learning rate at the reference batch size "
+                                        "(default: the efficiency vector's, else 1e-3)."),
+    batch_size_ref: int | None = typer.Option(None, help="Reference batch size for sqrt LR "
+                                              "scaling (default: the efficiency vector's, "
+                                              "else 32)."),
+    optimizer: str | None = typer.Option(None, help="adam or adamw (default: the efficiency "
+                                         "vector's, else adam)."),
+    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
     checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
     out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
     dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
@@ -237,6 +258,7 @@ def train(
     """
     from wattcap.cli.plan import make_plan
     from wattcap.devices import DeviceError, get_device
+    from wattcap.efficiency import EfficiencyVector
     from wattcap.models import model_fingerprint
     from wattcap.planner import METHODS
     from wattcap.profiling import ProfileTable
@@ -255,6 +277,7 @@ def train(
     if drift_tolerance < 0:
         fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
     drift_spec = parse_drift(drift)
+    check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     model = spec.name
     data_spec = check_data(data)
@@ -289,9 +312,15 @@ def train(
     from wattcap.training import TrainConfig, train_to_accuracy
 
     try:
-        config = TrainConfig(model=model, batch_size=choice.batch_size,
-                             target_accuracy=target_accuracy, sample_budget=sample_budget,
-                             eval_every_samples=eval_every, seed=seed)
+        vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
+        config = TrainConfig(
+            model=model, batch_size=choice.batch_size, target_accuracy=target_accuracy,
+            sample_budget=sample_budget, eval_every_samples=eval_every, seed=seed,
+            # the learning-rate rule r_b was measured with, unless told otherwise
+            lr_ref=lr_ref or (vector.lr_ref if vector else 1e-3),
+            batch_size_ref=batch_size_ref or (vector.batch_size_ref if vector else 32),
+            optimizer=optimizer or (vector.optimizer if vector else "adam"),
+            weight_decay=weight_decay)
         config.check()
     except ValueError as err:
         fail(str(err))
