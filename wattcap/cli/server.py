@@ -221,6 +221,7 @@ def estimate_on_server(
     target_accuracy: float, batch_sizes: tuple[int, ...], seeds: int, sample_budget: int,
     eval_every: int, lr_ref: float, batch_size_ref: int, timeout_s: float = 24 * 3600,
     subset_fraction: float | None = None, test_fraction: float | None = None,
+    input_shape: list[int] | None = None,
 ) -> EfficiencyVector:
     """Run the proxy sweep on the server for its stored weights, wait, and pull the result."""
     from wattcap.server.schemas import EstimateRequest
@@ -232,7 +233,7 @@ def estimate_on_server(
             proxy=proxy, target_accuracy=target_accuracy, batch_sizes=list(batch_sizes),
             seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
             lr_ref=lr_ref, batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
-            test_fraction=test_fraction,
+            test_fraction=test_fraction, input_shape=input_shape,
         ))
         say(f"job {job.id} started on {url} for model {model_id}")
         last = [""]

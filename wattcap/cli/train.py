@@ -145,15 +145,26 @@ def estimate(
     if server and on_server:
         from wattcap.cli.server import estimate_on_server
 
-        if any(v is not None for v in (input_shape, num_classes, vocab_size)):
-            fail("--on-server estimates a model stored on the server: --input-shape, "
-                 "--num-classes and --vocab-size do not apply")
+        if num_classes is not None or vocab_size is not None:
+            fail("--on-server estimates a model stored on the server: --num-classes and "
+                 "--vocab-size do not apply")
+        if optimizer != "adam" or weight_decay:
+            fail("--on-server runs the sweep with Adam: --optimizer and --weight-decay do "
+                 "not apply")
+        shape = None
+        if input_shape is not None:
+            from wattcap.data import ShapeConversionError, parse_image_shape
+
+            try:
+                shape = list(parse_image_shape(input_shape))
+            except ShapeConversionError as err:
+                fail(f"--input-shape: {err}")
         vector = estimate_on_server(
             server, token, model=model, model_id=model_id, proxy=proxy,
             target_accuracy=target_accuracy, batch_sizes=sizes, seeds=seeds,
             sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
-            test_fraction=test_fraction)
+            test_fraction=test_fraction, input_shape=shape)
     else:
         spec = resolve_model(model, input_shape, num_classes, vocab_size)
         proxy_spec = check_data(proxy, "--proxy")

@@ -381,6 +381,9 @@ def _check_proxy(model: ModelInfo, request: EstimateRequest, data_root: Path | N
     )
 
     proxy = request.proxy
+    if request.input_shape is not None and request.input_shape != model.input_shape:
+        raise PayloadError(f"input_shape {request.input_shape} is not model {model.id}'s "
+                           f"{model.input_shape}")
     try:
         spec = parse_data_spec(proxy)
     except DataSpecError as err:

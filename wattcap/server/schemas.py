@@ -94,10 +94,16 @@ class EstimateRequest(BaseModel):
                                           description="Keep this seeded share of the proxy.")
     test_fraction: float | None = Field(None, gt=0.0, lt=1.0, description="Share held out for "
                                         "testing (default 0.2 for images, 0.1 for text).")
+    input_shape: list[int] | None = Field(None, min_length=3, max_length=3, description=(
+        "Convert the proxy's images to this shape, C x H x W (it must be the model's)."))
 
-    def data_options(self) -> dict[str, float | None]:
+    def data_options(self) -> dict[str, object]:
         """Keyword arguments of wattcap.data.load_splits for the proxy."""
-        return {"subset_fraction": self.subset_fraction, "test_fraction": self.test_fraction}
+        options: dict[str, object] = {"subset_fraction": self.subset_fraction,
+                                      "test_fraction": self.test_fraction}
+        if self.input_shape is not None:
+            options["input_shape"] = tuple(self.input_shape)
+        return options
 
 
 class JobInfo(BaseModel):
