@@ -312,3 +312,16 @@ def test_subset_and_test_fractions_reach_the_data(tmp_path):
     assert vector.dataset == f"svhn:{tmp_path}"
     assert all(e.samples_mean is None or e.samples_mean <= 256 for e in vector.entries)
     assert np.isfinite([e.ratio_mean for e in vector.entries if e.ratio_mean is not None]).all()
+
+
+def test_compare_and_sensitivity_check_their_datasets_before_any_run(tmp_path):
+    result = invoke("compare", "--out", tmp_path / "cmp", "--quick", "--model", "digits-cnn",
+                    "--proxy", "digits", "--targets", f"cifar10:{tmp_path / 'nowhere'}")
+    _refused(result, "nowhere: no such file or directory")
+    assert not (tmp_path / "cmp").exists()  # nothing was written or trained
+    result = invoke("sensitivity", "--out", tmp_path / "sens", "--model", "digits32-cnn",
+                    "--proxies", "digits", "--targets", "digits-5-9-32")
+    _refused(result, "dataset digits: data digits has input shape 1x8x8 but model "
+             "digits32-cnn expects 1x32x32")
+    result = invoke("compare", "--out", tmp_path / "cmp", "--weights", tmp_path / "none.st")
+    _refused(result, "--weights", "none.st: no such file")

@@ -21,6 +21,7 @@ from wattcap.cli.inputs import (
     WORKERS,
     check_data,
     check_target_accuracy,
+    check_weights,
     check_workers,
     data_options,
     resolve_model,
@@ -72,7 +73,7 @@ def _scenarios(devices: str | None, caps: str | None) -> list[Scenario]:
 def _check_inputs(
     model: str, datasets: list[str], target_accuracy: float, workers: int,
     input_shape: str | None, num_classes: int | None, vocab_size: int | None,
-    subset_fraction: float | None, test_fraction: float | None,
+    subset_fraction: float | None, test_fraction: float | None, weights: Path | None,
 ) -> tuple[str, dict]:
     """Resolve the model and check every dataset before any run: (model name, data options).
     Each dataset is loaded once here (and kept for the sweep) to refuse data that does not
@@ -84,6 +85,7 @@ def _check_inputs(
     check_target_accuracy(target_accuracy)
     check_workers(workers)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    check_weights(weights, spec.name)
     options = data_options(spec, input_shape, subset_fraction, test_fraction)
     for dataset in datasets:
         check_data(dataset, option=f"dataset {dataset}")
@@ -186,7 +188,7 @@ def compare(
         seeds, target_list = 1, target_list[:1]
     model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, workers,
                                    input_shape, num_classes, vocab_size, subset_fraction,
-                                   test_fraction)
+                                   test_fraction, weights)
     out.mkdir(parents=True, exist_ok=True)
     try:
         scenarios = _scenarios(device, power_caps)
@@ -299,7 +301,8 @@ def sensitivity(
     console = make_console()
     datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
     model, options = _check_inputs(model, datasets, target_accuracy, workers, input_shape,
-                                   num_classes, vocab_size, subset_fraction, test_fraction)
+                                   num_classes, vocab_size, subset_fraction, test_fraction,
+                                   weights)
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
     scenario = _scenarios(device, power_caps)[0]

@@ -10,6 +10,7 @@ converts images to the model's input shape).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -103,6 +104,23 @@ def _shape(text: str) -> tuple[int, ...]:
         fail(f"--input-shape must be positive integers like 3x32x32 (or 64 for a char model), "
              f"got {text!r}")
     return shape
+
+
+def check_weights(path: Path | None, model: str) -> None:
+    """A weights file that exists, is safetensors and was saved for this model."""
+    if path is None:
+        return
+    from wattcap.schema import WattcapFileError
+    from wattcap.weights import read_metadata
+
+    if not Path(path).is_file():
+        fail(f"--weights {path}: no such file")
+    try:
+        saved_for = read_metadata(path).get("model")
+    except WattcapFileError as err:
+        fail(f"--weights {err}")
+    if saved_for is not None and saved_for != model:
+        fail(f"--weights {path}: weights are for model {saved_for!r}, not {model!r}")
 
 
 def check_data(text: str, option: str = "--data") -> DataSpec:

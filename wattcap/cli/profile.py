@@ -84,6 +84,16 @@ def print_refresh(result: RefreshResult, source: Path, out: Path) -> None:
         console.print(f"no change beyond 10 % (largest {largest:.1%}): the profile still holds")
 
 
+def _spec_name(name_or_path: str) -> str | None:
+    """The device name of an emulated spec (bundled name or spec file), None if unreadable."""
+    from wattcap.devices.spec import load_spec
+
+    try:
+        return load_spec(name_or_path).name
+    except (KeyError, ValueError):
+        return None
+
+
 def _point_detail(point: ProfilePoint | None, label: str, cap_w: float | None) -> str:
     """The latest measured point, its peak power against the cap when there is one."""
     if point is None:
@@ -126,7 +136,7 @@ def profile(
     if previous is not None:
         model = model or previous.model
         emulated_spec = device.partition(":")[2] or "jetson-nano"
-        if device.startswith("emulated") and emulated_spec == previous.device:
+        if device.startswith("emulated") and _spec_name(emulated_spec) == previous.device:
             # The emulated device in the profile's power mode (its frequency list) by default.
             power_mode = power_mode or previous.power_mode
     model = resolve_model(model or "resnet18", input_shape, num_classes, vocab_size).name

@@ -29,6 +29,7 @@ from wattcap.cli.inputs import (
     WORKERS,
     check_data,
     check_target_accuracy,
+    check_weights,
     check_workers,
     data_options,
     load_data,
@@ -169,8 +170,9 @@ def estimate(
         spec = resolve_model(model, input_shape, num_classes, vocab_size)
         proxy_spec = check_data(proxy, "--proxy")
         options = data_options(spec, input_shape, subset_fraction, test_fraction)
-        splits = load_data(proxy_spec, spec, options, option="--proxy")
         model = spec.name
+        check_weights(weights, model)
+        splits = load_data(proxy_spec, spec, options, option="--proxy")
         if server and weights is None:
             from wattcap.cli.server import fetch_estimate_weights
 
@@ -305,6 +307,7 @@ def train(
             weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
     elif profile is None:
         fail("--profile is required (or --server URL)")
+    check_weights(weights, model)
     table = load_or_fail(ProfileTable, profile)
     try:
         dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
