@@ -190,7 +190,7 @@ def test_files_carry_the_fingerprint_and_refuse_another_architecture(net_file):
     profile = Profiler(device, text, batch_sizes=(4, 8)).run(power_cap_w=5.0)
     assert profile.architecture_fingerprint == model_fingerprint(text)
     vector = EfficiencyVector.from_samples(
-        {4: [100], 8: [160]}, model=text, input_shape=[1, 8, 8], dataset="digits",
+        {4: [100], 8: [160]}, 1000, model=text, input_shape=[1, 8, 8], dataset="digits",
         task="image-classification", target_accuracy=0.5, seeds=[0],
         architecture_fingerprint=model_fingerprint(text),
     )
