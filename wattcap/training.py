@@ -21,6 +21,7 @@ import torch
 from wattcap.checkpoint import Checkpoint
 from wattcap.data import Dataset, check_data_fits_model
 from wattcap.data.loader import StreamBatches, iterate_batches
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
@@ -129,6 +130,7 @@ def train_to_accuracy(
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     num_workers: int = 0,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
@@ -164,6 +166,7 @@ def train_to_accuracy(
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
+        margin_sigmas=margin_sigmas,
         checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,

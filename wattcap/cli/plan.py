@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import console, fail, load_or_fail, parse_cap
+from wattcap.cli.common import MARGIN_HELP, console, fail, load_or_fail, parse_cap
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
     from wattcap.planner import Plan
@@ -21,6 +22,7 @@ def make_plan(
     cap: float | None,
     reference_profiles: Path | None = None,
     target_efficiency_path: Path | None = None,
+    margin_sigmas: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit."""
     from wattcap.efficiency import EfficiencyVector
@@ -35,7 +37,9 @@ def make_plan(
         else None
     try:
         refs = reference_profiles_for(table, reference_profiles)
-        return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target)
+        margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
+        return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
+                    **margin)
     except (InfeasibleCapError, WattcapFileError, ValueError) as err:
         fail(str(err))
 
@@ -108,6 +112,7 @@ def plan_command(
                                                    "profiles for the baselines' safe frequency."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     out: Path | None = typer.Option(None, help="Also write the Plan file."),
+    margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
     server: str | None = typer.Option(None, help="wattcap server URL: fetch the profile and the "
                                       "efficiency vector from it (a local --profile or "
                                       "--efficiency still wins).", rich_help_panel="Server"),
@@ -145,7 +150,7 @@ def plan_command(
     elif profile is None:
         fail("--profile is required (or --server URL with --device-name and --model)")
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
-                       target_efficiency)
+                       target_efficiency, margin_sigmas=margin_sigmas)
     if out:
         result.save(out)
     if as_json:
