@@ -195,8 +195,13 @@ def train_to_accuracy(
             train, StreamBatches(stream, session.samples, config.batch_size,
                                  max(0, left) + steps_per_eval),
             num_workers=num_workers, torch_device=torch_device)
+        past_target = 0
         try:
-            while not session.done:
+            while not session.done or (session.reached
+                                       and past_target < config.evals_past_target
+                                       and session.samples < config.sample_budget):
+                if session.reached:
+                    past_target += 1
                 for _ in range(steps_per_eval):
                     inputs, targets = next(batches)
                     with session.step():
