@@ -192,7 +192,7 @@ def test_profile_with_predicted_points_round_trips_and_plans(tmp_path, few_point
     path = fitted.save(tmp_path / "few.json")
     loaded = ProfileTable.load(path)
     assert loaded == fitted
-    assert loaded.schema_version == ProfileTable.SCHEMA_VERSION == 2
+    assert loaded.schema_version == ProfileTable.SCHEMA_VERSION >= 2  # 2: predicted points
     assert loaded.points_predicted == fitted.points_predicted > 0
     assert plan(loaded, cap).choices["wattcap"] == plan(fitted, cap).choices["wattcap"]
     # a profile of the previous schema is refused with a message saying what to do
