@@ -70,8 +70,9 @@ class EfficiencyVector(VersionedFile):
     """r_b for one model, task and target accuracy, with the raw samples and the fit."""
 
     FILE_KIND = "wattcap.efficiency"
-    #: 2: the large-batch fit and raw samples; 3: vectors from the gradient noise scale
-    SCHEMA_VERSION = 3
+    #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
+    #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples
+    SCHEMA_VERSION = 4
 
     model: str
     input_shape: list[int]
@@ -112,6 +113,8 @@ class EfficiencyVector(VersionedFile):
                              "'mean', with its fit) or from the gradient noise scale "
                              "(ratio_source 'gns', with noise_scale)")
         return self
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
 
     def entry(self, batch_size: int) -> EfficiencyEntry | None:
         """The entry of b, or None when b was not estimated."""
@@ -157,15 +160,19 @@ class EfficiencyVector(VersionedFile):
 
     def check_matches(
         self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
-        source: str = "efficiency vector",
+        source: str = "efficiency vector", architecture_fingerprint: str | None = None,
     ) -> None:
-        """Refuse a vector made for another model or input shape."""
+        """Refuse a vector made for another model, input shape or architecture (fingerprints
+        are compared when both are known)."""
         if model is not None:
             require_match("the efficiency vector", "model", model, self.model, source)
         if input_shape is not None:
             require_match(
                 "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
             )
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the efficiency vector", "architecture fingerprint",
+                          architecture_fingerprint, self.architecture_fingerprint, source)
 
     @classmethod
     def from_samples(
@@ -275,6 +282,10 @@ def estimate_efficiency(
     dataset_seed: int = 0,
     budget_extension: float | None = 2.0,
     auto_target_share: float = AUTO_TARGET_SHARE,
+    weight_decay: float = 0.0,
+    data_options: dict | None = None,
+    data: tuple | None = None,
+    num_workers: int = 0,
     executor: Executor | None = None,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
@@ -290,14 +301,19 @@ def estimate_efficiency(
     the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
     when retries are scheduled.
 
+    ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
+    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
+    ``data`` gives the (train, test) pair already loaded. ``num_workers``: DataLoader
+    workers of every run; ``weight_decay``: the optimizer's (e.g. 0.01 with AdamW).
+
     The runs are independent: `executor` (default: serial, in this process) runs each group
     of them (the auto-target run, the sweep, the retries) as tasks, e.g. a
     `wattcap.executors.RayExecutor`; the vector is the same either way.
     """
     from wattcap.curves import max_smoothed_accuracy, samples_to_target
-    from wattcap.data import get_dataset
+    from wattcap.data import load_splits
     from wattcap.executors import SerialExecutor
-    from wattcap.models import get_model_spec
+    from wattcap.models import get_model_spec, model_fingerprint
     from wattcap.training import TrainConfig
     from wattcap.training_tasks import TrainingTask
 
@@ -316,21 +332,25 @@ def estimate_efficiency(
         raise ValueError(f"the proxy target accuracy must be in (0, 1] or 'auto', got "
                          f"{target_accuracy!r}")
     spec = get_model_spec(model)
-    data = get_dataset(proxy)
-    train, test = data.split(0.2, seed=dataset_seed)
+    if data is not None:
+        train, test = data
+    else:
+        train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
     b_max = max(batch_sizes)
     runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
     runs_done = 0
     trained = 0
     executor = executor or SerialExecutor()
     task = TrainingTask.shipping(train, test, weights,
-                                 carry_weights=not isinstance(executor, SerialExecutor))
+                                 carry_weights=not isinstance(executor, SerialExecutor),
+                                 num_workers=num_workers)
 
     def config(b: int, seed: int, target: float, budget: int) -> TrainConfig:
         return TrainConfig(
             model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
             eval_every_samples=eval_every_samples, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
+            weight_decay=weight_decay,
             evals_past_target=EVALS_PAST_TARGET,
         )
 
@@ -410,6 +430,7 @@ def estimate_efficiency(
         budget_extension=budget_extension,
         eval_every_samples=eval_every_samples,
         training_samples=trained,
+        architecture_fingerprint=model_fingerprint(model),
     )
 
 

@@ -58,7 +58,7 @@ from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 if TYPE_CHECKING:
     import torch
 
-    from wattcap.data import ArrayDataset
+    from wattcap.data import Dataset
     from wattcap.efficiency import EfficiencyVector
 
 #: smoothing of |G|² and tr(Σ) over measured steps: a window of about 1/(1 - decay) = 20
@@ -397,6 +397,7 @@ def gns_efficiency_vector(
     seed: int = 0,
     eval_every_samples: int = 0,
     notes: Sequence[str] = (),
+    architecture_fingerprint: str | None = None,
 ) -> EfficiencyVector:
     """The efficiency vector r(b) = (1 + b/B_noise) / (1 + b_max/B_noise) for `batch_sizes`,
     every entry with source "gns" and the interval from B_noise's; E(b) is r(b) times
@@ -424,7 +425,7 @@ def gns_efficiency_vector(
         lr_ref=lr_ref, batch_size_ref=batch_size_ref, sample_budget=estimate.samples,
         eval_every_samples=eval_every_samples, reference_batch_size=reference, fit=None,
         ratio_source="gns", noise_scale=estimate, entries=entries, notes=[*notes, *how],
-        training_samples=estimate.samples)
+        training_samples=estimate.samples, architecture_fingerprint=architecture_fingerprint)
 
 
 # -- on a proxy ----------------------------------------------------------------------------------
@@ -446,8 +447,8 @@ class GnsRun:
 
 def measure_noise_scale(
     model: str,
-    train: ArrayDataset,
-    test: ArrayDataset,
+    train: Dataset,
+    test: Dataset,
     weights: str | Path | None = None,
     batch_size: int = 128,
     chunk_size: int = 8,
@@ -461,6 +462,7 @@ def measure_noise_scale(
     ema_decay: float = DEFAULT_EMA_DECAY,
     progress: Callable[[int, int, str], None] | None = None,
     precondition: bool = True,
+    weight_decay: float = 0.0,
 ) -> GnsRun:
     """Fine-tune `model` from `weights` on `train` at `batch_size` (√-scaled learning rate)
     and measure the noise scale at every step, for `sample_budget` samples, or until the
@@ -470,9 +472,10 @@ def measure_noise_scale(
     import torch
 
     from wattcap.curves import samples_to_target
+    from wattcap.data import check_data_fits_model
     from wattcap.models import get_model_spec
     from wattcap.session import Session
-    from wattcap.training import BatchStream, evaluate
+    from wattcap.training import BatchStream, evaluate_dataset
     from wattcap.weights import load_weights
 
     if batch_size % chunk_size or batch_size < 2 * chunk_size:
@@ -482,6 +485,7 @@ def measure_noise_scale(
         raise ValueError(f"the GNS sample budget ({sample_budget}) must hold at least one "
                          f"batch of {batch_size}")
     spec = get_model_spec(model)
+    check_data_fits_model(train, spec)
     session = Session(None, model=spec, batch_size=batch_size, lr_ref=lr_ref,
                       batch_size_ref=batch_size_ref, sample_budget=sample_budget,
                       target_accuracy=target_accuracy, dataset=train.name, method="gns",
@@ -489,41 +493,40 @@ def measure_noise_scale(
     torch.manual_seed(seed)
     net = spec.build(num_classes=train.num_classes)
     if weights is not None:
-        load_weights(net, weights, expect_model=model)
+        load_weights(net, weights, expect_model=model, new_head_classes=train.num_classes)
     curve: list[tuple[int, float]] = []
     with session:
         device = session.torch_device
         net = net.to(device).train()
         cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
-        opt = cls(net.parameters(), lr=session.learning_rate)
+        opt = cls(net.parameters(), lr=session.learning_rate, weight_decay=weight_decay)
         gns = GradientNoiseScale(net, opt, chunk_size, ema_decay=ema_decay,
                                  precondition=precondition)
-        x_train, y_train = train.to_tensors()
-        x_test, y_test = test.to_tensors()
         stream = BatchStream(len(train), seed)
+
+        def accuracy() -> float:
+            return evaluate_dataset(net, spec, test, torch_device=device)
 
         def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return spec.loss(net(x), y)
 
         reached = False
         while session.samples < sample_budget and not reached:
-            idx = torch.from_numpy(stream.indices(session.samples, batch_size))
-            inputs, targets = session.to_device(x_train[idx], y_train[idx])
+            x, y = train.batch(stream.indices(session.samples, batch_size))
+            inputs, targets = session.to_device(torch.from_numpy(x), torch.from_numpy(y))
             with session.step():
                 opt.zero_grad(set_to_none=True)
                 gns.backward(loss_of, inputs, targets)
                 opt.step()
             if target_accuracy is not None and session.samples % eval_every_samples == 0:
-                accuracy = evaluate(net, spec, x_test, y_test, torch_device=device)
-                curve.append((session.samples, accuracy))
+                curve.append((session.samples, accuracy()))
                 reached = samples_to_target(curve, target_accuracy) is not None
             if progress is not None:
                 b = gns.tracker.b_simple()
                 progress(session.samples, sample_budget,
                          "B_noise " + ("unresolved" if b is None else f"{b:.3g}"))
         if not curve or curve[-1][0] != session.samples:
-            curve.append((session.samples, evaluate(net, spec, x_test, y_test,
-                                                    torch_device=device)))
+            curve.append((session.samples, accuracy()))
     return GnsRun(gns.estimate(), curve, session.samples, reached)
 
 
@@ -543,8 +546,10 @@ def estimate_efficiency_gns(
     dataset_seed: int = 0,
     ema_decay: float = DEFAULT_EMA_DECAY,
     progress: Callable[[int, int, str], None] | None = None,
-    data: tuple[ArrayDataset, ArrayDataset] | None = None,
+    data: tuple[Dataset, Dataset] | None = None,
     precondition: bool = True,
+    weight_decay: float = 0.0,
+    data_options: dict | None = None,
 ) -> EfficiencyVector:
     """r_b on a proxy from one GNS run at the largest batch size, chunked into the smallest
     (`chunk_size`), instead of the sweep of `wattcap.efficiency.estimate_efficiency`.
@@ -553,9 +558,10 @@ def estimate_efficiency_gns(
     training the sweep's r_b describes), else after `sample_budget` samples; "auto" and None
     measure for the whole budget and record the accuracy reached as the vector's target.
     `precondition=False` measures raw gradients even with Adam (see `GradientNoiseScale`).
+    `proxy` is a data spec (loaded with `data_options`), or `data` the (train, test) pair.
     """
-    from wattcap.data import get_dataset
-    from wattcap.models import get_model_spec
+    from wattcap.data import load_splits
+    from wattcap.models import get_model_spec, model_fingerprint
 
     if not batch_sizes:
         raise ValueError("at least one batch size is needed")
@@ -564,7 +570,8 @@ def estimate_efficiency_gns(
         raise ValueError(f"the proxy target accuracy must be in (0, 1], 'auto' or None, got "
                          f"{target_accuracy!r}")
     spec = get_model_spec(model)
-    train, test = data if data is not None else get_dataset(proxy).split(0.2, seed=dataset_seed)
+    train, test = data if data is not None else load_splits(proxy, seed=dataset_seed,
+                                                            **(data_options or {}))
     b_max = max(batch_sizes)
     chunk = chunk_size or min(batch_sizes)
     if chunk >= b_max:
@@ -576,7 +583,7 @@ def estimate_efficiency_gns(
         sample_budget=sample_budget, target_accuracy=target,
         eval_every_samples=eval_every_samples, lr_ref=lr_ref, batch_size_ref=batch_size_ref,
         optimizer=optimizer, seed=seed, ema_decay=ema_decay, progress=progress,
-        precondition=precondition)
+        precondition=precondition, weight_decay=weight_decay)
     notes = []
     if target is not None:
         source: Literal["given", "auto", "reached"] = "given"
@@ -594,4 +601,4 @@ def estimate_efficiency_gns(
         dataset=proxy, task=spec.task, target_accuracy=target, target_accuracy_source=source,
         target_accuracy_rule=rule, optimizer=optimizer, lr_ref=lr_ref,
         batch_size_ref=batch_size_ref, seed=seed, eval_every_samples=eval_every_samples,
-        notes=notes)
+        notes=notes, architecture_fingerprint=model_fingerprint(model))

@@ -73,7 +73,7 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 2
+    SCHEMA_VERSION = 3  # 3: architecture_fingerprint
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
@@ -112,3 +112,5 @@ class RunRecord(VersionedFile):
     resumed_from_samples: int | None = None
     wall_time_s: float
     weights_source: str | None = None
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None

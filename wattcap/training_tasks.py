@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wattcap.data import ArrayDataset
+    from wattcap.data import Dataset
     from wattcap.run import RunRecord, TrainConfig
 
 
@@ -30,21 +30,23 @@ if TYPE_CHECKING:
 class TrainingTask:
     """Train one configuration on the shared data from the shared weights (see the module)."""
 
-    train: ArrayDataset
-    test: ArrayDataset
+    train: Dataset
+    test: Dataset
     weights: str | None = None
     #: the weights file's bytes, for workers that cannot read `weights` (None: read the file)
     weights_data: bytes | None = None
     #: torch threads of the run (None: leave the process's setting)
     threads: int | None = 1
+    #: DataLoader workers of the run (they do not change its result)
+    num_workers: int = 0
 
     @classmethod
-    def shipping(cls, train: ArrayDataset, test: ArrayDataset,
-                 weights: str | Path | None, carry_weights: bool) -> TrainingTask:
+    def shipping(cls, train: Dataset, test: Dataset, weights: str | Path | None,
+                 carry_weights: bool, num_workers: int = 0) -> TrainingTask:
         """The task; with `carry_weights` the weights' bytes travel with it (for Ray)."""
         name = None if weights is None else str(weights)
         data = Path(weights).read_bytes() if carry_weights and weights is not None else None
-        return cls(train, test, name, data)
+        return cls(train, test, name, data, num_workers=num_workers)
 
     def weights_path(self) -> str | None:
         """The weights file to load here: the original when it is readable, else the carried
@@ -71,7 +73,8 @@ class TrainingTask:
             torch.set_num_threads(self.threads)
         try:
             record = train_to_accuracy(config, self.train, self.test,
-                                       weights=self.weights_path())
+                                       weights=self.weights_path(),
+                                       num_workers=self.num_workers)
         finally:
             torch.set_num_threads(before)
         record.weights_source = self.weights

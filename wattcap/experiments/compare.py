@@ -12,8 +12,10 @@ Everything is recorded in DIR; `resume` reuses what is there.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.curves import samples_to_target
-from wattcap.data import get_dataset
+from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
 from wattcap.executors import Executor, SerialExecutor
@@ -133,18 +135,42 @@ DEFAULT_SCENARIOS = [
 ]
 
 
-def _math_path(out: Path, target: str, batch_size: int, seed: int) -> Path:
-    return out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
+_SPLITS: dict[str, tuple] = {}
 
 
-def _recorded_math_run(out: Path, target: str, batch_size: int, seed: int,
-                       target_accuracy: float) -> RunRecord | None:
+def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
+    """The seeded (train, test) splits of a data spec (wattcap.data.load_splits with
+    `data_options`), loaded once per process: a sweep trains on them many times."""
+    key = json.dumps([dataset, data_options or {}], sort_keys=True, default=str)
+    if key not in _SPLITS:
+        _SPLITS[key] = load_splits(dataset, seed=0, **(data_options or {}))
+    return _SPLITS[key]
+
+
+def _run_stem(dataset: str, data_options: dict | None) -> str:
+    """File-name part of a dataset's runs: the spec, and a hash of non-default options (runs
+    on a subset are not runs on the whole set)."""
+    options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    if not options:
+        return _file_stem(dataset)
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    return f"{_file_stem(dataset)}-{digest.hexdigest()[:8]}"
+
+
+def _math_path(out: Path, target: str, batch_size: int, seed: int,
+               data_options: dict | None = None) -> Path:
+    return out / "runs" / f"math-{_run_stem(target, data_options)}-b{batch_size}-s{seed}.json"
+
+
+def _recorded_math_run(out: Path, model: str, target: str, batch_size: int, seed: int,
+                       target_accuracy: float, data_options: dict | None = None
+                       ) -> RunRecord | None:
     """The recorded training math for (target, b, seed), if there is a usable one."""
-    path = _math_path(out, target, batch_size, seed)
+    path = _math_path(out, target, batch_size, seed, data_options)
     if path.exists():
         try:
             record = RunRecord.load(path)
-            if record.target_accuracy == target_accuracy:
+            if record.target_accuracy == target_accuracy and record.model == model:
                 return record
         except WattcapFileError:
             pass  # a half-written or stale record: train again
@@ -184,6 +210,8 @@ def efficiency_from_runs(
     """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
     estimate wattcap plans with), with samples to target interpolated on each run's smoothed
     curve; None when no batch size reached the target."""
+    from wattcap.models import get_model_spec, model_fingerprint
+
     sizes = sorted({b for b, _ in runs})
     chosen = {b: [runs[(b, s)] for s in range(seeds)] for b in sizes}
     samples = {b: [samples_to_target(r.curve, target_accuracy) for r in records]
@@ -194,9 +222,10 @@ def efficiency_from_runs(
         return EfficiencyVector.from_samples(
             samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
             model=model, input_shape=input_shape, dataset=target,
-            task="image-classification", target_accuracy=target_accuracy,
+            task=get_model_spec(model).task, target_accuracy=target_accuracy,
             seeds=list(range(seeds)), optimizer=first.optimizer, lr_ref=first.lr_ref,
             batch_size_ref=first.batch_size_ref, eval_every_samples=first.eval_every_samples,
+            architecture_fingerprint=model_fingerprint(model),
         )
     except ValueError:
         return None
@@ -206,16 +235,19 @@ def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
     progress: Progress | None = None, on_run: RunDone | None = None,
+    data_options: dict | None = None, num_workers: int = 0,
     executor: Executor | None = None,
 ) -> dict[tuple[int, int], RunRecord]:
-    """Every (batch size, seed) run on a dataset, reused when recorded, else trained by
-    `executor` (default: serially here) and recorded as each finishes."""
+    """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
+    reused when recorded, else trained by `executor` (default: serially here) and recorded
+    as each finishes."""
     executor = executor or SerialExecutor()
     keys = [(b, seed) for b in batch_sizes for seed in range(seeds)]
     runs: dict[tuple[int, int], RunRecord] = {}
     pending = []
     for b, seed in keys:
-        record = _recorded_math_run(out, dataset, b, seed, target_accuracy) if resume else None
+        record = _recorded_math_run(out, model, dataset, b, seed, target_accuracy,
+                                    data_options) if resume else None
         if record is None:
             pending.append((b, seed))
             continue
@@ -226,15 +258,16 @@ def math_runs(
     if pending:
         if progress:
             progress(f"training {dataset}: {len(pending)} runs ({executor.describe()})")
-        train, test = get_dataset(dataset).split(0.2, seed=0)
+        train, test = dataset_splits(dataset, data_options)
         task = TrainingTask.shipping(train, test, weights,
-                                     carry_weights=not isinstance(executor, SerialExecutor))
+                                     carry_weights=not isinstance(executor, SerialExecutor),
+                                     num_workers=num_workers)
         configs = [TrainConfig(model=model, batch_size=b, target_accuracy=target_accuracy,
                                sample_budget=sample_budget, seed=seed,
                                evals_past_target=EVALS_PAST_TARGET) for b, seed in pending]
 
         def done(i: int, record: RunRecord) -> None:
-            record.save(_math_path(out, dataset, *pending[i]))
+            record.save(_math_path(out, dataset, *pending[i], data_options))
             counters["trained"] += 1
             runs[pending[i]] = record
             if on_run:
@@ -259,6 +292,8 @@ def run_comparison(
     progress: Progress | None = None,
     counters: dict | None = None,
     on_run: RunDone | None = None,
+    data_options: dict | None = None,
+    num_workers: int = 0,
     executor: Executor | None = None,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
@@ -268,7 +303,8 @@ def run_comparison(
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say, on_run, executor)
+                              sample_budget, resume, counters, say, on_run, data_options,
+                              num_workers, executor)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:
@@ -320,19 +356,30 @@ def run_comparison(
 
 def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...]
                     ) -> ProfileTable:
-    """The exhaustive profile of `model` on an emulated device, reused from DIR if present."""
-    path = out / f"profile-{device}-{model}.json"
+    """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
+    file's path), reused from DIR if present and made for the same spec and architecture."""
+    emulated = EmulatedDevice(device)
+    path = out / f"profile-{_file_stem(emulated.name)}-{_file_stem(model)}.json"
     if path.exists():
         try:
             profile = ProfileTable.load(path)
-            profile.check_matches(device=device, model=model)
-            return profile
+            profile.check_matches(device=emulated.name, model=model)
+            if profile.device_spec == emulated.spec.model_dump(mode="json"):
+                return profile
         except WattcapFileError:
             pass
-    profile = Profiler(EmulatedDevice(device), model, batch_sizes=batch_sizes).run(
-        exhaustive=True)
+    profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
     profile.save(path)
     return profile
+
+
+def _file_stem(text: str) -> str:
+    """``text`` usable in a file name: a path or a user model's spec is reduced to safe
+    characters plus a short hash, so different texts never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
+    if safe == text:
+        return text
+    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:
