@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.cap_history import CapTimeline, Segment
 from wattcap.runtime import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.schema import VersionedFile
 
@@ -72,7 +73,7 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 2
+    SCHEMA_VERSION = 3  # 3: objective, cap_source, segments, timeline, paused_s, stop_reason
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
@@ -109,3 +110,14 @@ class RunRecord(VersionedFile):
     resumed_from_samples: int | None = None
     wall_time_s: float
     weights_source: str | None = None
+    #: what the selection minimised ("time", "energy within 300 s", ...)
+    objective: str | None = None
+    #: a moving cap: its source, the run's segments of constant plan (`power_cap_w`,
+    #: `batch_size` and `frequency_hz` above are then those at the end), a compact series of
+    #: power, cap, frequency and batch size, the device seconds spent paused (included in
+    #: `device_time_s`) and why the cap ended the run, if it did
+    cap_source: str | None = None
+    segments: list[Segment] = []
+    timeline: CapTimeline | None = None
+    paused_s: float = 0.0
+    stop_reason: str | None = None

@@ -237,6 +237,12 @@ class CapWatchdog:
             self._wait.clear()
             self._under = 0
 
+    def update_cap(self, power_cap_w: float | None) -> None:
+        """The cap moved a little but the plan stays (a battery draining): judge the next
+        readings against it, keeping what was learnt about each level."""
+        with self._lock:
+            self.power_cap_w = power_cap_w
+
     def set_ceiling_hz(self, ceiling_hz: int) -> None:
         """The plan changed the frequency (a re-plan after drift): never step back up above it."""
         with self._lock:
@@ -445,6 +451,15 @@ class DriftMonitor:
         self.replans.append(replan)
         self._reset_window(None, self.device.now_s())
         return replan
+
+    def follow(self, batch_size: int, power_cap_w: float | None) -> None:
+        """The run moved to another batch size or cap (a moving cap): compare the new point
+        from the next window on, and re-plan for the new cap."""
+        with self._lock:
+            self._incoming.clear()
+        self.batch_size = batch_size
+        self.power_cap_w = power_cap_w
+        self._reset_window(None, self.device.now_s())
 
     def adopt(self, replans: list[Replan]) -> None:
         """Take the re-measured points of earlier re-plans (a resumed run) as the reference."""

@@ -4,9 +4,12 @@ It is a client of `wattcap.Session` like any user's loop: the Session applies th
 accounts device time, power and energy, keeps the cap and watches for drift, checkpoints and
 restores; this module only decides what a step and an evaluation are. Evaluation happens at the
 same sample counts for every batch size (every `eval_every_samples`, which every batch size
-divides), so no batch size is favoured by the resolution of the curve. Batches are drawn from a
-seeded stream of epoch permutations, so a run is a pure function of its seed, and a checkpointed
-run resumes into exactly the same sequence.
+divides), so no batch size is favoured by the resolution of the curve. Under a moving cap the
+batch size may change between steps; the cadence holds by one rule: a step never crosses an
+evaluation point — when fewer samples than the batch size remain before the next evaluation,
+the step trains on just those (a smaller batch, costed as such, at the current learning rate).
+Batches are drawn from a seeded stream of epoch permutations, so a run is a pure function of its
+seed, and a checkpointed run resumes into exactly the same sequence.
 """
 
 from __future__ import annotations
@@ -15,15 +18,19 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 
+from wattcap.batches import BatchStream
+from wattcap.cap_follower import CapPolicy
+from wattcap.caps import CapSource
 from wattcap.checkpoint import Checkpoint
 from wattcap.data import ArrayDataset
 from wattcap.devices.base import Device
+from wattcap.efficiency import EfficiencyVector
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
 from wattcap.models import ModelSpec, get_model_spec
+from wattcap.objectives import Objective
 from wattcap.profiling import ProfileTable
 from wattcap.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.session import Session
@@ -33,27 +40,6 @@ __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
     "evaluate", "pretrain", "scaled_learning_rate", "train_to_accuracy",
 ]
-
-
-class BatchStream:
-    """Batches of b samples from seeded epoch permutations, crossing epoch boundaries so that
-    every batch size sees exactly the same sample order."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n = n
-        self.seed = seed
-
-    def indices(self, start: int, count: int) -> np.ndarray:
-        """Sample indices at stream positions [start, start + count)."""
-        out = np.empty(count, dtype=np.int64)
-        filled = 0
-        while filled < count:
-            epoch, offset = divmod(start + filled, self.n)
-            perm = np.random.default_rng((self.seed, epoch)).permutation(self.n)
-            take = min(count - filled, self.n - offset)
-            out[filled:filled + take] = perm[offset:offset + take]
-            filled += take
-        return out
 
 
 @torch.no_grad()
@@ -110,6 +96,11 @@ def train_to_accuracy(
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
+    power_cap: CapSource | str | float | None = None,
+    efficiency: EfficiencyVector | None = None,
+    objective: Objective | str | None = None,
+    cap_policy: CapPolicy | None = None,
+    reference_profiles: list[ProfileTable] | None = None,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
 
@@ -125,13 +116,26 @@ def train_to_accuracy(
     beyond `drift_tolerance` (0.1 = 10 %, time or power) is recorded, and at the next
     evaluation the batch size's row is re-measured and the frequency re-planned (same batch
     size). Raises WattcapFileError when the profile belongs to another device or model.
+
+    `power_cap`, instead of `power_cap_w`, is a cap that may move (a `CapSource` or a spec such
+    as "solar:seed=3"; see `Session`): with the `profile` (and the proxy `efficiency`, the
+    `objective`), the selection re-runs on every change under `cap_policy` (default: "replan",
+    batch size and frequency; "safe-frequency" for the baselines). The loop follows the
+    batch size from the next step on, re-scales the learning rate by the √ rule and keeps the
+    optimiser's state; evaluation stays at the same sample counts (see the module docstring).
+    A pause idles the device; a cap that can never rise again ends the run, not reached,
+    without an evaluation off the cadence.
     """
     config.check()
     spec = get_model_spec(config.model)
     if profile is not None:
         profile.check_matches(model=config.model, source="profile")
+    if cap_policy is None:
+        cap_policy = "safe-frequency" if method in ("baseline-1", "baseline-2") else "replan"
     session = Session(
-        device, model=spec, profile=profile, power_cap_w=power_cap_w,
+        device, model=spec, profile=profile, power_cap_w=power_cap_w, power_cap=power_cap,
+        efficiency=efficiency, objective=objective, cap_policy=cap_policy,
+        reference_profiles=reference_profiles,
         method=method or "wattcap", batch_size=config.batch_size,
         frequency_hz=device.current_frequency_hz() if device is not None else None,
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
@@ -156,13 +160,18 @@ def train_to_accuracy(
         if config.max_eval_samples is not None:
             x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
-        steps_per_eval = config.eval_every_samples // config.batch_size
+        every = config.eval_every_samples
         while not session.done:
-            for _ in range(steps_per_eval):
-                inputs, targets = _batch(stream, x_train, y_train, session.samples,
-                                         config.batch_size, torch_device)
-                with session.step():
+            next_eval = (session.samples // every + 1) * every
+            while session.samples < next_eval and not session.cap_stopped:
+                count = min(session.batch_size, next_eval - session.samples)
+                inputs, targets = _batch(stream, x_train, y_train, session.samples, count,
+                                         torch_device)
+                session.apply_learning_rate(optimizer)
+                with session.step(samples=count):
                     _optimizer_step(model, spec, optimizer, inputs, targets)
+            if session.cap_stopped:
+                break  # no evaluation off the cadence
             point = session.report(evaluate(model, spec, x_test, y_test,
                                             torch_device=torch_device))
             if on_eval is not None:
