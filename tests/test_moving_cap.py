@@ -308,3 +308,25 @@ def test_a_steady_cap_keeps_one_segment(profile: ProfileTable) -> None:
         follower(PowerReading(0.05 * (i + 1), 3.5, "test"))
     assert len(follower.segments) == 1 and follower.segments[0].energy_j == pytest.approx(
         200 * 3.5 * 0.05)
+
+
+def test_a_run_under_a_moving_cap_is_plotted(profile: ProfileTable, efficiency: EfficiencyVector,
+                                             digits32: tuple, tmp_path: Path) -> None:
+    from wattcap.experiments.cap_run import plot_cap_run
+
+    train, test = digits32
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.99, sample_budget=512,
+                         eval_every_samples=128, max_eval_samples=100)
+    record = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                               power_cap=ScheduleCap(SCHEDULE[:3]), profile=profile,
+                               efficiency=efficiency)
+    record.save(tmp_path / "run.json")
+    loaded = RunRecord.load(tmp_path / "run.json")
+    assert loaded == record and loaded.timeline is not None
+    assert (tmp_path / "run.json").stat().st_size < 200_000
+    out = plot_cap_run(loaded, tmp_path / "run.png")
+    assert out.stat().st_size > 10_000
+    constant = train_to_accuracy(config.model_copy(update={"sample_budget": 128}), train, test,
+                                 device=EmulatedDevice("jetson-nano"), power_cap_w=4.5)
+    with pytest.raises(ValueError, match="no cap timeline"):
+        plot_cap_run(constant, tmp_path / "none.png")
