@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from wattcap.cli import app
+from wattcap.efficiency import EfficiencyVector
 from wattcap.profiling import ProfileTable
 
 DEVICE = "emulated:jetson-nano"
@@ -169,6 +171,53 @@ def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
     assert data[:8] == PNG_MAGIC
     assert len(data) > 10_000
 
+
+
+def test_time_per_sample_heatmap_has_a_log_colour_scale(profile_file) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    from wattcap.experiments.plots import profile_figure
+
+    table = ProfileTable.load(profile_file)
+    times_ms = [p.seconds_per_sample * 1e3 for p in table.points]
+    fig = profile_figure(table)
+    try:
+        power_panel, time_panel = fig.axes[:2]
+        norm = time_panel.images[0].norm
+        assert isinstance(norm, LogNorm)
+        assert norm.vmin == pytest.approx(min(times_ms))
+        assert norm.vmax == pytest.approx(max(times_ms))
+        assert not isinstance(power_panel.images[0].norm, LogNorm)
+        # small batches at the lowest clock are ~100x slower than the rest: on a linear scale
+        # the median point got the bottom 5 % of the colours, on the log scale it is mid-range
+        median = statistics.median(times_ms)
+        linear_share = (median - min(times_ms)) / (max(times_ms) - min(times_ms))
+        assert linear_share < 0.1
+        assert 0.2 < float(norm(median)) < 0.8
+    finally:
+        plt.close(fig)
+
+
+def test_estimate_in_a_pipe_prints_progress_lines_before_the_table(tmp_path) -> None:
+    out = tmp_path / "efficiency.json"
+    result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits",
+                    "--target-accuracy", "0.3", "--batch-sizes", "8,32", "--seeds", "1",
+                    "--sample-budget", "1024", "--eval-every", "256", "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    progress = [i for i, line in enumerate(lines)
+                if line.startswith("estimating r_b of digits-cnn on digits: ")]
+    table = next(i for i, line in enumerate(lines) if "r_b of digits-cnn on digits (target" in line)
+    assert progress and max(progress) < table
+    assert "0/2 runs (0%)" in lines[progress[0]]
+    assert "2/2 runs (100%)" in lines[progress[-1]]
+    shown = "\n".join(lines[i] for i in progress)
+    vector = EfficiencyVector.load(out)
+    for entry in vector.entries:  # each finished run's samples-to-target, as recorded
+        samples = entry.samples_per_seed[0]
+        assert samples is not None
+        assert f"b={entry.batch_size} seed=0: {samples} samples to target" in shown
 
 @pytest.mark.slow  # the demo also pre-trains and trains on the bundled digits (~1 min)
 def test_demo(tmp_path) -> None:

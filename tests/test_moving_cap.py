@@ -15,7 +15,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from wattcap.batches import SessionBatchSampler
 from wattcap.cap_follower import CapFollower, ConfigChooser
 from wattcap.caps import BatteryCap, CallableCap, ScheduleCap
 from wattcap.data import get_dataset
@@ -24,6 +23,7 @@ from wattcap.efficiency import EfficiencyVector
 from wattcap.models import get_model_spec
 from wattcap.profiling import Profiler, ProfileTable
 from wattcap.run import RunRecord, TrainConfig, scaled_learning_rate
+from wattcap.sampling import SessionBatchSampler
 from wattcap.session import Session, SessionError, SessionStatus
 from wattcap.training import train_to_accuracy
 

@@ -275,6 +275,28 @@ def test_private_reads_need_the_token_too(tmp_path: Path) -> None:
         private.stop()
 
 
+
+def test_pull_list_says_when_the_server_holds_nothing(tmp_path: Path, artifacts) -> None:
+    fresh = start_server(tmp_path / "fresh.sqlite3")
+    try:
+        def cli(*args: str) -> str:
+            result = invoke(*args, "--server", fresh.url)
+            assert result.exit_code == 0, result.output
+            return _flat(result.output)
+
+        assert f"the server at {fresh.url} holds nothing yet" in cli("pull", "list")
+        assert f"the server at {fresh.url} holds no profiles yet" in cli("pull", "list",
+                                                                         "profiles")
+        assert "stored as profile" in cli("push", "profile", str(artifacts["profile"]),
+                                          "--token", TOKEN)
+        listed = cli("pull", "list")
+        assert f"profile 1: {MODEL} on {DEVICE}" in listed
+        assert "holds nothing" not in listed
+        assert "holds no profiles" not in cli("pull", "list", "profiles")
+        assert f"the server at {fresh.url} holds no models yet" in cli("pull", "list", "models")
+    finally:
+        fresh.stop()
+
 # -- bad payloads -------------------------------------------------------------------------------
 class _OpensAFile:
     """Unpickling this calls open(path, 'w'): the file appearing would prove an unpickle."""

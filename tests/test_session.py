@@ -471,3 +471,14 @@ def test_env_sysfs_root_reaches_the_jetson_backend(
     assert get_device("jetson").name == "jetson-nano"
     monkeypatch.delenv("WATTCAP_SYSFS_ROOT")
     assert os.environ.get("WATTCAP_SYSFS_ROOT") is None
+
+
+def test_the_example_trains_a_user_model_through_a_session(tmp_path: Path) -> None:
+    env = dict(os.environ, WATTCAP_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, str(REPO / "examples" / "train_your_own_model.py"),
+                          "--target-accuracy", "0.3"], capture_output=True, text=True,
+                         env=env, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "plan: batch size" in run.stdout
+    assert "reached 30%: True" in run.stdout
+    assert list((tmp_path / "profiles").glob("jetson-nano-my-net-*.json"))  # profiled, cached

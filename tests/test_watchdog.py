@@ -210,3 +210,54 @@ def test_energy_comes_from_the_hardware_counter_when_there_is_one(
     # The sensor integral estimates the same physics: close, but not the counter's value.
     assert sampled.energy_j == pytest.approx(plain.true_energy_j, rel=0.05)
     assert sampled.energy_j != pytest.approx(plain.true_energy_j, rel=1e-9)
+
+
+# -- hysteresis ----------------------------------------------------------------------------------
+
+
+def test_a_transient_step_down_is_undone_after_headroom() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.5, 4.55, 4.45, 4.5, 4.52] * 4)  # the plan's level runs well under the cap
+    sensor([5.3, 5.4])  # a transient: two readings over the cap
+    assert device.current_frequency_hz() == freqs[-3]
+    sensor([4.1] * 9)
+    assert device.current_frequency_hz() == freqs[-3]  # not yet: 9 of 10 readings
+    sensor([4.1])
+    assert device.current_frequency_hz() == freqs[-2]  # back at the plan's frequency
+    assert [s.to_hz for s in guard.steps] == [freqs[-3], freqs[-2]]
+    assert guard.steps[-1].reason.startswith("headroom")
+    assert guard.lowest_infeasible_hz() is None  # it was regained
+    sensor([4.1] * 30)
+    assert device.current_frequency_hz() == freqs[-2]  # never above the plan's frequency
+
+
+def test_a_level_that_really_breaks_the_cap_is_not_retried() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([5.2, 5.3])  # the level itself is over the cap, not a spike
+    sensor([4.6] * 50)
+    assert device.current_frequency_hz() == freqs[-3]
+    assert len(guard.steps) == 1
+    assert guard.lowest_infeasible_hz() == freqs[-2]
+
+
+def test_a_level_that_fails_again_waits_twice_as_long() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.5] * 10 + [5.3, 5.4] + [4.1] * 10)  # transient, then back up after 10
+    assert device.current_frequency_hz() == freqs[-2]
+    sensor([5.3, 5.4])  # it fails again at once
+    sensor([4.1] * 19)
+    assert device.current_frequency_hz() == freqs[-3]  # now it waits 20 readings
+    sensor([4.1])
+    assert device.current_frequency_hz() == freqs[-2]

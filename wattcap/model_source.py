@@ -88,3 +88,33 @@ def _as_tensor(output: Any) -> Any:
     if isinstance(output, (tuple, list)):
         return output[0]
     return output
+
+
+def module_step_factory(model: Any, example_input: Any
+                        ) -> Callable[[int, str], Callable[[], object]]:
+    """Training steps of a copy of `model` on synthetic batches cut from `example_input` (rows
+    repeated up to b): what a real device runs while a user's model is profiled or
+    re-measured. The copy is made now, so the user's model is never touched."""
+    import torch
+
+    template = copy.deepcopy(model).to("cpu")
+    rows = (example_input if isinstance(example_input, torch.Tensor)
+            else torch.as_tensor(example_input)).detach().to("cpu")
+
+    def factory(batch_size: int, torch_device: str) -> Callable[[], object]:
+        net = copy.deepcopy(template).to(torch_device).train()
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
+        repeat = -(-batch_size // rows.shape[0])
+        inputs = rows.repeat(repeat, *([1] * (rows.dim() - 1)))[:batch_size]
+        inputs = inputs.to(torch_device, non_blocking=True)
+
+        def step() -> float:
+            optimizer.zero_grad(set_to_none=True)
+            loss = _as_tensor(net(inputs)).float().sum()
+            loss.backward()
+            optimizer.step()
+            return float(loss.detach())
+
+        return step
+
+    return factory

@@ -21,14 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.batches import DEFAULT_BATCH_SIZES
 from wattcap.devices.base import Device, DeviceOutOfMemoryError, PowerReading
 from wattcap.schema import VersionedFile, WattcapFileError, require_match
 from wattcap.signals import exit_cleanly_on_signals
-from wattcap.workload import DEFAULT_BATCH_SIZES, Workload, workload_for
+
+if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
+    from wattcap.workload import Workload
 
 
 class ProfilePoint(BaseModel):
@@ -160,11 +163,16 @@ class Profiler:
     min_readings: int = 5
     progress: ProgressCallback | None = None
     workload: Workload | None = None
+    #: builds the real training step of batch size b on a torch device, for models that are
+    #: not registered (a user's nn.Module); default: `build_training_step` of `model`
+    step_factory: Callable[[int, str], Callable[[], object]] | None = None
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
+            from wattcap.workload import workload_for
+
             self.workload = workload_for(self.model)
         self._overhead = getattr(getattr(self.device, "spec", None), "allocator_overhead_factor", 1)
 
@@ -173,8 +181,9 @@ class Profiler:
         if not self.device.timing_needs_real_work:
             return None
         if batch_size not in self._steps:
-            self._steps[batch_size] = build_training_step(self.model, batch_size,
-                                                          self.device.torch_device)
+            factory = self.step_factory or (
+                lambda b, torch_device: build_training_step(self.model, b, torch_device))
+            self._steps[batch_size] = factory(batch_size, self.device.torch_device)
         return self._steps[batch_size]
 
     def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:

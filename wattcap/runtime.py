@@ -99,7 +99,8 @@ class CapWatchdog:
     Hysteresis: a step-down caused by a transient (a noise spike, a burst of work) should not
     slow the rest of the run. After `recovery_readings` consecutive readings under the cap, the
     watchdog steps back up one level if the level above was, before the step, typically under
-    the cap by a margin (its median reading + `margin_sigmas` x the readings' spread there);
+    the cap by a margin (its median reading + `margin_sigmas` x the readings' spread there,
+    from the median absolute deviation);
     never above the frequency it started at (`ceiling_hz`, the plan's). A level that fails
     again after a step back up doubles the wait before the next try, so a level that really
     breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
@@ -158,12 +159,15 @@ class CapWatchdog:
                 self._note(f"refused {lower[-1]}", "could not step the frequency down to "
                            f"{lower[-1] / 1e6:.1f} MHz: {err.message}")
                 return
-        history = self._history.get(current)
-        if history:
-            # What the level was like before it broke the cap: typical (median) and spread.
-            values = sorted(history)
-            median_w = values[len(values) // 2]
-            spread_w = statistics.pstdev(values) if len(values) > 1 else 0.0
+        history = list(self._history.get(current, ()))
+        before = history[:-len(self._run)] if len(history) > len(self._run) else history
+        if before:
+            # What the level was like before it broke the cap (the violating readings are the
+            # transient in question, not its normal running): typical (median) and spread.
+            # Median and MAD, not mean and standard deviation: earlier spikes at this level
+            # must not make its normal running look worse than it is.
+            median_w = statistics.median(before)
+            spread_w = 1.4826 * statistics.median(abs(w - median_w) for w in before)
             self._typical_w[current] = (median_w, spread_w)
         if any(s.to_hz == current and s.reason.startswith("headroom") for s in self.steps[-1:]):
             # The level failed right after a step back up: wait twice as long next time.

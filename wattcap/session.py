@@ -51,6 +51,7 @@ from wattcap.devices.base import Device, DeviceError, out_of_memory_as_device_er
 from wattcap.meter import MeterState, PowerMeter
 from wattcap.model_source import (
     ModelSourceError,
+    module_step_factory,
     module_workload,
     move_to_device,
     resolve_model,
@@ -124,6 +125,9 @@ class Session:
             bytes); on real hardware it names the run and enables the drift re-measure.
         profile, efficiency: a ProfileTable and an EfficiencyVector (objects or file paths)
             for Algorithm 1; `method` picks "wattcap" (default), "baseline-1", "baseline-2".
+            `profile="auto"` profiles the model on the device first (pruned for the cap),
+            and caches the profile for the next session with the same device, power mode,
+            model workload and cap.
         power_cap_w: the cap in watts (None: no cap). `reference_profiles` gives the
             baselines' safe frequency (default: computed for emulated devices).
         power_cap: instead of `power_cap_w`, a cap that may move during the run: a
@@ -133,7 +137,7 @@ class Session:
             the selection re-runs (`cap_policy`), a lower cap is obeyed within one period by
             lowering the frequency at once, and the batch size (with its learning rate)
             changes at the next step boundary: read `batch_size` each iteration (or use
-            `wattcap.batches.SessionBatchSampler`) and call `apply_learning_rate(optimizer)`.
+            `wattcap.sampling.SessionBatchSampler`) and call `apply_learning_rate(optimizer)`.
             A cap below every configuration pauses training (the device idles at its lowest
             frequency between steps) until it rises; `max_pause_s` ends a pause that lasts
             too long, and a cap that can never rise again (an empty battery) ends the run:
@@ -172,7 +176,7 @@ class Session:
         model: Any = None,
         example_input: Any = None,
         model_name: str | None = None,
-        profile: ProfileTable | str | Path | None = None,
+        profile: ProfileTable | str | Path | None = None,  # or "auto"
         efficiency: EfficiencyVector | str | Path | None = None,
         power_cap_w: float | None = None,
         power_cap: CapSource | str | float | None = None,
@@ -225,30 +229,6 @@ class Session:
         self._restore = restore
         self._checkpoint = Checkpoint(Path(checkpoint_dir)) if checkpoint_dir else None
 
-        self.model_name: str | None = None
-        self._measure_workload: Callable[[], Workload] | None = None
-        self._workload: Workload | None = None
-        self._model_name_override = model_name
-        self.profile = _load_profile(profile)
-        self.efficiency = _load_efficiency(efficiency)
-        if self.profile is not None and self.device is not None:
-            self.profile.check_matches(device=self.device.name, source="profile")
-        self._reference_profiles = reference_profiles
-        self._init_moving_cap(power_cap, objective, cap_policy, max_pause_s,
-                              batch_size_given=batch_size is not None)
-        self.plan: Plan | None = None
-        self.choice: Choice | None = None
-        self.batch_size, self.frequency_hz = self._decide(
-            batch_size, frequency_hz, reference_profiles)
-        self.lr_ref = lr_ref if lr_ref is not None else (
-            self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
-        self.batch_size_ref = batch_size_ref if batch_size_ref is not None else (
-            self.efficiency.batch_size_ref if self.efficiency is not None
-            else DEFAULT_BATCH_SIZE_REF)
-        self.identity = identity if identity is not None else {
-            "model": self.model_name, "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate, "target_accuracy": target_accuracy,
-        }
         self._watchdog_on = watchdog
         self._drift_tolerance = drift_tolerance
 
@@ -273,8 +253,76 @@ class Session:
         self._steps_since_report = 0
         self._costs: dict[int, StepCost] = {}
         self._open = False
+
+        # what is trained, and the plan
+        self.model_name: str | None = None
+        self._measure_workload: Callable[[], Workload] | None = None
+        self._workload: Workload | None = None
+        self._step_factory: Callable[[int, str], Callable[[], object]] | None = None
+        self._model_name_override = model_name
+        self.identity: dict[str, Any] = {}
         if model is not None:
             self.adopt_model(model, example_input)
+        self.efficiency = _load_efficiency(efficiency)
+        self.profile = self._auto_profile(batch_size) if profile == "auto" else \
+            _load_profile(profile)
+        if self.profile is not None and self.device is not None:
+            self.profile.check_matches(device=self.device.name, source="profile")
+        if self.profile is not None and self.model_name is not None:
+            self.profile.check_matches(model=self.model_name, source="profile")
+        self._reference_profiles = reference_profiles
+        self._init_moving_cap(power_cap, objective, cap_policy, max_pause_s,
+                              batch_size_given=batch_size is not None)
+        self.plan: Plan | None = None
+        self.choice: Choice | None = None
+        self.batch_size, self.frequency_hz = self._decide(
+            batch_size, frequency_hz, reference_profiles)
+        self.lr_ref = lr_ref if lr_ref is not None else (
+            self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
+        self.batch_size_ref = batch_size_ref if batch_size_ref is not None else (
+            self.efficiency.batch_size_ref if self.efficiency is not None
+            else DEFAULT_BATCH_SIZE_REF)
+        self.identity = identity if identity is not None else {
+            "model": self.model_name, "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate, "target_accuracy": target_accuracy,
+        }
+
+    def _auto_profile(self, batch_size: int | None) -> ProfileTable:
+        """Profile the model on the device now (pruned for the cap; every point without one),
+        or reuse the profile an earlier session cached for the same device, power mode, model
+        workload and cap."""
+        import hashlib
+
+        from wattcap.profiling import Profiler, ProfileTable
+        from wattcap.references import cache_dir
+        from wattcap.workload import DEFAULT_BATCH_SIZES
+
+        device, workload = self.device, self.workload
+        if device is None or self.model_name is None or workload is None:
+            raise SessionError("profile='auto' needs a device and a model (an nn.Module with "
+                               "example_input=, or a model name) to profile")
+        sizes = DEFAULT_BATCH_SIZES if batch_size is None else (batch_size,)
+        key = json.dumps([device.name, device.power_mode, self.model_name, workload.to_dict(),
+                          self.power_cap_w, list(sizes)], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.model_name)
+        path = cache_dir() / "profiles" / f"{device.name}-{safe_name}-{digest}.json"
+        if path.exists():
+            try:
+                table = ProfileTable.load(path)
+                self.events.append(f"profile reused from {path}")
+                return table
+            except WattcapFileError:
+                pass  # stale or corrupt: measure again
+        profiler = Profiler(device, self.model_name, batch_sizes=tuple(sizes),
+                            workload=workload, step_factory=self._step_factory)
+        table = profiler.run(power_cap_w=self.power_cap_w)
+        table.save(path)
+        self.events.append(
+            f"profiled {self.model_name} on {device.name}: {table.points_measured} points "
+            f"({table.mode}) in {table.profiling_device_s:.1f} s of device time; cached in "
+            f"{path}")
+        return table
 
     # -- planning --------------------------------------------------------------------------------
     def _decide(self, batch_size: int | None, frequency_hz: int | None,
@@ -291,6 +339,7 @@ class Session:
                                  reference_profiles=refs, objective=self.objective)
             except InfeasibleCapError as err:
                 raise SessionError(str(err)) from None
+            self.events += [f"plan: {note}" for note in self.plan.notes]
             if batch_size is not None:
                 point = profile.frontier(self.power_cap_w).get(batch_size)
                 if point is None:
@@ -322,9 +371,14 @@ class Session:
             raise SessionError(str(err)) from None
         self._workload = None
         self._costs.clear()
-        if self.profile is not None and self.model_name is not None:
-            self.profile.check_matches(model=self.model_name, source="profile")
-        if isinstance(self.identity, dict) and self.identity.get("model") is None:
+        import torch
+
+        if isinstance(model, torch.nn.Module) and example_input is not None:
+            self._step_factory = module_step_factory(model, example_input)
+        profile = getattr(self, "profile", None)
+        if profile is not None and self.model_name is not None:
+            profile.check_matches(model=self.model_name, source="profile")
+        if self.identity and self.identity.get("model") is None:
             self.identity["model"] = self.model_name
 
     def provide_example_input(self, model: Any, example_input: Any) -> None:
@@ -333,6 +387,8 @@ class Session:
         if self._measure_workload is None and self._workload is None:
             self._measure_workload = module_workload(model, example_input,
                                                      self.model_name or "model")
+            if self._step_factory is None and example_input is not None:
+                self._step_factory = module_step_factory(model, example_input)
 
     @property
     def workload(self) -> Workload | None:
@@ -402,7 +458,7 @@ class Session:
         from wattcap.profiling import Profiler
 
         profiler = Profiler(self.device, self.model_name, batch_sizes=(self.batch_size,),
-                            workload=self.workload)
+                            workload=self.workload, step_factory=self._step_factory)
         return DriftMonitor(self.device, self.profile, self.batch_size,
                             power_cap_w=self.power_cap_w, tolerance=self._drift_tolerance,
                             watchdog=self._guard, profiler=profiler)

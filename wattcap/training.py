@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 
-from wattcap.batches import BatchStream
 from wattcap.cap_follower import CapPolicy
 from wattcap.caps import CapSource
 from wattcap.checkpoint import Checkpoint
@@ -33,6 +32,7 @@ from wattcap.models import ModelSpec, get_model_spec
 from wattcap.objectives import Objective
 from wattcap.profiling import ProfileTable
 from wattcap.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
+from wattcap.sampling import BatchStream
 from wattcap.session import Session
 from wattcap.weights import load_weights
 

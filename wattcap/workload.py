@@ -16,10 +16,9 @@ from functools import lru_cache
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+# DEFAULT_BATCH_SIZES lives in a torch-free module; importing it from here still works.
+from wattcap.batches import DEFAULT_BATCH_SIZES
 from wattcap.devices.base import DeviceOutOfMemoryError
-
-#: batch sizes wattcap considers: powers of two, 4 to 128 (DESIGN §1)
-DEFAULT_BATCH_SIZES: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
 
 # Ops that only reshape or alias memory launch no kernel on a GPU.
 _NO_KERNEL_OPS = {

@@ -33,6 +33,8 @@ from wattcap.training import RunRecord, TrainConfig, train_to_accuracy
 from wattcap.workload import workload_for
 
 Progress = Callable[[str], None]
+#: called after each training run of a sweep (trained or reused), for progress counts
+RunDone = Callable[[RunRecord], None]
 
 
 class MethodResult(BaseModel):
@@ -192,7 +194,7 @@ def efficiency_from_runs(
 def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
-    progress: Progress | None = None,
+    progress: Progress | None = None, on_run: RunDone | None = None,
 ) -> dict[tuple[int, int], RunRecord]:
     """Every (batch size, seed) run on a dataset, trained or reused."""
     runs = {}
@@ -202,6 +204,8 @@ def math_runs(
                 progress(f"training {dataset} b={b} seed={seed}")
             runs[(b, seed)] = _math_run(out, model, weights, dataset, b, seed, target_accuracy,
                                         sample_budget, resume, counters)
+            if on_run:
+                on_run(runs[(b, seed)])
     return runs
 
 
@@ -219,6 +223,7 @@ def run_comparison(
     resume: bool = True,
     progress: Progress | None = None,
     counters: dict | None = None,
+    on_run: RunDone | None = None,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method)."""
     say = progress or (lambda message: None)
@@ -226,7 +231,8 @@ def run_comparison(
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say) for target in targets}
+                              sample_budget, resume, counters, say, on_run)
+            for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:
         profile = load_or_profile(out, scenario.device, model, batch_sizes)

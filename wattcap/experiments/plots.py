@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm, Normalize  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from wattcap.planner import Plan  # noqa: E402
 from wattcap.profiling import ProfileTable  # noqa: E402
@@ -32,6 +34,17 @@ def _grid(profile: ProfileTable, field: str) -> np.ndarray:
     return grid
 
 
+def _log_norm(grid: np.ndarray) -> Normalize | None:
+    """A log colour scale over the measured values: time per sample spans orders of magnitude
+    (small batches at low clocks are many times slower), and on a linear scale that one
+    corner washes every other point into the same colour. None (linear) if nothing positive."""
+    values = grid[np.isfinite(grid) & (grid > 0)]
+    if values.size == 0:
+        return None
+    low, high = float(values.min()), float(values.max())
+    return LogNorm(vmin=low, vmax=high if high > low else low * 1.01)
+
+
 def plot_profile(
     profile: ProfileTable,
     out: str | Path,
@@ -41,16 +54,29 @@ def plot_profile(
     """Write a two-panel heatmap PNG; unmeasured points are blank."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    fig = profile_figure(profile, power_cap_w, plan)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def profile_figure(
+    profile: ProfileTable,
+    power_cap_w: float | None = None,
+    plan: Plan | None = None,
+) -> Figure:
+    """The two heatmaps: peak power (linear colours) and time per sample (log colours), with
+    the cap frontier and each method's choice; the caller saves and closes it."""
     power = _grid(profile, "peak_power_w")
     time_ms = _grid(profile, "seconds_per_sample") * 1e3
     freqs_mhz = [f / 1e6 for f in profile.frequencies_hz]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     panels = [
-        (axes[0], power, "Peak power (W)", "viridis"),
-        (axes[1], time_ms, "Time per sample (ms)", "magma_r"),
+        (axes[0], power, "Peak power (W)", "viridis", None),
+        (axes[1], time_ms, "Time per sample (ms, log scale)", "magma_r", _log_norm(time_ms)),
     ]
-    for (ax, grid, label, cmap), line in zip(panels, ("w--", "k--"), strict=True):
-        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap)
+    for (ax, grid, label, cmap, norm), line in zip(panels, ("w--", "k--"), strict=True):
+        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=norm)
         fig.colorbar(image, ax=ax, label=label)
         ax.set_xticks(range(len(freqs_mhz)), [f"{f:.0f}" for f in freqs_mhz], rotation=60)
         ax.set_yticks(range(len(profile.batch_sizes)), [str(b) for b in profile.batch_sizes])
@@ -76,6 +102,4 @@ def plot_profile(
                 )
         if power_cap_w is not None or plan is not None:
             ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig

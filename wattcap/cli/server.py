@@ -1,5 +1,5 @@
-"""CLI of the server side: `wattcap serve`, `wattcap push ...`, `wattcap pull ...`, and the
-helpers behind `--server URL` on `plan`, `train` and `estimate`.
+"""The server side on the command line: `wattcap serve`, `wattcap push ...`, `wattcap pull ...`,
+and the helpers behind `--server URL` on `plan`, `train` and `estimate`.
 
 This module imports only typer at load time: fastapi, uvicorn and httpx (the `wattcap[server]`
 extra) are imported when a command needs them, so the core CLI runs without them and a
@@ -11,10 +11,11 @@ from __future__ import annotations
 import ipaddress
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import typer
 
+from wattcap.cli.common import fail_plain, load_or_fail, say
 from wattcap.server import SERVER_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
@@ -25,23 +26,10 @@ if TYPE_CHECKING:
 _INSTALL_HINT = "the server commands need the server extra: pip install 'wattcap[server]'"
 
 SERVER_HELP = "URL of the wattcap server (or env WATTCAP_SERVER)."
+_LIST_NAMES = {"models": "models", "efficiency": "efficiency vectors", "profiles": "profiles",
+               "jobs": "jobs"}
 TOKEN_HELP = ("Bearer token (better: env WATTCAP_SERVER_TOKEN, which other users cannot see in "
               "the process list).")
-
-
-def _fail(message: str) -> NoReturn:
-    from rich.markup import escape
-
-    from wattcap.cli import fail
-
-    fail(escape(message))  # messages quote servers and files: "[server]" is not markup
-    raise AssertionError("unreachable")  # fail() exits
-
-
-def _print(message: str) -> None:
-    from wattcap.cli import console
-
-    console.print(message, highlight=False)
 
 
 def connect(url: str, token: str | None) -> WattcapClient:
@@ -49,7 +37,7 @@ def connect(url: str, token: str | None) -> WattcapClient:
     try:
         from wattcap.server.client import WattcapClient
     except ImportError:
-        _fail(_INSTALL_HINT)
+        fail_plain(_INSTALL_HINT)
     return WattcapClient(url, token=token)
 
 
@@ -89,19 +77,20 @@ class Fetcher:
                 ) -> Path:
         """The newest profile of `device` for `model` (in `power_mode` when given)."""
         if not device or not model:
-            _fail("with --server, give --device-name and --model to fetch the profile (or a "
+            fail_plain("with --server, give --device-name and --model to fetch the profile (or a "
                   "local --profile)")
         try:
             info = self.client.latest_profile(device, model, power_mode=power_mode)
             if info is None:
                 mode = f" in power mode {power_mode}" if power_mode else ""
-                _fail(f"the server at {self.url} has no profile of {device}{mode} for {model}; "
-                      "profile the device (wattcap profile) and push it (wattcap push profile)")
+                fail_plain(f"the server at {self.url} has no profile of {device}{mode} for "
+                           f"{model}; profile the device (wattcap profile) and push it "
+                           "(wattcap push profile)")
             path = _cached("profile", info.sha256, ".json")
             if not _is_cached(path, info.sha256):
                 self.client.pull_profile(info.id, dest=path)
         except _server_errors() as err:
-            _fail(str(err))
+            fail_plain(str(err))
         return path
 
     def efficiency(self, model: str | None, proxy: str | None = None,
@@ -109,21 +98,21 @@ class Fetcher:
         """The newest efficiency vector of `model` (estimated on `proxy`, for
         `target_accuracy`, when given)."""
         if not model:
-            _fail("with --server, give --model to fetch the efficiency vector")
+            fail_plain("with --server, give --model to fetch the efficiency vector")
         try:
             info = self.client.latest_efficiency(model, dataset=proxy,
                                                  target_accuracy=target_accuracy)
             if info is None:
                 which = "".join([f" on proxy {proxy}" if proxy else "",
                                  f" for target {target_accuracy}" if target_accuracy else ""])
-                _fail(f"the server at {self.url} has no efficiency vector for {model}{which}; "
-                      "push one (wattcap push efficiency) or estimate it there (wattcap "
-                      "estimate --server URL --on-server ...)")
+                fail_plain(f"the server at {self.url} has no efficiency vector for "
+                           f"{model}{which}; push one (wattcap push efficiency) or estimate it "
+                           "there (wattcap estimate --server URL --on-server ...)")
             path = _cached("efficiency", info.sha256, ".json")
             if not _is_cached(path, info.sha256):
                 self.client.pull_efficiency(info.id, dest=path)
         except _server_errors() as err:
-            _fail(str(err))
+            fail_plain(str(err))
         return path, info
 
     def weights(self, model: str, model_id: int | None = None,
@@ -133,19 +122,20 @@ class Fetcher:
             if model_id is not None:
                 info = self.client.get_model(model_id)
                 if info.architecture != model:
-                    _fail(f"model {model_id} on the server is a {info.architecture}, not {model}")
+                    fail_plain(f"model {model_id} on the server is a {info.architecture}, "
+                               f"not {model}")
             else:
                 info = self.client.latest_model(model)
             if info is None:
                 if required:
-                    _fail(f"the server at {self.url} has no weights for {model}; push them "
-                          "(wattcap push weights) or pass local --weights")
+                    fail_plain(f"the server at {self.url} has no weights for {model}; push "
+                               "them (wattcap push weights) or pass local --weights")
                 return None
             path = _cached("weights", info.sha256, ".safetensors")
             if not _is_cached(path, info.sha256):
                 self.client.pull_weights(info.id, path)
         except _server_errors() as err:
-            _fail(str(err))
+            fail_plain(str(err))
         return path, info
 
 
@@ -157,7 +147,7 @@ def device_identity(device: str) -> tuple[str, str | None]:
     try:
         dev = get_device(device, dry_run=True)
     except DeviceError as err:
-        _fail(str(err))
+        fail_plain(str(err))
     return dev.name, getattr(dev, "power_mode", None)
 
 
@@ -172,7 +162,6 @@ def fetch_plan_inputs(
     if profile is None:
         profile = fetcher.profile(device_name, model, power_mode)
     elif model is None:
-        from wattcap.cli import load_or_fail
         from wattcap.profiling import ProfileTable
 
         model = load_or_fail(ProfileTable, profile).model
@@ -191,11 +180,11 @@ def fetch_train_weights(url: str, token: str | None, model: str, model_id: int |
         model_id = efficiency.model_id
     found = fetcher.weights(model, model_id, required=False)
     if found is None:
-        _print(f"[yellow]note:[/] the server has no weights for {model}: training starts from "
-               "a random initialisation")
+        say(f"[yellow]note:[/] the server has no weights for {model}: training starts from "
+            "a random initialisation")
         return None
     path, info = found
-    _print(f"weights: model {info.id} from {url} ({info.sha256[:12]}…)")
+    say(f"weights: model {info.id} from {url} ({info.sha256[:12]}…)")
     return path
 
 
@@ -214,16 +203,16 @@ def push_estimated(url: str, token: str | None, vector: EfficiencyVector,
     try:
         info = client.push_efficiency(vector, model_id=model_id)
     except _server_errors() as err:
-        _fail(str(err))
-    _print(f"pushed the efficiency vector to {url} as {info.id}")
+        fail_plain(str(err))
+    say(f"pushed the efficiency vector to {url} as {info.id}")
 
 
 def _newest_model_id(client: WattcapClient, url: str, model: str) -> int:
     """The id of the newest weights stored for `model`; a clear exit when there are none."""
     info = client.latest_model(model)
     if info is None:
-        _fail(f"the server at {url} has no weights for {model}: push them first "
-              "(wattcap push weights)")
+        fail_plain(f"the server at {url} has no weights for {model}: push them first "
+                   "(wattcap push weights)")
     return info.id
 
 
@@ -243,20 +232,20 @@ def estimate_on_server(
             seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
             lr_ref=lr_ref, batch_size_ref=batch_size_ref,
         ))
-        _print(f"job {job.id} started on {url} for model {model_id}")
+        say(f"job {job.id} started on {url} for model {model_id}")
         last = [""]
 
         def report(state) -> None:  # noqa: ANN001
             if state.progress and state.progress != last[0]:
                 last[0] = state.progress
-                _print(f"  job {state.id}: {state.progress}")
+                say(f"  job {state.id}: {state.progress}")
 
         job = client.wait_job(job.id, timeout_s=timeout_s, on_progress=report)
         if job.status != "succeeded" or job.efficiency_id is None:
-            _fail(f"job {job.id} {job.status}: {job.error or 'no result'}")
+            fail_plain(f"job {job.id} {job.status}: {job.error or 'no result'}")
         return client.pull_efficiency(job.efficiency_id)
     except _server_errors() as err:
-        _fail(str(err))
+        fail_plain(str(err))
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -280,7 +269,7 @@ def serve(
 
         from wattcap.server.app import MiB, ServerSettings, create_app
     except ImportError:
-        _fail(_INSTALL_HINT)
+        fail_plain(_INSTALL_HINT)
     if db is None:
         from wattcap.references import cache_dir
 
@@ -292,7 +281,7 @@ def serve(
         )
         app = create_app(settings)
     except (ValueError, RuntimeError, OSError) as err:
-        _fail(str(err))
+        fail_plain(str(err))
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -331,9 +320,9 @@ def push_weights(
     try:
         info = client.push_weights(path, architecture=model, num_classes=num_classes)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"stored as model {info.id}: {info.architecture} {info.input_shape}, "
-           f"{info.num_classes} classes, {info.size_bytes} bytes, sha256 {info.sha256}")
+        fail_plain(str(err))
+    say(f"stored as model {info.id}: {info.architecture} {info.input_shape}, "
+        f"{info.num_classes} classes, {info.size_bytes} bytes, sha256 {info.sha256}")
 
 
 @push_app.command("efficiency")
@@ -348,9 +337,9 @@ def push_efficiency(
     try:
         info = client.push_efficiency(path, model_id=model_id)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"stored as efficiency vector {info.id}: {info.model} on {info.dataset}, target "
-           f"{info.target_accuracy}")
+        fail_plain(str(err))
+    say(f"stored as efficiency vector {info.id}: {info.model} on {info.dataset}, target "
+        f"{info.target_accuracy}")
 
 
 @push_app.command("profile")
@@ -364,9 +353,9 @@ def push_profile(
     try:
         info = client.push_profile(path)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"stored as profile {info.id}: {info.model} on {info.device} "
-           f"({info.power_mode or 'default mode'}), {info.points} points")
+        fail_plain(str(err))
+    say(f"stored as profile {info.id}: {info.model} on {info.device} "
+        f"({info.power_mode or 'default mode'}), {info.points} points")
 
 
 # -- pull -------------------------------------------------------------------------------------
@@ -384,8 +373,8 @@ def pull_weights(
         model_id = _newest_model_id(client, server, model) if model_id is None else model_id
         info = client.pull_weights(model_id, out)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"wrote {out}: model {info.id} ({info.architecture}), sha256 {info.sha256}")
+        fail_plain(str(err))
+    say(f"wrote {out}: model {info.id} ({info.architecture}), sha256 {info.sha256}")
 
 
 @pull_app.command("efficiency")
@@ -405,14 +394,14 @@ def pull_efficiency(
             latest = client.latest_efficiency(model, dataset=proxy,
                                               target_accuracy=target_accuracy)
             if latest is None:
-                _fail(f"no efficiency vector for {model} on {server}")
+                fail_plain(f"no efficiency vector for {model} on {server}")
             efficiency_id = latest.id
         vector = client.pull_efficiency(efficiency_id)
         vector.check_matches(model=model, source=f"efficiency vector {efficiency_id}")
         vector.save(out)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"wrote {out}: efficiency vector {efficiency_id} ({vector.model} on {vector.dataset})")
+        fail_plain(str(err))
+    say(f"wrote {out}: efficiency vector {efficiency_id} ({vector.model} on {vector.dataset})")
 
 
 @pull_app.command("profile")
@@ -431,14 +420,14 @@ def pull_profile(
         if profile_id is None:
             latest = client.latest_profile(device_name, model, power_mode=power_mode)
             if latest is None:
-                _fail(f"no profile of {device_name} for {model} on {server}")
+                fail_plain(f"no profile of {device_name} for {model} on {server}")
             profile_id = latest.id
         table = client.pull_profile(profile_id)
         table.check_matches(device=device_name, model=model, source=f"profile {profile_id}")
         table.save(out)
     except (*_server_errors(), OSError) as err:
-        _fail(str(err))
-    _print(f"wrote {out}: profile {profile_id} ({table.model} on {table.device})")
+        fail_plain(str(err))
+    say(f"wrote {out}: profile {profile_id} ({table.model} on {table.device})")
 
 
 @pull_app.command("list")
@@ -450,31 +439,30 @@ def pull_list(
     """List what the server holds (ids for --id)."""
     kinds = ("models", "efficiency", "profiles", "jobs")
     if what not in (*kinds, "all"):
-        _fail(f"list what? one of {', '.join(kinds)} or all")
+        fail_plain(f"list what? one of {', '.join(kinds)} or all")
     client = connect(server, token)
+    lines: list[str] = []
     try:
         if what in ("models", "all"):
-            for m in client.list_models():
-                _print(f"model {m.id}: {m.architecture} {m.input_shape} {m.task}, "
-                       f"{m.num_classes} classes, {m.size_bytes} B, {m.created_at}")
+            lines += [f"model {m.id}: {m.architecture} {m.input_shape} {m.task}, "
+                      f"{m.num_classes} classes, {m.size_bytes} B, {m.created_at}"
+                      for m in client.list_models()]
         if what in ("efficiency", "all"):
-            for e in client.list_efficiency():
-                _print(f"efficiency {e.id}: {e.model} on {e.dataset}, target "
-                       f"{e.target_accuracy}, weights {e.model_id}, {e.created_at}")
+            lines += [f"efficiency {e.id}: {e.model} on {e.dataset}, target "
+                      f"{e.target_accuracy}, weights {e.model_id}, {e.created_at}"
+                      for e in client.list_efficiency()]
         if what in ("profiles", "all"):
-            for p in client.list_profiles():
-                _print(f"profile {p.id}: {p.model} on {p.device} ({p.power_mode}), "
-                       f"{p.points} points, {p.created_at}")
+            lines += [f"profile {p.id}: {p.model} on {p.device} ({p.power_mode}), "
+                      f"{p.points} points, {p.created_at}" for p in client.list_profiles()]
         if what in ("jobs", "all"):
-            for j in client.list_jobs():
-                _print(f"job {j.id}: model {j.model_id} {j.status} {j.progress} "
-                       f"{j.error or ''}")
+            lines += [f"job {j.id}: model {j.model_id} {j.status} {j.progress} {j.error or ''}"
+                      for j in client.list_jobs()]
     except _server_errors() as err:
-        _fail(str(err))
-
-
-def register(app: typer.Typer) -> None:
-    """Add `serve`, `push` and `pull` to the wattcap CLI."""
-    app.command("serve")(serve)
-    app.add_typer(push_app, name="push")
-    app.add_typer(pull_app, name="pull")
+        fail_plain(str(err))
+    for line in lines:
+        say(line)
+    if not lines:
+        held = "nothing" if what == "all" else f"no {_LIST_NAMES[what]}"
+        say(f"the server at {server} holds {held} yet: upload with `wattcap push "
+            "weights|efficiency|profile` (or start a job with `wattcap estimate --server URL "
+            "--on-server`)")

@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from wattcap.batches import DEFAULT_BATCH_SIZES
 from wattcap.console import make_console
-from wattcap.experiments.compare import (
-    DEFAULT_SCENARIOS,
-    Comparison,
-    Scenario,
-    efficiency_from_runs,
-    load_or_profile,
-    math_runs,
-    run_comparison,
-    sensitivity_matrix,
-)
-from wattcap.experiments.plots import plot_profile
-from wattcap.experiments.report import bar_chart, sensitivity_heatmap, write_report
-from wattcap.planner import METHODS, plan
-from wattcap.references import emulated_reference_profiles
-from wattcap.schema import WattcapFileError
-from wattcap.workload import DEFAULT_BATCH_SIZES, workload_for
+from wattcap.progress import make_progress
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
+
+    from wattcap.experiments.compare import Comparison, Scenario
+    from wattcap.progress import ProgressReporter
+    from wattcap.training import RunRecord
 
 DEFAULT_MODEL = "digits32-cnn"
 DEFAULT_PRETRAIN = "digits-0-4-32"
@@ -45,6 +40,8 @@ def _caps(text: str) -> list[float | None]:
 
 
 def _scenarios(devices: str | None, caps: str | None) -> list[Scenario]:
+    from wattcap.experiments.compare import DEFAULT_SCENARIOS, Scenario
+
     if devices is None:
         scenarios = [Scenario(s.device, list(s.caps_w)) for s in DEFAULT_SCENARIOS]
     else:
@@ -70,6 +67,13 @@ def _weights(out: Path, model: str, weights: Path | None, console: Console) -> P
 
 
 def _report(out: Path, comparison: Comparison, console: Console) -> None:
+    from wattcap.efficiency import EfficiencyVector
+    from wattcap.experiments.compare import load_or_profile
+    from wattcap.experiments.plots import plot_profile
+    from wattcap.experiments.report import bar_chart, write_report
+    from wattcap.planner import METHODS, plan
+    from wattcap.references import emulated_reference_profiles
+
     images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
               ("Energy per method and scenario", bar_chart(comparison, out, "energy"))]
     for device in comparison.devices:
@@ -78,8 +82,6 @@ def _report(out: Path, comparison: Comparison, console: Console) -> None:
         tight = min((c for c in caps if c is not None), default=None)
         target = comparison.targets[0]
         proxy = out / "efficiency-proxy.json"
-        from wattcap.efficiency import EfficiencyVector
-
         vector = EfficiencyVector.load(proxy) if proxy.exists() else None
         result = plan(profile, tight, efficiency=vector,
                       reference_profiles=emulated_reference_profiles(device))
@@ -126,6 +128,10 @@ def compare(
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report."""
+    from wattcap.experiments.compare import efficiency_from_runs, math_runs, run_comparison
+    from wattcap.schema import WattcapFileError
+    from wattcap.workload import workload_for
+
     console = make_console()
     out.mkdir(parents=True, exist_ok=True)
     target_list = _split(targets)
@@ -140,12 +146,11 @@ def compare(
         raise typer.Exit(2) from None
     counters = {"trained": 0, "reused": 0}
     sizes = tuple(DEFAULT_BATCH_SIZES)
-    with console.status("comparing") as status:
-        def say(message: str) -> None:
-            status.update(message)
-
+    runs = (1 + len(target_list)) * len(sizes) * seeds
+    with make_progress(console, f"comparing {model}: training runs (proxy {proxy} and "
+                       f"{len(target_list)} target(s))", runs, "runs") as report:
         proxy_runs = math_runs(out, model, weights_path, proxy, sizes, seeds, target_accuracy,
-                               sample_budget, resume, counters, say)
+                               sample_budget, resume, counters, _say(report), _run_done(report))
         input_shape = list(workload_for(model).input_shape)
         proxy_vector = efficiency_from_runs(proxy_runs, model, proxy, seeds, target_accuracy,
                                             input_shape)
@@ -156,13 +161,30 @@ def compare(
         proxy_vector.save(out / "efficiency-proxy.json")
         comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
                                     scenarios, seeds, target_accuracy, sizes, sample_budget,
-                                    resume, say, counters)
+                                    resume, _say(report), counters, _run_done(report))
     print_summary(comparison, console)
     _report(out, comparison, console)
 
 
+def _say(report: ProgressReporter) -> Callable[[str], None]:
+    """A harness message (what runs now) as the reporter's detail."""
+    return lambda message: report.update(detail=message)
+
+
+def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
+    """One more training run done, with the samples it needed to reach the target."""
+    def done(record: RunRecord) -> None:
+        reached = (f"{record.samples_to_target} samples to target"
+                   if record.samples_to_target is not None else "target not reached")
+        report.advance(detail=f"{record.dataset} b={record.config.batch_size} "
+                              f"seed={record.config.seed}: {reached}")
+    return done
+
+
 def print_summary(comparison: Comparison, console: Console) -> None:
     """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
+    from wattcap.planner import METHODS
+
     table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model}, mean over "
                         f"{comparison.seeds} seed(s); % over the fastest configuration")
     for column in ("device", "cap", "target", *METHODS):
@@ -204,6 +226,17 @@ def sensitivity(
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
+    from wattcap.experiments.compare import (
+        Comparison,
+        efficiency_from_runs,
+        load_or_profile,
+        math_runs,
+        sensitivity_matrix,
+    )
+    from wattcap.experiments.report import sensitivity_heatmap
+    from wattcap.references import emulated_reference_profiles
+    from wattcap.workload import workload_for
+
     console = make_console()
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
@@ -213,11 +246,15 @@ def sensitivity(
     counters = {"trained": 0, "reused": 0}
     input_shape = list(workload_for(model).input_shape)
     vectors = {}
-    with console.status("estimating") as status:
-        for dataset in dict.fromkeys(_split(proxies) + _split(targets)):
-            runs = math_runs(out, model, weights_path, dataset, sizes, seeds, target_accuracy,
-                             sample_budget, resume, counters, status.update)
-            vectors[dataset] = efficiency_from_runs(runs, model, dataset, seeds,
+    datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
+    runs = len(datasets) * len(sizes) * seeds
+    with make_progress(console, f"estimating r_b of {model} on {len(datasets)} datasets", runs,
+                       "runs") as report:
+        for dataset in datasets:
+            runs_of = math_runs(out, model, weights_path, dataset, sizes, seeds,
+                                target_accuracy, sample_budget, resume, counters,
+                                _say(report), _run_done(report))
+            vectors[dataset] = efficiency_from_runs(runs_of, model, dataset, seeds,
                                                     target_accuracy, input_shape)
     profile = load_or_profile(out, device, model, sizes)
     references = emulated_reference_profiles(device)
@@ -246,9 +283,3 @@ def sensitivity(
         _report(out, Comparison.load(out / "comparison.json"), console)
     else:
         console.print(f"wrote {out / 'sensitivity.json'} and {len(images)} heatmaps")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the harness commands to the main CLI."""
-    app.command()(compare)
-    app.command()(sensitivity)

@@ -1,0 +1,46 @@
+"""The `wattcap` command line: one typer app, a module per command group.
+
+Modules: `common` (consoles, clear exits, shared parsing), `devices`, `profile` (profile,
+plot-profile), `plan`, `train` (pretrain, estimate, train), `demo`, `experiments` (compare,
+sensitivity) and `server` (serve, push, pull and the `--server` helpers). Each imports only
+typer, rich and light wattcap modules at load time; torch loads inside the commands that train
+or measure, so `wattcap --help` and the light commands start fast. No library module imports
+this package.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from wattcap.cli import demo, devices, experiments, plan, profile, server, train
+
+app = typer.Typer(
+    help="wattcap: choose batch size and GPU frequency together, for the fastest training "
+    "under a power cap.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+app.command("devices")(devices.devices)
+app.command("profile")(profile.profile)
+app.command("plan")(plan.plan_command)
+app.command("plot-profile")(profile.plot_profile_command)
+app.command("pretrain")(train.pretrain)
+app.command("estimate")(train.estimate)
+app.command("train")(train.train)
+app.command("demo")(demo.demo)
+app.command("compare")(experiments.compare)
+app.command("sensitivity")(experiments.sensitivity)
+# serve / push / pull: fastapi, uvicorn and httpx (the optional wattcap[server] extra) load when
+# a server command runs, so the core CLI works without them.
+app.command("serve")(server.serve)
+app.add_typer(server.push_app, name="push")
+app.add_typer(server.pull_app, name="pull")
+
+
+def main() -> None:
+    """Entry point of the `wattcap` script."""
+    app()
+
+
+__all__ = ["app", "main"]

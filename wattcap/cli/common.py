@@ -1,0 +1,100 @@
+"""What every command group shares: the consoles, clear exits, parsing of common values.
+
+Only typer and rich load here: a command imports what it needs (pydantic files, torch-backed
+modules) inside its function, so `wattcap --help` and the light commands start fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import typer
+from rich.markup import escape
+
+from wattcap.console import make_console
+
+if TYPE_CHECKING:
+    from wattcap.devices import Drift
+    from wattcap.progress import ProgressReporter
+    from wattcap.schema import VersionedFile
+
+    FileT = TypeVar("FileT", bound=VersionedFile)
+
+console = make_console()
+err_console = make_console(stderr=True)
+
+DEVICE_HELP = "auto, jetson, nvml:N, emulated:NAME"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a clear error (no traceback) and exit."""
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def fail_plain(message: str, code: int = 2) -> NoReturn:
+    """`fail` for a message that quotes servers or files: "[server]" is not markup."""
+    fail(escape(message), code)
+
+
+def say(message: str) -> None:
+    """A line on the console, without rich's highlighting of numbers and paths."""
+    console.print(message, highlight=False)
+
+
+def parse_cap(value: str | None) -> float | None:
+    """'none' (or no value) means no cap; otherwise watts."""
+    if value is None or value.strip().lower() in ("none", "off", ""):
+        return None
+    try:
+        cap = float(value)
+    except ValueError:
+        fail(f"--power-cap must be a number of watts or 'none', got {value!r}")
+    if cap <= 0:
+        fail(f"--power-cap must be positive, got {value}")
+    return cap
+
+
+def parse_batch_sizes(value: str, option: str = "--batch-sizes") -> tuple[int, ...]:
+    """'4,8,16' -> (4, 8, 16), sorted; a clear exit on anything else."""
+    try:
+        sizes = tuple(sorted(int(b) for b in value.split(",")))
+    except ValueError:
+        fail(f"{option} must be comma-separated whole numbers (e.g. 4,8,16), got {value!r}")
+    if not sizes or min(sizes) <= 0:
+        fail(f"{option} must be positive, got {value!r}")
+    return sizes
+
+
+def parse_drift(value: str | None) -> Drift | None:
+    """'AFTER_S,SPEED,POWER' (e.g. '0,0.8,1.15') -> an emulated Drift, or None."""
+    if value is None:
+        return None
+    from wattcap.devices import Drift
+
+    try:
+        after_s, speed, power = (float(v) for v in value.split(","))
+    except ValueError:
+        fail(f"--drift must be AFTER_S,SPEED_FACTOR,POWER_FACTOR (e.g. 0,0.8,1.15), got {value!r}")
+    if after_s < 0 or speed <= 0 or power <= 0:
+        fail(f"--drift needs AFTER_S >= 0 and positive factors, got {value!r}")
+    return Drift(after_s=after_s, speed_factor=speed, power_factor=power)
+
+
+def load_or_fail(cls: type[FileT], path: Path) -> FileT:
+    """Load a wattcap file or exit with its message."""
+    from wattcap.schema import WattcapFileError
+
+    try:
+        return cls.load(path)
+    except WattcapFileError as err:
+        fail(str(err))
+
+
+def progress(description: str, total: int | None, unit: str) -> ProgressReporter:
+    """A progress reporter on the command line's console: a bar on a terminal, plain lines
+    in logs and pipes."""
+    from wattcap.progress import make_progress
+
+    return make_progress(console, description, total, unit)

@@ -1,0 +1,49 @@
+"""`wattcap devices`: the emulated devices, and real hardware when present."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from wattcap.cli.common import console
+
+
+def devices(
+    probe: bool = typer.Option(False, "--probe", help="Look for real hardware (Jetson devfreq "
+                               "and INA3221, NVIDIA GPUs through NVML) and report it; only "
+                               "reads, never changes a setting."),
+    sysfs_root: str = typer.Option("/", hidden=True, help="Root of sysfs (for tests)."),
+) -> None:
+    """List emulated devices, and real hardware when present."""
+    from wattcap.devices import list_specs
+    from wattcap.devices.spec import load_spec
+
+    table = Table(title="Emulated devices (use --device emulated:<name>)")
+    for column in ("name", "GPU frequencies (MHz)", "memory usable", "power modes", "sensor"):
+        table.add_column(column)
+    for name in list_specs():
+        spec = load_spec(name)
+        freqs = [f / 1e6 for f in spec.frequencies_hz]
+        table.add_row(
+            name,
+            f"{len(freqs)}: {freqs[0]:.1f} … {freqs[-1]:.1f}",
+            f"{spec.memory_usable_bytes / 2**30:.1f} GiB",
+            ", ".join(f"{m} ({p.budget_w:g} W)" for m, p in spec.power_modes.items()),
+            f"{spec.sensor_rail} every {spec.sensor_period_s * 1e3:.0f} ms",
+        )
+    console.print(table)
+    if probe:
+        from wattcap.devices.probe import probe as run_probe
+
+        report = run_probe(sysfs_root=sysfs_root)
+        console.print("[bold]Real hardware probe[/] (read only: nothing is changed)")
+        for line in report.found:
+            console.print(f"  [green]found[/]   {line}")
+        for line in report.missing:
+            console.print(f"  [yellow]missing[/] {line}")
+        emulated = ", ".join("emulated:" + n for n in list_specs())
+        if not report.found:
+            console.print(
+                "[bold]Result:[/] no Jetson or NVIDIA GPU is present on this machine; wattcap "
+                f"can use the emulated devices instead: {emulated}."
+            )

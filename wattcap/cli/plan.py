@@ -1,0 +1,154 @@
+"""`wattcap plan`: every method's (batch size, frequency) under a power cap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from wattcap.cli.common import console, fail, load_or_fail, parse_cap
+
+if TYPE_CHECKING:
+    from wattcap.planner import Plan
+
+
+def make_plan(
+    profile_path: Path,
+    efficiency_path: Path | None,
+    cap: float | None,
+    reference_profiles: Path | None = None,
+    target_efficiency_path: Path | None = None,
+) -> Plan:
+    """Load files and plan, turning every expected problem into a clear exit."""
+    from wattcap.efficiency import EfficiencyVector
+    from wattcap.planner import InfeasibleCapError, plan
+    from wattcap.profiling import ProfileTable
+    from wattcap.references import reference_profiles_for
+    from wattcap.schema import WattcapFileError
+
+    table = load_or_fail(ProfileTable, profile_path)
+    eff = load_or_fail(EfficiencyVector, efficiency_path) if efficiency_path else None
+    target = load_or_fail(EfficiencyVector, target_efficiency_path) if target_efficiency_path \
+        else None
+    try:
+        refs = reference_profiles_for(table, reference_profiles)
+        return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target)
+    except (InfeasibleCapError, WattcapFileError, ValueError) as err:
+        fail(str(err))
+
+
+def plan_to_json(result: Plan) -> dict:
+    """The flat JSON of `plan --json`: wattcap's choice at the top, the others under methods."""
+    main = result.choices["wattcap"]
+    return {
+        "method": "wattcap",
+        "batch_size": main.batch_size,
+        "frequency_hz": main.frequency_hz,
+        "predicted_time_s": main.predicted_time_s,
+        "predicted_energy_j": main.predicted_energy_j,
+        "peak_power_w": main.peak_power_w,
+        "power_cap_w": result.power_cap_w,
+        "device": result.device,
+        "model": result.model,
+        "safe_frequency_hz": result.safe_frequency_hz,
+        "methods": {
+            name: {
+                "method": c.method,
+                "batch_size": c.batch_size,
+                "frequency_hz": c.frequency_hz,
+                "predicted_time_s": c.predicted_time_s,
+                "predicted_energy_j": c.predicted_energy_j,
+                "peak_power_w": c.peak_power_w,
+                "speedup_of_wattcap": c.predicted_time_s / main.predicted_time_s,
+            }
+            for name, c in result.choices.items()
+        },
+        "unavailable": result.unavailable,
+        "notes": result.notes,
+    }
+
+
+def print_plan(result: Plan, title: str | None = None) -> None:
+    """A rich table of every method's choice and predicted speed-up."""
+    from wattcap.planner import METHODS
+
+    cap = "no cap" if result.power_cap_w is None else f"cap {result.power_cap_w:g} W"
+    table = Table(title=title or f"{result.model} on {result.device}, {cap}")
+    for column in ("method", "batch", "MHz", "peak W", "avg W", "r_b", "pred. time (s)",
+                   "pred. energy (J)", "wattcap speed-up"):
+        table.add_column(column, justify="right" if column != "method" else "left")
+    main = result.choices.get("wattcap")
+    for method in METHODS:
+        c = result.choices.get(method)
+        if c is None:
+            table.add_row(method, "—", "—", "—", "—", "—", "—", "—", "n/a (see notes)")
+            continue
+        speedup = f"{c.predicted_time_s / main.predicted_time_s:.2f}x" if main else ""
+        table.add_row(method, str(c.batch_size), f"{c.frequency_hz / 1e6:.1f}",
+                      f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}", f"{c.efficiency_ratio:.2f}",
+                      f"{c.predicted_time_s:.1f}", f"{c.predicted_energy_j:.0f}", speedup)
+    console.print(table)
+    for method, reason in result.unavailable.items():
+        console.print(f"  [dim]note: {method} not available: {reason}[/]")
+    for note in result.notes:
+        console.print(f"  [dim]note: {note}[/]")
+
+
+def plan_command(
+    profile: Path | None = typer.Option(None, help="ProfileTable JSON (required unless --server "
+                                        "fetches it)."),
+    power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
+    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
+    target_efficiency: Path | None = typer.Option(None, help="r_b measured on the target: "
+                                                  "adds the fastest-configuration oracle."),
+    reference_profiles: Path | None = typer.Option(None, help="Folder of reference-model "
+                                                   "profiles for the baselines' safe frequency."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    out: Path | None = typer.Option(None, help="Also write the Plan file."),
+    server: str | None = typer.Option(None, help="wattcap server URL: fetch the profile and the "
+                                      "efficiency vector from it (a local --profile or "
+                                      "--efficiency still wins).", rich_help_panel="Server"),
+    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
+                                           "profile to fetch, e.g. jetson-nano.",
+                                           rich_help_panel="Server"),
+    model: str | None = typer.Option(None, help="With --server: the model to plan for "
+                                     "(default: the local profile's).",
+                                     rich_help_panel="Server"),
+    power_mode: str | None = typer.Option(None, help="With --server: only a profile made in "
+                                          "this power mode (e.g. MAXN).",
+                                          rich_help_panel="Server"),
+    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
+                                     "estimated on this proxy dataset.",
+                                     rich_help_panel="Server"),
+    target_accuracy: float | None = typer.Option(None, help="With --server: only an efficiency "
+                                                 "vector for this target accuracy.",
+                                                 rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token, for a server with private reads (env "
+                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
+) -> None:
+    """Choose (batch size, frequency) for each method under a power cap.
+
+    From local files (--profile, --efficiency), or from a wattcap server: `wattcap plan
+    --server URL --device-name jetson-nano --model resnet18 --power-cap 5` fetches the newest
+    profile of that device for the model and the model's newest efficiency vector.
+    """
+    if server:
+        from wattcap.cli.server import fetch_plan_inputs
+
+        profile, efficiency, _ = fetch_plan_inputs(
+            server, token, profile=profile, efficiency=efficiency, device_name=device_name,
+            model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
+    elif profile is None:
+        fail("--profile is required (or --server URL with --device-name and --model)")
+    result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
+                       target_efficiency)
+    if out:
+        result.save(out)
+    if as_json:
+        print(json.dumps(plan_to_json(result), indent=2))
+    else:
+        print_plan(result)

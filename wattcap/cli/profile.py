@@ -1,0 +1,232 @@
+"""`wattcap profile` (measure, dry-run, refresh) and `wattcap plot-profile`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from wattcap.cli.common import (
+    DEVICE_HELP,
+    console,
+    fail,
+    load_or_fail,
+    parse_batch_sizes,
+    parse_cap,
+    parse_drift,
+    progress,
+)
+
+if TYPE_CHECKING:
+    from wattcap.devices import Device
+    from wattcap.profiling import ProfilePoint, ProfileTable, RefreshResult
+
+
+def print_device_readout(dev: Device) -> None:
+    """What a dry run reads from the device: identity, clocks, sensor, memory."""
+    from wattcap.devices import DeviceError
+
+    freqs = dev.frequencies_hz()
+    mode = getattr(dev, "power_mode", None)
+    mode = mode() if callable(mode) else mode
+    console.print(f"device {dev.name} ({dev.kind}" + (f", power mode {mode})" if mode else ")"))
+    console.print(f"  {len(freqs)} GPU frequencies: "
+                  + ", ".join(f"{f / 1e6:.1f}" for f in freqs) + " MHz")
+    try:
+        console.print(f"  current frequency {dev.current_frequency_hz() / 1e6:.1f} MHz")
+    except (DeviceError, OSError) as err:
+        console.print(f"  current frequency unreadable: {err}")
+    try:
+        console.print(f"  power now {dev.read_power_w():.2f} W on {dev.sensor_rail}, a new "
+                      f"reading every {dev.sensor_period_s * 1e3:.0f} ms")
+    except DeviceError as err:
+        console.print(f"  [yellow]power unreadable:[/] {err}")
+    console.print(f"  memory usable for training {dev.memory_bytes() / 2**30:.2f} GiB")
+
+
+def print_refresh(result: RefreshResult, source: Path, out: Path) -> None:
+    """The re-measured points next to the old ones, and what that means for planning."""
+    cap = result.power_cap_w
+    title = (f"{result.table.model} on {result.table.device}: frontier re-measured "
+             + (f"for a cap of {cap:g} W" if cap is not None else "(no cap)"))
+    table = Table(title=title)
+    for column in ("batch", "MHz", "old peak W", "new peak W", "peak change",
+                   "old ms/sample", "new ms/sample", "time change", "under cap"):
+        table.add_column(column, justify="right")
+    for change in result.changes:
+        old, new = change.old, change.new
+        table.add_row(
+            str(new.batch_size), f"{new.frequency_hz / 1e6:.1f}",
+            f"{old.peak_power_w:.2f}" if old else "—", f"{new.peak_power_w:.2f}",
+            f"{change.power_change:+.1%}" if old else "new",
+            f"{old.seconds_per_sample * 1e3:.3f}" if old else "—",
+            f"{new.seconds_per_sample * 1e3:.3f}",
+            f"{change.time_change:+.1%}" if old else "new",
+            "yes" if cap is None or new.peak_power_w <= cap else "[red]no[/]",
+        )
+    console.print(table)
+    for b, (old_hz, new_hz) in sorted(result.frontier_moved().items()):
+        now = f"{new_hz / 1e6:.1f} MHz" if new_hz else "none measured under the cap"
+        console.print(f"  [yellow]b={b}: highest feasible frequency {old_hz / 1e6:.1f} MHz -> "
+                      f"{now}[/]")
+    if result.skipped:
+        console.print(f"  [dim]not re-measured (no longer fits or frequency not offered): "
+                      f"batch sizes {result.skipped}[/]")
+    largest = max((abs(c) for ch in result.changes
+                   for c in (ch.time_change, ch.power_change) if c is not None), default=0.0)
+    if largest > 0.1:
+        console.print(f"[bold yellow]the device changed since {source} was measured[/] (up to "
+                      f"{largest:.0%}): plan again with {out}")
+    else:
+        console.print(f"no change beyond 10 % (largest {largest:.1%}): the profile still holds")
+
+
+def _point_detail(point: ProfilePoint | None, label: str, cap_w: float | None) -> str:
+    """The latest measured point, its peak power against the cap when there is one."""
+    if point is None:
+        return label
+    versus = f" (cap {cap_w:g} W)" if cap_w is not None else ""
+    return f"{label}: peak {point.peak_power_w:.2f} W{versus}"
+
+
+def profile(
+    device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
+    model: str | None = typer.Option(None, help="Registered model name (default resnet18; "
+                                     "with --refresh, the profile's model)."),
+    out: Path | None = typer.Option(None, help="ProfileTable JSON to write (with --refresh, "
+                                    "default: overwrite FILE)."),
+    power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search (with "
+                                         "--refresh: the cap whose frontier is re-measured)."),
+    exhaustive: bool = typer.Option(False, help="Measure every (b, f)."),
+    power_mode: str | None = typer.Option(None, help="nvpmodel mode of an emulated device."),
+    batch_sizes: str = typer.Option("4,8,16,32,64,128", help="Comma-separated batch sizes."),
+    refresh: Path | None = typer.Option(None, "--refresh", metavar="FILE", help="Re-measure "
+                                        "only the feasible frontier of this profile and show "
+                                        "what changed (the device may have drifted)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Read the device and say what "
+                                 "would be measured; change no setting, write no file."),
+    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
+                                     "derating after AFTER_S device seconds (e.g. 0,0.8,1.15), "
+                                     "to try --refresh and drift handling."),
+) -> None:
+    """Measure peak power and time per sample over (batch size, frequency)."""
+    from wattcap.devices import DeviceError, get_device
+    from wattcap.models import get_model_spec
+    from wattcap.profiling import Profiler, ProfileTable, refresh_profile
+    from wattcap.schema import WattcapFileError
+
+    cap = parse_cap(power_cap)
+    previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
+    if previous is not None:
+        model = model or previous.model
+        emulated_spec = device.partition(":")[2] or "jetson-nano"
+        if device.startswith("emulated") and emulated_spec == previous.device:
+            # The emulated device in the profile's power mode (its frequency list) by default.
+            power_mode = power_mode or previous.power_mode
+    model = model or "resnet18"
+    if out is None and refresh is None and not dry_run:
+        fail("--out is required (the ProfileTable JSON to write)")
+    sizes = parse_batch_sizes(batch_sizes)
+    try:
+        get_model_spec(model)
+        if drift is not None and not device.startswith("emulated"):
+            raise ValueError("--drift only applies to emulated devices")
+        dev = get_device(device, power_mode=power_mode, dry_run=dry_run,
+                         drift=parse_drift(drift))
+    except (KeyError, ValueError, DeviceError) as err:
+        fail(str(err).strip("'\""))
+    if previous is not None:
+        try:
+            previous.check_matches(device=dev.name, model=model, source=str(refresh))
+        except WattcapFileError as err:
+            fail(str(err))
+
+    if dry_run:
+        _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh)
+        return
+
+    rows = tuple(previous.batch_sizes) if previous is not None else sizes
+    grid = len(rows) * len(dev.frequencies_hz())
+    if previous is not None:
+        what = f"refresh, at most {grid} points"
+    elif exhaustive or cap is None:
+        what = f"exhaustive, {grid} points at most"
+    else:
+        what = f"pruned for {cap:g} W, at most {grid} points"
+    with dev, progress(f"profiling {model} on {dev.name} ({what})", grid, "points") as report:
+        profiler = Profiler(
+            dev, model, batch_sizes=rows,
+            progress=lambda point, label: report.advance(detail=_point_detail(point, label, cap)),
+        )
+        try:
+            if previous is not None:
+                result = refresh_profile(profiler, previous, power_cap_w=cap,
+                                         source=str(refresh))
+            else:
+                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive)
+        except (DeviceError, WattcapFileError) as err:
+            fail(str(err))
+        # a pruned search or a refresh measures fewer points than the grid: that is the end
+        report.update(total=report.completed)
+    if previous is not None:
+        assert refresh is not None
+        target = out or refresh
+        result.table.save(target)
+        print_refresh(result, refresh, target)
+        console.print(f"wrote {target}: {len(result.changes)} points re-measured (refresh)")
+        return
+    assert out is not None
+    table.save(out)
+    console.print(
+        f"wrote {out}: {table.points_measured} points ({table.mode}), "
+        f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
+        + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
+    )
+
+
+def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,
+                   exhaustive: bool, previous: ProfileTable | None, refresh: Path | None
+                   ) -> None:
+    """What `profile --dry-run` reads and would measure; changes nothing."""
+    print_device_readout(dev)
+    if previous is not None:
+        frontier = previous.frontier(cap if cap is not None else previous.power_cap_w)
+        console.print(f"--refresh would re-measure {len(frontier)} frontier points of "
+                      f"{refresh} (more where one now breaks the cap): "
+                      + ", ".join(f"b={b} at {p.frequency_hz / 1e6:.1f} MHz"
+                                  for b, p in sorted(frontier.items())))
+    else:
+        from wattcap.workload import workload_for
+
+        work = workload_for(model)
+        overhead = getattr(getattr(dev, "spec", None), "allocator_overhead_factor", 1.0)
+        fits = [b for b in sizes if work.memory_needed_bytes(b, overhead) <= dev.memory_bytes()]
+        too_big = [b for b in sizes if b not in fits]
+        points = len(fits) * len(dev.frequencies_hz())
+        how = ("exhaustive: " if exhaustive or cap is None else
+               f"pruned for {cap:g} W: at most ") + f"{points} points"
+        console.print(f"{model}: batch sizes that fit {fits}"
+                      + (f", too big for memory {too_big}" if too_big else "")
+                      + f"; would measure {how}")
+    console.print("dry run: no setting changed, no file written")
+
+
+def plot_profile_command(
+    profile: Path = typer.Option(..., help="ProfileTable JSON."),
+    out: Path = typer.Option(..., help="PNG to write."),
+    power_cap: str | None = typer.Option(None, help="Cap in watts: draws the frontier and "
+                                         "every method's choice."),
+    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON."),
+) -> None:
+    """Heatmaps of peak power and time per sample with the cap frontier and the choices."""
+    from wattcap.cli.plan import make_plan
+    from wattcap.experiments.plots import plot_profile
+    from wattcap.profiling import ProfileTable
+
+    cap = parse_cap(power_cap)
+    table = load_or_fail(ProfileTable, profile)
+    result = make_plan(profile, efficiency, cap) if cap is not None else None
+    plot_profile(table, out, power_cap_w=cap, plan=result)
+    console.print(f"wrote {out}")

@@ -1,0 +1,284 @@
+"""`wattcap pretrain`, `wattcap estimate` and `wattcap train`: the commands that train."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from wattcap.cli.common import (
+    DEVICE_HELP,
+    console,
+    fail,
+    load_or_fail,
+    parse_batch_sizes,
+    parse_cap,
+    parse_drift,
+    progress,
+)
+
+if TYPE_CHECKING:
+    from wattcap.data import ArrayDataset
+    from wattcap.training import RunRecord
+
+
+def _data_splits(name: str, seed: int = 0) -> tuple[ArrayDataset, ArrayDataset]:
+    from wattcap.data import get_dataset
+
+    try:
+        return get_dataset(name).split(0.2, seed=seed)
+    except KeyError as err:
+        fail(str(err).strip("'\""))
+
+
+def pretrain(
+    model: str = typer.Option(..., help="Registered model name."),
+    data: str = typer.Option(..., help="Bundled dataset to pre-train on."),
+    out: Path = typer.Option(..., help="Weights file (.safetensors)."),
+    epochs: int = typer.Option(3, help="Epochs over the training split."),
+    batch_size: int = typer.Option(32),
+    lr: float = typer.Option(1e-3, help="Adam learning rate."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Pre-train a model on an offline task; every later run starts from these weights."""
+    from wattcap.training import pretrain as run_pretrain
+
+    try:
+        meta = run_pretrain(model, data, out, epochs=epochs, batch_size=batch_size, lr=lr,
+                            seed=seed)
+    except (KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    console.print(f"wrote {out}: {model} pre-trained on {data}, test accuracy "
+                  f"{float(meta['test_accuracy']):.1%}")
+
+
+def _run_detail(label: str) -> str:
+    """estimate_efficiency's label of a finished run ('b=8 seed=0: 1536', or ': None' when the
+    target was not reached) as a person reads it."""
+    run, _, samples = label.rpartition(": ")
+    if not run:
+        return label
+    if samples == "None":
+        return f"{run}: target not reached"
+    return f"{run}: {samples} samples to target"
+
+
+def estimate(
+    model: str = typer.Option(..., help="Registered model name."),
+    proxy: str = typer.Option(..., help="Bundled proxy dataset."),
+    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
+    out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
+    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
+    batch_sizes: str = typer.Option("4,8,16,32,64,128"),
+    seeds: int = typer.Option(3, help="Seeds per batch size."),
+    sample_budget: int = typer.Option(20_000, help="Give up after this many samples."),
+    eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
+    lr_ref: float = typer.Option(1e-3, help="Learning rate at the reference batch size."),
+    batch_size_ref: int = typer.Option(32, help="Reference batch size for sqrt LR scaling."),
+    server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
+                                      "weights for --model (the newest, or --model-id) unless "
+                                      "--weights is given.", rich_help_panel="Server"),
+    model_id: int | None = typer.Option(None, help="With --server: the stored weights to use.",
+                                        rich_help_panel="Server"),
+    on_server: bool = typer.Option(False, help="With --server: run the sweep on the server (a "
+                                   "background job; this command waits for it) and write its "
+                                   "result to --out.", rich_help_panel="Server"),
+    push: bool = typer.Option(False, help="With --server: upload the estimated vector, linked "
+                              "to the weights it started from (needs the token).",
+                              rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token (env WATTCAP_SERVER_TOKEN).",
+                                     rich_help_panel="Server"),
+) -> None:
+    """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
+    from wattcap.efficiency import estimate_efficiency
+    from wattcap.schema import WattcapFileError
+
+    sizes = parse_batch_sizes(batch_sizes)
+    if (on_server or push or model_id is not None) and not server:
+        fail("--on-server, --push and --model-id need --server URL")
+    weights_id = None
+    if server and on_server:
+        from wattcap.cli.server import estimate_on_server
+
+        vector = estimate_on_server(
+            server, token, model=model, model_id=model_id, proxy=proxy,
+            target_accuracy=target_accuracy, batch_sizes=sizes, seeds=seeds,
+            sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
+            batch_size_ref=batch_size_ref)
+    else:
+        if server and weights is None:
+            from wattcap.cli.server import fetch_estimate_weights
+
+            weights, weights_id = fetch_estimate_weights(server, token, model, model_id)
+        runs = len(sizes) * seeds
+        with progress(f"estimating r_b of {model} on {proxy}", runs, "runs") as report:
+            try:
+                vector = estimate_efficiency(
+                    model, proxy, target_accuracy, weights=weights, batch_sizes=sizes,
+                    seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
+                    lr_ref=lr_ref, batch_size_ref=batch_size_ref,
+                    progress=lambda done, total, label: report.update(done, _run_detail(label)),
+                )
+            except (KeyError, ValueError, WattcapFileError) as err:
+                fail(str(err).strip("'\""))
+    vector.save(out)
+    if server and push and not on_server:  # a server-side sweep is stored there already
+        from wattcap.cli.server import push_estimated
+
+        push_estimated(server, token, vector, weights_id)
+    table = Table(title=f"r_b of {model} on {proxy} (target {target_accuracy:.0%})")
+    for column in ("batch", "samples per seed", "r_b mean", "r_b std"):
+        table.add_column(column, justify="right")
+    for e in vector.entries:
+        table.add_row(str(e.batch_size), ", ".join(str(s) for s in e.samples_per_seed),
+                      "unreachable" if e.ratio_mean is None else f"{e.ratio_mean:.3f}",
+                      "" if e.ratio_std is None else f"{e.ratio_std:.3f}")
+    console.print(table)
+    console.print(f"wrote {out}")
+
+
+def train(
+    device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
+    profile: Path | None = typer.Option(None, help="ProfileTable JSON of this device and model "
+                                        "(required unless --server fetches it)."),
+    power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
+    model: str = typer.Option(..., help="Registered model name."),
+    data: str = typer.Option(..., help="Bundled target dataset."),
+    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
+    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
+    target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
+    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
+    method: str = typer.Option("wattcap", help="wattcap, baseline-1, baseline-2 or fastest."),
+    sample_budget: int = typer.Option(20_000),
+    eval_every: int = typer.Option(256),
+    seed: int = typer.Option(0),
+    checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
+    out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
+    dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
+    drift_tolerance: float = typer.Option(0.1, help="Relative difference of measured step "
+                                          "time or power from the profile that counts as "
+                                          "drift: the row is re-measured and the frequency "
+                                          "re-planned at the next checkpoint (0 = off)."),
+    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
+                                     "derating after AFTER_S device seconds (e.g. 5,0.8,1.2), "
+                                     "to watch drift handling."),
+    server: str | None = typer.Option(None, help="wattcap server URL: fetch this device's "
+                                      "profile, the model's efficiency vector and its weights "
+                                      "(local --profile, --efficiency, --weights still win).",
+                                      rich_help_panel="Server"),
+    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
+                                           "profile to fetch (default: --device's).",
+                                           rich_help_panel="Server"),
+    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
+                                     "estimated on this proxy dataset.",
+                                     rich_help_panel="Server"),
+    model_id: int | None = typer.Option(None, help="With --server: the stored weights to start "
+                                        "from (default: those the efficiency vector was "
+                                        "estimated from, else the newest for --model).",
+                                        rich_help_panel="Server"),
+    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
+                                     "bearer token, for a server with private reads (env "
+                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
+) -> None:
+    """Select (b, f) under the cap, apply the frequency, train to the target, restore.
+
+    With --server URL the device fetches what it needs: e.g. `wattcap train --server URL
+    --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
+    0.8` gets the profile of this device model, the efficiency vector and the weights.
+    """
+    from wattcap.cli.plan import make_plan
+    from wattcap.devices import DeviceError, get_device
+    from wattcap.planner import METHODS
+    from wattcap.profiling import ProfileTable
+    from wattcap.schema import WattcapFileError
+
+    if method not in METHODS:
+        fail(f"--method must be one of {', '.join(METHODS)}")
+    cap = parse_cap(power_cap)
+    if server:
+        from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
+
+        # the profile must be this device model's, in the power mode it runs in
+        name, mode = (device_name, None) if device_name else device_identity(device)
+        profile, efficiency, efficiency_info = fetch_plan_inputs(
+            server, token, profile=profile, efficiency=efficiency, device_name=name,
+            model=model, power_mode=mode, proxy=proxy)
+        if weights is None:
+            weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
+    elif profile is None:
+        fail("--profile is required (or --server URL)")
+    result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency)
+    if method not in result.choices:
+        fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
+    choice = result.choices[method]
+    if drift is not None and not device.startswith("emulated"):
+        fail("--drift only applies to emulated devices")
+    if drift_tolerance < 0:
+        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
+    try:
+        dev = get_device(device, dry_run=dry_run, seed=seed, drift=parse_drift(drift))
+    except DeviceError as err:
+        fail(str(err))
+    table = load_or_fail(ProfileTable, profile)
+    try:
+        table.check_matches(device=dev.name, model=model, source=str(profile))
+    except WattcapFileError as err:
+        fail(str(err))
+    train_split, test_split = _data_splits(data, seed=0)
+    from wattcap.training import TrainConfig, train_to_accuracy
+
+    try:
+        config = TrainConfig(model=model, batch_size=choice.batch_size,
+                             target_accuracy=target_accuracy, sample_budget=sample_budget,
+                             eval_every_samples=eval_every, seed=seed)
+    except ValueError as err:
+        fail(str(err))
+    console.print(f"{method}: batch size {choice.batch_size} at "
+                  f"{choice.frequency_hz / 1e6:.1f} MHz (profile peak {choice.peak_power_w:.2f} W"
+                  + (f", cap {cap:g} W)" if cap else ", no cap)"))
+    if dry_run:
+        console.print("dry run: nothing changed, no training")
+        return
+    from wattcap.runtime import exit_cleanly_on_signals
+
+    try:
+        with exit_cleanly_on_signals(), dev, progress(
+            f"training {model} on {data} (b={choice.batch_size}, target "
+            f"{target_accuracy:.0%})", sample_budget, "samples",
+        ) as report:
+            dev.set_frequency_hz(choice.frequency_hz)
+            record = train_to_accuracy(
+                config, train_split, test_split, device=dev, weights=weights, power_cap_w=cap,
+                checkpoint_dir=checkpoint_dir, method=method,
+                on_eval=lambda point: report.update(
+                    point.samples, f"accuracy {point.accuracy:.1%} (target "
+                    f"{target_accuracy:.0%}) after {point.device_time_s:.1f} s of device time"),
+                profile=table if drift_tolerance > 0 else None,
+                drift_tolerance=drift_tolerance)
+    except (DeviceError, WattcapFileError, ValueError) as err:
+        fail(str(err))
+    if out:
+        record.save(out)
+    print_run(record)
+
+
+def print_run(record: RunRecord) -> None:
+    """The run summary: time-to-accuracy, energy, peak power against the cap."""
+    tta = record.time_to_accuracy_s
+    console.print(
+        f"[bold]{record.method or 'run'}[/] b={record.config.batch_size}: "
+        + (f"reached {record.config.target_accuracy:.0%} after {record.samples_to_target} samples"
+           f", time-to-accuracy {tta:.1f} s (device)" if record.reached else
+           f"did not reach {record.config.target_accuracy:.0%} within "
+           f"{record.config.sample_budget} samples (final {record.final_accuracy:.1%})")
+        + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
+        + (f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
+    )
+    for step in record.frequency_steps:
+        console.print(f"  [yellow]watchdog[/] t={step.time_s:.1f} s: {step.from_hz / 1e6:.1f} -> "
+                      f"{step.to_hz / 1e6:.1f} MHz ({step.reason})")
+    for event in record.events:
+        console.print(f"  [dim]{event}[/]")

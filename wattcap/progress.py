@@ -1,0 +1,205 @@
+"""Progress a person can follow: a rich bar on a terminal, plain periodic lines elsewhere.
+
+Long commands (profiling a grid, a proxy sweep of |B| x seeds runs, training to a target) report
+through one interface, `ProgressReporter`: `update(completed, detail)` as work is done, used as a
+context manager around the work. `make_progress` picks the implementation from the console: a
+live rich bar when it is a terminal, and otherwise (CI logs, pipes, files) `PlainProgress`, which
+prints a line at every 10 % of the total, at most one more line every 10 s between them, and one
+at the end, so a log shows that the job lives without a line per step.
+
+This module imports neither torch nor the command line; rich loads only for a terminal bar.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: seconds between two time-driven lines of `PlainProgress`
+PLAIN_INTERVAL_S = 10.0
+#: fraction of the total at whose every multiple `PlainProgress` prints a line
+PLAIN_STEP_FRACTION = 0.1
+
+
+class ProgressReporter(ABC):
+    """Progress of one task: `completed` of `total` `unit`s (total None: unknown), and a short
+    `detail` about the latest unit (e.g. the accuracy just measured).
+
+    Use it as a context manager: entering shows the start, leaving shows the end state.
+    """
+
+    def __init__(self, description: str, total: int | None, unit: str) -> None:
+        if total is not None and total < 0:
+            raise ValueError(f"progress total must be >= 0 or None, got {total}")
+        self.description = description
+        self.total = total
+        self.unit = unit
+        self.completed = 0
+        self.detail = ""
+        self._started = False
+        self._closed = False
+
+    def update(self, completed: int | None = None, detail: str | None = None,
+               total: int | None = None) -> None:
+        """Set how much is done (and the latest detail, or a corrected total)."""
+        if completed is not None:
+            self.completed = completed
+        if detail is not None:
+            self.detail = detail
+        if total is not None:
+            self.total = total
+        if self._started and not self._closed:
+            self._show()
+
+    def advance(self, amount: int = 1, detail: str | None = None) -> None:
+        """Count `amount` more units done."""
+        self.update(self.completed + amount, detail)
+
+    def fraction(self) -> float | None:
+        """Share of the total done, in [0, 1]; None when the total is unknown."""
+        if self.total is None:
+            return None
+        if self.total == 0:
+            return 1.0
+        return min(max(self.completed / self.total, 0.0), 1.0)
+
+    def __enter__(self) -> ProgressReporter:
+        self._started = True
+        self._start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self._closed:
+            self._closed = True
+            self._stop(failed=exc_type is not None)
+
+    @abstractmethod
+    def _start(self) -> None:
+        """Show that the task began."""
+
+    @abstractmethod
+    def _show(self) -> None:
+        """Reflect the current state (an implementation may decide to show nothing)."""
+
+    @abstractmethod
+    def _stop(self, failed: bool) -> None:
+        """Show the end state."""
+
+
+class PlainProgress(ProgressReporter):
+    """Plain lines for output that is not a terminal: one at the start, one whenever the work
+    crosses another `step_fraction` of the total, one when `interval_s` passed since the last
+    line without such a crossing, and one at the end (unless the last line already showed it).
+
+    `clock` (seconds, monotonic) is injectable so the throttling is testable without sleeping.
+    """
+
+    def __init__(self, description: str, total: int | None, unit: str,
+                 stream: TextIO | None = None, interval_s: float = PLAIN_INTERVAL_S,
+                 step_fraction: float = PLAIN_STEP_FRACTION,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(description, total, unit)
+        if interval_s <= 0 or not 0 < step_fraction <= 1:
+            raise ValueError("PlainProgress needs interval_s > 0 and 0 < step_fraction <= 1")
+        self.stream = stream if stream is not None else sys.stdout
+        self.interval_s = interval_s
+        self.step_fraction = step_fraction
+        self.clock = clock
+        self._start_s = 0.0
+        self._last_line_s = 0.0
+        self._last_step = 0
+        self._last_shown: tuple[int, str, int | None] | None = None
+
+    def _step(self) -> int:
+        share = self.fraction()
+        # a hair of tolerance so 3/10 counts as the third tenth despite float rounding
+        return 0 if share is None else math.floor(share / self.step_fraction + 1e-9)
+
+    def line(self, suffix: str = "") -> str:
+        """The text of one progress line for the current state."""
+        elapsed = timedelta(seconds=int(self.clock() - self._start_s))
+        done = f"{self.completed}/{self.total}" if self.total is not None else f"{self.completed}"
+        share = self.fraction()
+        percent = f" ({share:.0%})" if share is not None else ""
+        text = f"{self.description}: {done} {self.unit}{percent}, {elapsed} elapsed"
+        if self.detail:
+            text += f"; {self.detail}"
+        return text + suffix
+
+    def _emit(self, suffix: str = "") -> None:
+        print(self.line(suffix), file=self.stream, flush=True)
+        self._last_line_s = self.clock()
+        self._last_shown = (self.completed, self.detail, self.total)
+
+    def _start(self) -> None:
+        self._start_s = self.clock()
+        self._last_step = self._step()
+        self._emit()
+
+    def _show(self) -> None:
+        step = self._step()
+        if step > self._last_step:
+            self._last_step = step
+            self._emit()
+        elif self.clock() - self._last_line_s >= self.interval_s:
+            self._emit()
+
+    def _stop(self, failed: bool) -> None:
+        if failed:
+            self._emit(" (stopped)")
+        elif self._last_shown != (self.completed, self.detail, self.total):
+            self._emit()
+
+
+class RichProgress(ProgressReporter):
+    """A live rich progress bar on a terminal: bar, done/total, elapsed time, latest detail."""
+
+    def __init__(self, description: str, total: int | None, unit: str, console: Console) -> None:
+        super().__init__(description, total, unit)
+        self.console = console
+        self._progress = None
+        self._task = None
+
+    def _start(self) -> None:
+        from rich.markup import escape
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(),
+            TextColumn("{task.completed}" + ("/{task.total}" if self.total is not None else "")
+                       + f" {escape(self.unit)}"),
+            TimeElapsedColumn(), TextColumn("{task.fields[detail]}", markup=False),
+            console=self.console,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(escape(self.description), total=self.total,
+                                             detail=self.detail)
+
+    def _show(self) -> None:
+        assert self._progress is not None and self._task is not None
+        self._progress.update(self._task, completed=self.completed, total=self.total,
+                              detail=self.detail)
+
+    def _stop(self, failed: bool) -> None:
+        assert self._progress is not None
+        self._show()
+        self._progress.stop()
+
+
+def make_progress(console: Console, description: str, total: int | None, unit: str
+                  ) -> ProgressReporter:
+    """A rich bar when `console` is an interactive terminal, else plain periodic lines on the
+    console's stream (what CI logs and pipes should get)."""
+    if console.is_terminal and not console.is_dumb_terminal:
+        return RichProgress(description, total, unit, console)
+    return PlainProgress(description, total, unit, stream=console.file)
