@@ -330,3 +330,43 @@ def test_a_run_under_a_moving_cap_is_plotted(profile: ProfileTable, efficiency: 
                                  device=EmulatedDevice("jetson-nano"), power_cap_w=4.5)
     with pytest.raises(ValueError, match="no cap timeline"):
         plot_cap_run(constant, tmp_path / "none.png")
+
+
+def test_a_batch_size_change_must_promise_five_percent(profile: ProfileTable,
+                                                       efficiency: EfficiencyVector) -> None:
+    hysteresis = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    free = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency, switch_margin=0.0)
+    caps = sorted({p.peak_power_w for p in profile.points})
+    kept = 0
+    for cap in caps:
+        for current in (8, 16, 32):
+            best, chosen = free.choose(cap, current), hysteresis.choose(cap, current)
+            assert (best is None) == (chosen is None)
+            if best is None or chosen == best:
+                continue
+            # kept the batch size in use, at its best frequency, for a gain under 5 %
+            assert chosen is not None and chosen.batch_size == current
+            assert chosen.frequency_hz == free.highest_under(current, cap)
+            assert hysteresis._score[(best.batch_size, best.frequency_hz)] > 0.95 * \
+                hysteresis._score[(chosen.batch_size, chosen.frequency_hz)]
+            kept += 1
+    assert kept > 0  # the profile has such near-ties: the rule was exercised
+
+
+def test_a_held_watchdog_records_but_leaves_the_clock() -> None:
+    from wattcap.runtime import CapWatchdog
+
+    device = EmulatedDevice("jetson-nano")
+    start_hz = device.current_frequency_hz()
+    guard = CapWatchdog(device, power_cap_w=2.0)
+    guard.hold("the step in flight finishes")
+    for i in range(3):
+        guard(PowerReading(0.05 * (i + 1), 3.0, "test"))
+    assert device.current_frequency_hz() == start_hz and not guard.steps
+    assert any("held" in note for note in guard.notes)
+    guard.hold(None)
+    guard(PowerReading(0.20, 1.5, "test"))
+    assert len(guard.violations) == 1 and guard.violations[0].readings == 3
+    guard(PowerReading(0.25, 3.0, "test"))
+    guard(PowerReading(0.30, 3.0, "test"))
+    assert device.current_frequency_hz() < start_hz  # released: it acts again

@@ -72,7 +72,14 @@ class Target:
 
 
 class ConfigChooser:
-    """The configuration for any cap under one policy (see `CapPolicy`), from one profile."""
+    """The configuration for any cap under one policy (see `CapPolicy`), from one profile.
+
+    Under "replan", a batch-size change must promise at least `switch_margin` (5 %) on the
+    objective over the best frequency for the batch size in use: near a threshold of the
+    profile a cap that creeps (a battery, the morning sun) would otherwise flip the batch size
+    (and its learning rate) every period for a gain within the profile's noise. Frequencies
+    change freely: they cost nothing to the training.
+    """
 
     def __init__(
         self,
@@ -83,6 +90,7 @@ class ConfigChooser:
         efficiency: EfficiencyVector | None = None,
         objective: Objective | None = None,
         reference_profiles: list[ProfileTable] | None = None,
+        switch_margin: float = 0.05,
     ) -> None:
         if policy not in CAP_POLICIES:
             raise ValueError(f"unknown cap policy {policy!r}; expected one of "
@@ -94,7 +102,13 @@ class ConfigChooser:
         self.efficiency = efficiency
         self.objective = objective or Objective()
         self.references = reference_profiles or [profile]
+        self.switch_margin = switch_margin
         self.replanner = Replanner(profile, efficiency, self.objective)
+        candidates = self.replanner.candidates
+        scores = candidates.time_key if self.objective.is_paper_time else \
+            candidates.values(self.replanner.objective)
+        self._score = {(p.batch_size, p.frequency_hz): float(v)
+                       for p, v in zip(candidates.points, scores, strict=True)}
         self.frequencies_hz = sorted(profile.frequencies_hz)
         self.notes: list[str] = []
         self._rows: dict[tuple[int, bool], CandidateSet] = {}
@@ -103,7 +117,8 @@ class ConfigChooser:
     def with_profile(self, profile: ProfileTable) -> ConfigChooser:
         """The same policy over another profile (re-measured points after drift)."""
         return ConfigChooser(profile, self.policy, self.batch_size, self.frequency_hz,
-                             self.efficiency, self.objective, self.references)
+                             self.efficiency, self.objective, self.references,
+                             self.switch_margin)
 
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""
@@ -124,7 +139,17 @@ class ConfigChooser:
         """The configuration for the cap (`batch_size`: the one in use now, kept by every
         policy but replan); None when nothing under this policy fits (pause)."""
         if self.policy == "replan":
-            return self._replan(cap_w)
+            target = self._replan(cap_w)
+            if target is None or target.batch_size == batch_size or self.switch_margin <= 0:
+                return target
+            keep = self._best_in_row(batch_size, cap_w)
+            new_score = self._score.get((target.batch_size, target.frequency_hz))
+            keep_score = None if keep is None else \
+                self._score.get((keep.batch_size, keep.frequency_hz))
+            if new_score is not None and keep_score is not None and \
+                    new_score > keep_score * (1 - self.switch_margin):
+                return keep
+            return target
         if self.policy == "frequency":
             return self._best_in_row(batch_size, cap_w)
         if self.policy == "safe-frequency":
@@ -287,6 +312,7 @@ class CapFollower:
                 # what the idle device draws above the cap is counted in the pause segment.
                 # (This reading, with the end of the step in flight, was judged already.)
                 self.watchdog.set_cap(None, ceiling_hz=self.device.current_frequency_hz())
+                self.watchdog.hold(None)
             if idle_reading and cap.cap_w is not None and reading.power_w > cap.cap_w \
                     and not self._idle_note_given:
                 self._idle_note_given = True
@@ -362,6 +388,8 @@ class CapFollower:
         applied = self._set_frequency(finish_hz if finish_hz is not None else lowest_hz)
         if self.watchdog is not None:
             self.watchdog.set_cap(cap_w, ceiling_hz=applied)
+            self.watchdog.hold("training paused under a cap below every configuration; the "
+                               "step in flight finishes at the frequency that overdraws least")
         need = self.chooser.lowest_cap_w if self.chooser is not None else float("nan")
         self._event(t_s, f"cap {_cap_text(cap_w)} is below the {need:.2f} W the lowest "
                     f"configuration needs: training paused after the step in flight, the "
@@ -398,6 +426,7 @@ class CapFollower:
             applied = self._set_frequency(self._interim_frequency(cap_w))
         self._idling = False
         if self.watchdog is not None:
+            self.watchdog.hold(None)
             self.watchdog.set_cap(cap_w, ceiling_hz=applied)
 
     def stop(self, t_s: float, reason: str) -> None:
@@ -509,6 +538,8 @@ class CapFollower:
             applied = self._set_frequency(state["frequency_hz"])
         if self.watchdog is not None:
             self.watchdog.set_cap(None if self._idling else self.cap_w, ceiling_hz=applied)
+            self.watchdog.hold("training paused; the step in flight finishes" if self.paused
+                               and not self._idling else None)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _segment(self, t_s: float, cap_w: float | None, target: Target, reason: str,

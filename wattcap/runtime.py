@@ -105,7 +105,11 @@ class CapWatchdog:
     again after a step back up doubles the wait before the next try, so a level that really
     breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
     cannot do (already at the lowest frequency, the device refused the change) goes to
-    `notes`. Clock changes hold the device's `clock_lock`."""
+    `notes`. Clock changes hold the device's `clock_lock`.
+
+    `hold(reason)` keeps recording violations but leaves the frequency alone (a moving cap
+    fell below every configuration: the step in flight finishes at the frequency that
+    overdraws least, and stepping down would only stretch it); `hold(None)` releases."""
 
     device: Device
     power_cap_w: float | None
@@ -123,6 +127,7 @@ class CapWatchdog:
     _typical_w: dict[int, tuple[float, float]] = field(default_factory=dict)
     _under: int = 0
     _wait: dict[int, int] = field(default_factory=dict)
+    _held: str | None = None
 
     def __call__(self, reading: PowerReading) -> None:
         if self.power_cap_w is None:
@@ -136,12 +141,17 @@ class CapWatchdog:
                 self._under = 0
                 self._run.append(reading)
                 if len(self._run) >= 2:
-                    self._step_down(reading)
+                    if self._held is None:
+                        self._step_down(reading)
+                    else:
+                        self._note(f"held: {self._held}", f"power above the cap, frequency "
+                                   f"held: {self._held}")
                 return
             if self._run:
                 self._close_run()
             self._under += 1
-            self._maybe_step_up(reading, current)
+            if self._held is None:
+                self._maybe_step_up(reading, current)
 
     def _step_down(self, reading: PowerReading) -> None:
         with self.device.clock_lock:
@@ -239,6 +249,12 @@ class CapWatchdog:
             self.ceiling_hz = ceiling_hz
             self._typical_w.clear()
             self._wait.clear()
+            self._under = 0
+
+    def hold(self, reason: str | None) -> None:
+        """Record violations without changing the frequency (None: act again)."""
+        with self._lock:
+            self._held = reason
             self._under = 0
 
     def update_cap(self, power_cap_w: float | None) -> None:
