@@ -4,6 +4,7 @@ segments)."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -52,11 +53,13 @@ def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -
                        label="target reached" if ax is ax_power else None)
     for ax in (ax_power, ax_freq, ax_batch):
         ax.grid(alpha=0.3)
-    ax_power.legend(fontsize=8, ncol=3, loc="upper right", framealpha=0.85)
+    ax_power.legend(fontsize=8, ncol=5, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+                    frameon=False)
     outcome = (f"target reached in {reached:.1f} s" if reached is not None
                else "target not reached")
-    ax_power.set_title(title or f"{record.model} on {record.device}, "
-                       f"{record.cap_source or 'moving cap'}: {outcome}", fontsize=10)
+    fig.suptitle(textwrap.fill(title or f"{record.model} on {record.device}, "
+                               f"{record.cap_source or 'moving cap'}: {outcome}", 100),
+                 fontsize=10)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
