@@ -104,6 +104,7 @@ def test_train_follows_a_schedule_and_plots_the_run(files: tuple[Path, Path],
     assert record.segments[0].batch_size > record.segments[1].batch_size
     assert record.segments[1].cap_w == 3.2
     assert [p.samples for p in record.curve] == [128, 256]
+    assert not record.drift_events  # the emulator does not drift: short steps are not drift
     assert "segments under" in _flat(result.output)
     assert png.read_bytes()[:8] == PNG_MAGIC
 

@@ -175,6 +175,7 @@ def test_our_loop_resumes_mid_segment_to_the_same_result(
 ) -> None:
     full = run(profile, efficiency, digits32)
     assert full.reached
+    assert not full.drift_events  # the drift monitor follows the batch size and the cap
     assert [p.samples % 128 for p in full.curve] == [0] * len(full.curve)  # the same cadence
     assert [s.batch_size for s in full.segments if not s.paused][:2] == [32, 16]
     with pytest.raises(Killed):

@@ -350,17 +350,21 @@ class DriftMonitor:
         self._window_busy_s = 0.0
         self._window_power_w: list[float] = []
 
-    def on_step(self, start_s: float, end_s: float, busy_s: float) -> DriftEvent | None:
+    def on_step(self, start_s: float, end_s: float, busy_s: float,
+                samples: int | None = None) -> DriftEvent | None:
         """Account one training step that ran over device time [start_s, end_s] and took
         `busy_s` device seconds; returns the drift event if this step completed a window that
-        left the tolerance."""
+        left the tolerance. A step of another size than the batch size (`samples`: a short
+        last batch) is not the profile's point: the window restarts after it."""
         frequency_hz = self._table_frequency(self.device.current_frequency_hz())
         period_s = self.device.sensor_period_s
         with self._lock:
             incoming, self._incoming = self._incoming, []
-        if frequency_hz != self._window_hz:
-            # The frequency changed (watchdog, re-plan) during or before this step: its time
-            # and readings mix two frequencies, so the window restarts after it.
+        if frequency_hz != self._window_hz or (samples is not None
+                                               and samples != self.batch_size):
+            # The frequency changed (watchdog, re-plan) during or before this step (its time
+            # and readings mix two frequencies), or the step was not of the batch size: the
+            # window restarts after it.
             self._reset_window(frequency_hz, end_s)
             return None
         for reading in incoming:

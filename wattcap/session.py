@@ -556,7 +556,8 @@ class Session:
             self._timer = None
             self.device_time_s += busy_s
             if self._monitor is not None:
-                self._monitor.on_step(self._step_start_s, device.now_s(), busy_s)
+                self._monitor.on_step(self._step_start_s, device.now_s(), busy_s,
+                                      samples=samples)
             device.check_watch(self.power_cap_w)
         trained = self.batch_size if samples is None else samples
         self.samples += trained
