@@ -33,6 +33,13 @@ class ReadOnlyNvmlDevice(NvmlDevice):
         super().__init__(index, dry_run=True, pynvml_module=pynvml_module)
         self.supported_hz = super().frequencies_hz()
         self.pinned_hz = self.current_frequency_hz()
+        #: --allow-cpu-step without CUDA in torch: the step runs on the CPU (tests only)
+        self.cpu_step = False
+
+    @property
+    def torch_device(self) -> str:
+        """The GPU's CUDA device, or the CPU for a test without CUDA."""
+        return "cpu" if self.cpu_step else super().torch_device
 
     def frequencies_hz(self) -> list[int]:
         """Only the clock in effect: the profiler must not try others."""
@@ -146,6 +153,7 @@ def main(argv: list[str] | None = None, pynvml_module: ModuleType | None = None)
             print("\ntorch cannot use CUDA here (CPU-only build?): skipping the profile, "
                   "since it would time the CPU while reading the GPU's power")
             return 0
+        device.cpu_step = not torch.cuda.is_available()
         _profile(device, args.model, batch_sizes, args.min_readings)
         print("\nno GPU setting was changed (read-only probe)")
     finally:

@@ -80,7 +80,8 @@ def nano_reference_profiles(wattcap_cache_dir: str):
 
 @pytest.fixture
 def make_efficiency() -> Callable[..., object]:
-    """Factory: an EfficiencyVector from {batch size: [samples per seed or None]}."""
+    """Factory: an EfficiencyVector from {batch size: [samples per seed or None]} and a
+    sample budget (20,000 unless given)."""
     from wattcap.efficiency import EfficiencyVector
 
     def make(
@@ -88,10 +89,12 @@ def make_efficiency() -> Callable[..., object]:
         model: str = "resnet18",
         input_shape: tuple[int, ...] = (3, 32, 32),
         dataset: str = "proxy",
+        sample_budget: int = 20_000,
     ) -> EfficiencyVector:
         seeds = list(range(len(next(iter(samples.values())))))
         return EfficiencyVector.from_samples(
             samples,
+            sample_budget=sample_budget,
             model=model,
             input_shape=list(input_shape),
             dataset=dataset,

@@ -30,30 +30,54 @@ def test_profile_round_trip(tmp_path, nano_resnet18_profile) -> None:
     path = nano_resnet18_profile.save(tmp_path / "sub" / "profile.json")
     loaded = ProfileTable.load(path)
     assert loaded == nano_resnet18_profile
-    assert loaded.kind == "wattcap.profile" and loaded.schema_version == 1
+    assert loaded.kind == "wattcap.profile"
+    assert loaded.schema_version == ProfileTable.SCHEMA_VERSION
     assert loaded.frontier(5.0) == nano_resnet18_profile.frontier(5.0)
 
 
 def test_efficiency_round_trip(tmp_path, efficiency) -> None:
     loaded = EfficiencyVector.load(efficiency.save(tmp_path / "eff.json"))
     assert loaded == efficiency
+    assert loaded.schema_version == 2
     assert loaded.reference_batch_size == 128
     assert loaded.ratio(128) == 1.0
-    assert loaded.ratio(4) == pytest.approx(1100 / 9200)
-    assert loaded.samples(16) == pytest.approx(2200)
     assert loaded.ratio(12) is None
+    # the raw samples and the budget survive next to the fit
+    assert loaded.entry(16).samples_per_seed == [2000.0, 2400.0]
+    assert loaded.entry(16).budget_per_seed == [20_000, 20_000]
+    assert loaded.fit.b_noise == efficiency.fit.b_noise
+    expected = ("fit", "fit") if loaded.fit.good else ("mean", "mean")
+    assert (loaded.ratio_source, loaded.entry(4).source) == expected
+    if loaded.fit.good:
+        assert loaded.ratio(4) == pytest.approx(loaded.fit.ratio(4, 128))
+    else:
+        assert loaded.ratio(4) == pytest.approx(1100 / 9200)
 
 
-def test_efficiency_from_samples_with_unreachable_largest_batch(make_efficiency) -> None:
+def test_version_1_efficiency_file_is_refused(tmp_path, efficiency) -> None:
+    raw = _raw(efficiency)
+    raw["schema_version"] = 1
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(WattcapFileError, match="Re-create the file"):
+        EfficiencyVector.load(path)
+
+
+def test_efficiency_with_largest_batch_missing_the_target(make_efficiency) -> None:
     samples = dict(PROFILE_SAMPLES)
     samples[128] = [9000, None]
-    eff = make_efficiency(samples)
-    assert eff.reference_batch_size == 64
-    assert eff.ratio(64) == 1.0
-    assert eff.ratio(128) is None and eff.samples(128) is None
+    eff = make_efficiency(samples, sample_budget=12_000)
+    # still relative to b_max: its samples come from the fit, never below the floor that
+    # counts the missed run at its budget
+    assert eff.reference_batch_size == 128
+    assert eff.ratio(128) == 1.0
+    entry = eff.entry(128)
+    assert entry.source == "extrapolated" and not entry.reachable
+    assert entry.samples_per_seed == [9000.0, None]
+    if not eff.fit.good:
+        assert entry.samples >= (9000 + 12_000) / 2
+    assert all(eff.ratio(b) is not None for b in PROFILE_SAMPLES)
     assert any("b=128" in note for note in eff.notes)
-    entry = next(e for e in eff.entries if e.batch_size == 128)
-    assert not entry.reachable
     with pytest.raises(ValueError):
         make_efficiency({4: [None], 8: [None]})
 
@@ -140,7 +164,8 @@ def test_wrong_schema_version_is_refused(tmp_path, nano_resnet18_profile) -> Non
     path.write_text(json.dumps(raw))
     with pytest.raises(WattcapFileError) as info:
         ProfileTable.load(path)
-    assert "99" in str(info.value) and "version 1" in str(info.value)
+    assert "99" in str(info.value)
+    assert f"version {ProfileTable.SCHEMA_VERSION}" in str(info.value)
 
 
 def test_missing_field_is_refused(tmp_path, nano_resnet18_profile, efficiency) -> None:

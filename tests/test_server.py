@@ -122,7 +122,8 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     profile = Profiler(EmulatedDevice(DEVICE), MODEL).run(exhaustive=True)
     profile.save(folder / "profile.json")
     vector = EfficiencyVector.from_samples(
-        {16: [384, 448], 32: [512, 512], 64: [640, 576]}, model=MODEL, input_shape=[1, 8, 8],
+        {16: [384, 448], 32: [512, 512], 64: [640, 576]}, sample_budget=2048, model=MODEL,
+        input_shape=[1, 8, 8],
         dataset="digits", task="image-classification", target_accuracy=0.8, seeds=[0, 1])
     vector.save(folder / "efficiency.json")
     torch.manual_seed(0)

@@ -115,8 +115,8 @@ def _vector_json(**changes: object) -> str:
     from wattcap.efficiency import EfficiencyVector
 
     vector = EfficiencyVector.from_samples(
-        {16: [400], 32: [512]}, model=MODEL, input_shape=[1, 8, 8], dataset="digits",
-        task="image-classification", target_accuracy=0.8, seeds=[0])
+        {16: [400], 32: [512]}, sample_budget=2048, model=MODEL, input_shape=[1, 8, 8],
+        dataset="digits", task="image-classification", target_accuracy=0.8, seeds=[0])
     raw = json.loads(vector.to_json())
     raw.update(changes)
     return json.dumps(raw)

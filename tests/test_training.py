@@ -15,7 +15,6 @@ import torch
 
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
-from wattcap.efficiency import EfficiencyVector, estimate_efficiency
 from wattcap.schema import WattcapFileError
 from wattcap.training import (
     BatchStream,
@@ -166,29 +165,6 @@ def test_weights_for_another_model_are_refused(tmp_path):
     (tmp_path / "evil.safetensors").write_bytes(b"\x80\x04K\x01.")  # a pickle, not safetensors
     with pytest.raises(WattcapFileError, match="not a safetensors"):
         read_metadata(tmp_path / "evil.safetensors")
-
-
-def test_efficiency_on_digits_favours_small_batches():
-    """r_b on digits with 3 seeds: b=128 needs more samples than b=4 (we measured r_4 ≈ 0.5
-    with a small CNN; the bound here is loose)."""
-    vector = estimate_efficiency("digits-cnn", "digits", 0.9, batch_sizes=(4, 128), seeds=3,
-                                 sample_budget=12_288, eval_every_samples=256)
-    r4 = vector.ratio(4)
-    assert vector.ratio(128) == 1.0
-    assert r4 is not None and 0.1 < r4 < 0.9
-    assert vector.samples(128) > vector.samples(4)
-    assert all(len(e.samples_per_seed) == 3 for e in vector.entries)
-    assert vector.seeds == [0, 1, 2]
-
-
-def test_unreachable_batch_size_is_marked_and_never_selected():
-    vector = EfficiencyVector.from_samples(
-        {4: [500, 600], 64: [None, 900], 128: [1000, 1100]},
-        model="digits-cnn", input_shape=[1, 8, 8], dataset="digits", task="image-classification",
-        target_accuracy=0.9, seeds=[0, 1],
-    )
-    assert vector.ratio(64) is None and not vector.entries[1].reachable
-    assert vector.ratio(4) == pytest.approx(550 / 1050)
 
 
 def test_run_record_round_trip(tmp_path, digits_splits):

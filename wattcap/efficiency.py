@@ -1,69 +1,131 @@
 """Batch-size efficiency r_b = N_acc(b) / N_acc(b_max): samples needed to reach the target
 accuracy with batch size b, relative to the largest batch size, measured on a proxy dataset
 (or, for the fastest-configuration oracle, on the target data itself).
+
+Samples-to-target are read precisely from each run's accuracy curve (wattcap.curves), and r_b
+comes from the large-batch relation E(b) = E_min·(1 + b/B_noise) fitted to every run
+(wattcap.large_batch) when that fit is good, else from the raw means per batch size. A batch
+size whose runs missed the target within the budget is kept: re-run with a larger budget, or
+extrapolated from the fit, and every r_b says how it was obtained.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.large_batch import LargeBatchFit, fit_large_batch
 from wattcap.schema import VersionedFile, require_match
+
+#: how an r_b was obtained
+RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget"]
 
 
 class EfficiencyEntry(BaseModel):
-    """Samples to target for one batch size, per seed (None: not reached within budget)."""
+    """One batch size: the raw samples to target per seed, their summary, and the r_b used."""
 
     model_config = ConfigDict(extra="forbid")
     batch_size: int
-    samples_per_seed: list[int | None]
+    #: interpolated samples to target per seed; None: missed within that run's budget
+    samples_per_seed: list[float | None]
+    #: the sample budget of each seed's run (larger than the vector's where it was extended)
+    budget_per_seed: list[int]
+    #: mean and standard deviation over the seeds that reached the target
     samples_mean: float | None
-    ratio_mean: float | None
+    samples_std: float | None
+    #: E(b) used by the planner: from the fit, the raw mean, or extrapolated
+    samples: float
+    #: r_b = samples / samples of the vector's largest batch size
+    ratio: float
+    #: the interval on r_b from the fit (None when r_b is not the good fit's own)
+    ratio_low: float | None
+    ratio_high: float | None
+    #: spread of the per-seed ratios s_i / E(b_max) over the seeds that reached the target
     ratio_std: float | None
+    source: RatioSource
 
     @property
     def reachable(self) -> bool:
-        """Every seed reached the target."""
-        return self.samples_mean is not None
+        """Every seed reached the target within its (possibly extended) budget."""
+        return all(s is not None for s in self.samples_per_seed)
+
+    @property
+    def ratio_mean(self) -> float:
+        """The r_b used (the v1 name, kept for the callers that print it)."""
+        return self.ratio
 
 
 class EfficiencyVector(VersionedFile):
-    """r_b for one model, task and target accuracy."""
+    """r_b for one model, task and target accuracy, with the raw samples and the fit."""
 
     FILE_KIND = "wattcap.efficiency"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2
 
     model: str
     input_shape: list[int]
     dataset: str
     task: str
     target_accuracy: float
+    #: "given" by the caller, or "auto": chosen from the largest batch size's accuracy
+    target_accuracy_source: Literal["given", "auto"] = "given"
+    target_accuracy_rule: str | None = None
     seeds: list[int]
     optimizer: str = "adam"
     lr_ref: float = 1e-3
     batch_size_ref: int = 32
-    sample_budget: int = 0
+    sample_budget: int
+    #: factor a missed batch size's budget was extended by for its retry (None: no retry)
+    budget_extension: float | None = None
     eval_every_samples: int = 0
+    #: the largest batch size: every r_b is relative to it
     reference_batch_size: int
+    fit: LargeBatchFit
+    #: "fit": r_b from the good large-batch fit; "mean": raw means (the fit is poor)
+    ratio_source: Literal["fit", "mean"]
     entries: list[EfficiencyEntry]
     notes: list[str] = []
 
+    def entry(self, batch_size: int) -> EfficiencyEntry | None:
+        """The entry of b, or None when b was not estimated."""
+        return next((e for e in self.entries if e.batch_size == batch_size), None)
+
     def ratio(self, batch_size: int) -> float | None:
-        """r_b, or None when b is unreachable or was not estimated (never to be selected)."""
-        for entry in self.entries:
-            if entry.batch_size == batch_size:
-                return entry.ratio_mean
-        return None
+        """r_b used for planning: the fitted r_b when the fit is good, else the raw mean
+        (extrapolated from the fit where b missed the target); None when b was not
+        estimated (never to be selected)."""
+        entry = self.entry(batch_size)
+        return None if entry is None else entry.ratio
 
     def samples(self, batch_size: int) -> float | None:
-        """Mean samples to target for b, or None."""
-        for entry in self.entries:
-            if entry.batch_size == batch_size:
-                return entry.samples_mean
-        return None
+        """Samples to target E(b) behind r_b, or None when b was not estimated."""
+        entry = self.entry(batch_size)
+        return None if entry is None else entry.samples
+
+    def ratio_notes(self) -> list[str]:
+        """What a plan should say about where r_b came from."""
+        fit = self.fit
+        if self.ratio_source == "fit":
+            low = "0" if fit.b_noise_low is None else f"{fit.b_noise_low:.3g}"
+            high = "inf" if fit.b_noise_high is None else f"{fit.b_noise_high:.3g}"
+            notes = [f"r_b from the large-batch fit on {self.dataset}, B_noise = "
+                     f"{fit.b_noise:.3g} [{low}, {high}] ({fit.confidence:.0%} CI)"]
+        else:
+            notes = [f"large-batch fit {fit.quality} on {self.dataset} "
+                     f"({fit.quality_reason}): r_b from raw means"]
+        extrapolated = [e.batch_size for e in self.entries if e.source == "extrapolated"]
+        if extrapolated:
+            notes.append(f"r_b extrapolated from the fit for b = {extrapolated} (the target "
+                         f"was missed within the budget on {self.dataset})")
+        extended = [e.batch_size for e in self.entries if e.source == "extended-budget"]
+        if extended:
+            notes.append(f"b = {extended} reached the target on {self.dataset} only with an "
+                         "extended budget")
+        return notes
 
     def check_matches(
         self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
@@ -80,55 +142,94 @@ class EfficiencyVector(VersionedFile):
     @classmethod
     def from_samples(
         cls,
-        samples: dict[int, list[int | None]],
+        samples: dict[int, list[float | None]],
+        sample_budget: int,
+        budgets: dict[int, list[int]] | None = None,
         **metadata: object,
     ) -> EfficiencyVector:
-        """Build the vector from samples-to-target per batch size and seed.
+        """Build the vector from samples-to-target per batch size and seed (None: that run
+        missed the target within its budget) and the sample budget.
 
-        A batch size is unreachable when any seed missed the target within the budget. Ratios
-        are normalised by the largest reachable batch size.
+        `budgets[b]` gives each seed's budget where runs were re-run with a larger one
+        (default: `sample_budget` for every run). The large-batch relation is fitted to every
+        run (missed runs as censored). With a good fit r_b is the fit's; with a poor one the
+        raw mean. Where a run missed the target r_b is extrapolated from the fit, never below
+        the mean that counts the missed run at its budget (a floor the data proves).
+        r_b is always relative to the largest batch size, also when it missed the target.
+        Raises ValueError when no run reached the target.
         """
-        means: dict[int, float | None] = {}
-        for b, per_seed in samples.items():
-            reached = [s for s in per_seed if s is not None]
-            every_seed = reached and len(reached) == len(per_seed)
-            means[b] = statistics.fmean(reached) if every_seed else None
-        reachable = [b for b, m in means.items() if m is not None]
-        notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
-        if not reachable:
+        if not samples or any(not per_seed for per_seed in samples.values()):
+            raise ValueError("samples to target are needed for at least one batch size and seed")
+        if sample_budget <= 0:
+            raise ValueError(f"the sample budget must be positive, got {sample_budget}")
+        budgets = budgets or {b: [sample_budget] * len(per_seed)
+                              for b, per_seed in samples.items()}
+        if all(s is None for per_seed in samples.values() for s in per_seed):
             raise ValueError("no batch size reached the target accuracy within the sample budget")
-        reference = max(reachable)
-        if reference != max(samples):
-            notes.append(
-                f"b={max(samples)} did not reach the target; ratios are relative to b={reference}"
-            )
-        ref_samples = means[reference]
-        assert ref_samples is not None
+        fit = fit_large_batch(samples, budgets)
+        reference = max(samples)
+
+        def used_samples(b: int) -> tuple[float, RatioSource]:
+            per_seed = samples[b]
+            reached = [s for s in per_seed if s is not None]
+            extended = any(budget > sample_budget for budget in budgets[b])
+            if len(reached) < len(per_seed):
+                # a missed run needed more than its budget: the mean counting it at its budget
+                # is a hard floor, which keeps a batch size that failed a run from being
+                # chosen on a fit that calls the failure noise
+                floor = statistics.fmean(
+                    budget if s is None else s for s, budget in zip(per_seed, budgets[b],
+                                                                    strict=True))
+                return max(fit.mean_samples(b), floor), "extrapolated"
+            source: RatioSource = "extended-budget" if extended else (
+                "fit" if fit.good else "mean")
+            return (fit.mean_samples(b) if fit.good else statistics.fmean(reached)), source
+
+        ref_samples, _ = used_samples(reference)
         entries = []
         for b in sorted(samples):
             per_seed = samples[b]
-            mean = means[b]
-            if mean is None:
-                entries.append(EfficiencyEntry(
-                    batch_size=b, samples_per_seed=per_seed, samples_mean=None,
-                    ratio_mean=None, ratio_std=None,
-                ))
-                continue
-            ratios = [s / ref_samples for s in per_seed if s is not None]
+            reached = [float(s) for s in per_seed if s is not None]
+            value, source = used_samples(b)
+            low = high = None
+            if fit.good and value == fit.mean_samples(b) and (
+                    ref_samples == fit.mean_samples(reference)):
+                # the interval is the fit's; a floored E(b) or E(b_max) is not the fit's r_b
+                low, high = fit.ratio_interval(b, reference)
+            ratios = [s / ref_samples for s in reached]
             entries.append(EfficiencyEntry(
                 batch_size=b,
-                samples_per_seed=per_seed,
-                samples_mean=mean,
-                ratio_mean=mean / ref_samples,
-                ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+                samples_per_seed=[None if s is None else float(s) for s in per_seed],
+                budget_per_seed=[int(x) for x in budgets[b]],
+                samples_mean=statistics.fmean(reached) if reached else None,
+                samples_std=statistics.stdev(reached) if len(reached) > 1 else None,
+                samples=value,
+                ratio=value / ref_samples,
+                ratio_low=low,
+                ratio_high=high,
+                ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else None,
+                source=source,
             ))
-        return cls(reference_batch_size=reference, entries=entries, notes=notes, **metadata)
+        notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
+        notes.append(f"large-batch fit: {fit.describe()}")
+        if any(s is None for s in samples[reference]):
+            notes.append(f"b={reference} missed the target in some runs: its samples come from "
+                         "the fit, and every r_b is still relative to it")
+        return cls(
+            sample_budget=sample_budget, reference_batch_size=reference, fit=fit,
+            ratio_source="fit" if fit.good else "mean", entries=entries, notes=notes,
+            **metadata,
+        )
+
+
+#: share of the largest batch size's best accuracy that an "auto" proxy target asks for
+AUTO_TARGET_SHARE = 0.9
 
 
 def estimate_efficiency(
     model: str,
     proxy: str,
-    target_accuracy: float,
+    target_accuracy: float | Literal["auto"] = "auto",
     weights: str | Path | None = None,
     batch_sizes: tuple[int, ...] = (4, 8, 16, 32, 64, 128),
     seeds: int = 3,
@@ -139,44 +240,123 @@ def estimate_efficiency(
     optimizer: str = "adam",
     progress: Callable[[int, int, str], None] | None = None,
     dataset_seed: int = 0,
+    budget_extension: float | None = 2.0,
+    auto_target_share: float = AUTO_TARGET_SHARE,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
-    until the target accuracy, and normalise the samples needed by the largest batch size."""
+    until the proxy's target accuracy, and build the efficiency vector from the runs.
+
+    The proxy has a target of its own: `target_accuracy` as given, or "auto": one run with the
+    largest batch size (seed 0) trains for the whole budget, and the target is
+    `auto_target_share` (0.9) of the highest accuracy of its smoothed curve, rounded down to
+    0.0001. That run is also the largest batch size's seed-0 run (read up to its first
+    evaluation at the target, as a run stopping there would have been). Samples to target are
+    interpolated on each run's smoothed curve. A batch size with a run that missed the target
+    re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
+    the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
+    when retries are scheduled.
+    """
+    from wattcap.curves import max_smoothed_accuracy, samples_to_target
     from wattcap.data import get_dataset
+    from wattcap.models import get_model_spec
     from wattcap.training import TrainConfig, train_to_accuracy
 
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    if not batch_sizes:
+        raise ValueError("at least one batch size is needed")
+    if budget_extension is not None and not budget_extension > 1:
+        raise ValueError(f"the budget extension must be a factor > 1 (or None), got "
+                         f"{budget_extension}")
+    if not 0 < auto_target_share <= 1:
+        raise ValueError(f"the auto target share must be in (0, 1], got {auto_target_share}")
+    auto = target_accuracy == "auto"
+    if not auto and not (isinstance(target_accuracy, int | float)
+                         and 0 < float(target_accuracy) <= 1):
+        raise ValueError(f"the proxy target accuracy must be in (0, 1] or 'auto', got "
+                         f"{target_accuracy!r}")
+    spec = get_model_spec(model)
     data = get_dataset(proxy)
     train, test = data.split(0.2, seed=dataset_seed)
-    samples: dict[int, list[int | None]] = {}
-    total = len(batch_sizes) * seeds
-    done = 0
-    for b in batch_sizes:
-        samples[b] = []
-        for seed in range(seeds):
-            config = TrainConfig(
-                model=model, batch_size=b, target_accuracy=target_accuracy,
-                sample_budget=sample_budget, eval_every_samples=eval_every_samples,
-                lr_ref=lr_ref, batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,
-            )
-            record = train_to_accuracy(config, train, test, weights=weights)
-            samples[b].append(record.samples_to_target)
-            done += 1
-            if progress is not None:
-                progress(done, total, f"b={b} seed={seed}: {record.samples_to_target}")
-    from wattcap.models import get_model_spec
+    b_max = max(batch_sizes)
+    runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
+    runs_done = 0
 
-    spec = get_model_spec(model)
+    def run(b: int, seed: int, target: float, budget: int) -> list:
+        nonlocal runs_done
+        config = TrainConfig(
+            model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
+            eval_every_samples=eval_every_samples, lr_ref=lr_ref,
+            batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
+        )
+        curve = train_to_accuracy(config, train, test, weights=weights).curve
+        runs_done += 1
+        return curve
+
+    def report(label: str) -> None:
+        if progress is not None:
+            progress(runs_done, runs_total, label)
+
+    known: dict[tuple[int, int], float | None] = {}
+    rule = None
+    if auto:
+        curve = run(b_max, 0, 1.0, sample_budget)
+        best = max_smoothed_accuracy(curve)
+        if best is None or best <= 0:
+            raise ValueError(f"b={b_max} learned nothing on {proxy} within {sample_budget} "
+                             "samples: no automatic target accuracy can be chosen")
+        target = math.floor(auto_target_share * best * 1e4) / 1e4
+        rule = (f"auto: {auto_target_share:g} x {best:.4f}, the highest smoothed test accuracy "
+                f"of b={b_max} (seed 0) within {sample_budget} samples")
+        first = next(i for i, p in enumerate(curve) if p.accuracy >= target)
+        known[(b_max, 0)] = samples_to_target(curve[:first + 1], target)
+        report(f"proxy target {target:.4f} ({rule})")
+    else:
+        target = float(target_accuracy)  # type: ignore[arg-type]
+
+    samples: dict[int, list[float | None]] = {}
+    budgets: dict[int, list[int]] = {}
+    for b in batch_sizes:
+        samples[b], budgets[b] = [], []
+        for seed in range(seeds):
+            if (b, seed) in known:
+                reached = known[(b, seed)]
+            else:
+                reached = samples_to_target(run(b, seed, target, sample_budget), target)
+                report(f"b={b} seed={seed}: {_samples_label(reached)}")
+            samples[b].append(reached)
+            budgets[b].append(sample_budget)
+
+    if budget_extension is not None:
+        extended = int(math.ceil(sample_budget * budget_extension / eval_every_samples)
+                       * eval_every_samples)
+        missed = [(b, i) for b in batch_sizes for i in range(seeds) if samples[b][i] is None]
+        runs_total += len(missed)
+        for b, seed in missed:
+            samples[b][seed] = samples_to_target(run(b, seed, target, extended), target)
+            budgets[b][seed] = extended
+            report(f"b={b} seed={seed} with {extended} samples: "
+                   f"{_samples_label(samples[b][seed])}")
+
     return EfficiencyVector.from_samples(
         samples,
+        sample_budget=sample_budget,
+        budgets=budgets,
         model=model,
         input_shape=list(spec.input_shape),
         dataset=proxy,
         task=spec.task,
-        target_accuracy=target_accuracy,
+        target_accuracy=target,
+        target_accuracy_source="auto" if auto else "given",
+        target_accuracy_rule=rule,
         seeds=list(range(seeds)),
         optimizer=optimizer,
         lr_ref=lr_ref,
         batch_size_ref=batch_size_ref,
-        sample_budget=sample_budget,
+        budget_extension=budget_extension,
         eval_every_samples=eval_every_samples,
     )
+
+
+def _samples_label(samples: float | None) -> str:
+    return "missed" if samples is None else f"{samples:.0f} samples"

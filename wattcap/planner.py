@@ -176,14 +176,22 @@ def safe_frequency_hz(
 
 def _ratios(
     profile: ProfileTable, efficiency: EfficiencyVector | None
-) -> tuple[dict[int, float | None], dict[int, float]]:
-    """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector)."""
+) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
+    """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector),
+    and the notes that say where r_b came from."""
     if efficiency is None:
         return ({b: 1.0 for b in profile.batch_sizes},
-                {b: float(DEFAULT_SAMPLES) for b in profile.batch_sizes})
+                {b: float(DEFAULT_SAMPLES) for b in profile.batch_sizes},
+                ["no efficiency vector: assuming r_b = 1 for every batch size (pure "
+                 f"throughput); times are for {DEFAULT_SAMPLES} samples"])
     ratios = {b: efficiency.ratio(b) for b in profile.batch_sizes}
     samples = {b: efficiency.samples(b) or 0.0 for b in profile.batch_sizes}
-    return ratios, samples
+    notes = efficiency.ratio_notes()
+    skipped = [b for b, r in ratios.items() if r is None]
+    if skipped:
+        notes.append(f"batch sizes never selected (not estimated on {efficiency.dataset}): "
+                     f"{skipped}")
+    return ratios, samples, notes
 
 
 def _choice(method: str, point: ProfilePoint, ratio: float, samples: float) -> Choice:
@@ -214,7 +222,7 @@ class Replanner:
         self.profile = profile
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
-        self.ratios, self.samples = _ratios(profile, efficiency)
+        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency)
         objective = objective or Objective()
         self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
         if self.cost_power_filled:
@@ -287,15 +295,7 @@ def plan(
             )
 
     ratios, samples = replanner.ratios, replanner.samples
-    if efficiency is None:
-        notes.append(
-            "no efficiency vector: assuming r_b = 1 for every batch size (pure throughput); "
-            f"times are for {DEFAULT_SAMPLES} samples"
-        )
-    else:
-        skipped = [b for b, r in ratios.items() if r is None]
-        if skipped:
-            notes.append(f"batch sizes never selected (target not reached on proxy): {skipped}")
+    notes += replanner.ratio_notes
 
     if objective.name == "cost":
         source = ", the profile's highest peak power" if replanner.cost_power_filled else ""
@@ -335,7 +335,8 @@ def plan(
                 unavailable["baseline-2"] = "no measured batch size at the safe frequency"
 
     if target_efficiency is not None:
-        target_ratios, target_samples = _ratios(profile, target_efficiency)
+        target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency)
+        notes += [f"fastest (target data): {note}" for note in target_notes]
         oracle: ProfilePoint | None = None
         if objective.is_paper_time:
             oracle = selector.select(power_cap_w, target_ratios)

@@ -8,7 +8,9 @@ readings. Two search modes:
 * pruned (needs a cap): the largest b first, from the lowest f upward until the cap is crossed;
   each smaller b starts from the highest feasible f of the previous one (power falls with b, so
   that f is a good first guess), goes up while feasible, and down if the guess was not.
-  It finds the same feasible frontier as exhaustive while measuring far fewer points.
+  It finds the same feasible frontier as exhaustive while measuring far fewer points;
+* model (`wattcap.active_profiling`): a few points measured, the rest predicted by a device
+  model fitted to them, measuring next where the cap's frontier is least certain.
 
 A profile goes stale when the device drifts (temperature, power mode, software, ageing):
 `refresh_profile` re-measures only its feasible frontier, one point per batch size (more only
@@ -45,6 +47,14 @@ class ProfilePoint(BaseModel):
     seconds_per_sample: float
     steps: int
     readings: int
+    #: True when the point was predicted by a device model fitted to measured points
+    #: (`wattcap.active_profiling`), not measured; steps and readings are then 0
+    predicted: bool = False
+    #: one standard deviation of a predicted value (what a measurement would differ by);
+    #: None for measured points
+    seconds_per_sample_std: float | None = None
+    peak_power_std_w: float | None = None
+    avg_power_std_w: float | None = None
 
     def time_for_samples_s(self, samples: float) -> float:
         """Device seconds to process `samples` samples at this point."""
@@ -55,7 +65,8 @@ class ProfileTable(VersionedFile):
     """The two lookup tables of a device for one model and input shape."""
 
     FILE_KIND = "wattcap.profile"
-    SCHEMA_VERSION = 1
+    #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model"
+    SCHEMA_VERSION = 2
 
     device: str
     device_kind: str
@@ -68,15 +79,22 @@ class ProfileTable(VersionedFile):
     frequencies_hz: list[int]
     max_batch_size: int | None
     oom_batch_sizes: list[int] = []
-    mode: Literal["exhaustive", "pruned", "refresh"]
+    mode: Literal["exhaustive", "pruned", "refresh", "model"]
     power_cap_w: float | None = None
     points: list[ProfilePoint]
     points_measured: int
     profiling_device_s: float
     workload: dict = {}
+    #: mode "model": the fitted device model's parameters and the search's settings
+    model_fit: dict = {}
+
+    @property
+    def points_predicted(self) -> int:
+        """Points that were predicted, not measured."""
+        return sum(1 for p in self.points if p.predicted)
 
     def lookup(self, batch_size: int, frequency_hz: int) -> ProfilePoint | None:
-        """The measured point, or None if it was not measured."""
+        """The point (measured or predicted), or None if the profile does not have it."""
         for point in self.points:
             if point.batch_size == batch_size and point.frequency_hz == frequency_hz:
                 return point
@@ -166,8 +184,14 @@ class Profiler:
     #: builds the real training step of batch size b on a torch device, for models that are
     #: not registered (a user's nn.Module); default: `build_training_step` of `model`
     step_factory: Callable[[int, str], Callable[[], object]] | None = None
+    #: steps run at a point's (b, f) before its window opens when the previous step ran another
+    #: point: the first reading averages the sensor period before it, which then holds this
+    #: point's own step boundary instead of another point's (the searches that move between
+    #: neighbouring points, or warm up a new b at its first point, need none)
+    lead_in_steps: int = 0
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
+    _last_point: tuple[int, int] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -188,6 +212,12 @@ class Profiler:
 
     def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:
         """Measure one point (raises DeviceOutOfMemoryError if the batch does not fit)."""
+        return self.measure_with_readings(batch_size, frequency_hz)[0]
+
+    def measure_with_readings(
+        self, batch_size: int, frequency_hz: int
+    ) -> tuple[ProfilePoint, list[PowerReading]]:
+        """Measure one point and return it with the sensor readings behind it."""
         assert self.workload is not None
         cost = self.workload.step_cost(batch_size, self._overhead)
         step = self._step_fn(batch_size)
@@ -197,6 +227,10 @@ class Profiler:
             for _ in range(self.warmup_steps):
                 self.device.execute(step, cost)
             self._warmed.add(batch_size)
+        elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
+            for _ in range(self.lead_in_steps):
+                self.device.execute(step, cost)
+        self._last_point = (batch_size, frequency_hz)
         stats = PowerStats()
         period_s = self.device.sensor_period_s
         steps = 0
@@ -222,10 +256,11 @@ class Profiler:
         )
         if self.progress:
             self.progress(point, f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz")
-        return point
+        return point, stats.readings
 
     # -- searches ------------------------------------------------------------------------------
-    def _fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
+    def fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
+        """Batch sizes whose step fits in the device's memory, and those that do not."""
         assert self.workload is not None
         fits, oom = [], []
         for b in sorted(self.batch_sizes):
@@ -235,17 +270,49 @@ class Profiler:
                 oom.append(b)
         return fits, oom
 
-    def run(self, power_cap_w: float | None = None, exhaustive: bool = False) -> ProfileTable:
-        """Profile the device; pruned search when a cap is given and exhaustive is False."""
+    def run(
+        self,
+        power_cap_w: float | None = None,
+        exhaustive: bool = False,
+        mode: Literal["exhaustive", "pruned", "model"] | None = None,
+        max_points: int | None = None,
+    ) -> ProfileTable:
+        """Profile the device. `mode` "exhaustive" measures every point; "pruned" (the default
+        when a cap is given and `exhaustive` is False) searches each row up to the cap;
+        "model" measures a few points (at most `max_points`, default 10 % of the grid) and
+        predicts the rest with a fitted device model (`wattcap.active_profiling`)."""
+        if mode is None:
+            mode = "exhaustive" if exhaustive or power_cap_w is None else "pruned"
+        if mode == "pruned" and power_cap_w is None:
+            raise ValueError("the pruned search needs a power cap")
+        if mode == "model":
+            from wattcap.active_profiling import ActiveProfiler
+
+            with exit_cleanly_on_signals():
+                return ActiveProfiler(self, max_points=max_points).run(power_cap_w)
         start_s = self.device.now_s()
         frequencies = self.device.frequencies_hz()
-        fits, oom = self._fitting_batch_sizes()
+        fits, oom = self.fitting_batch_sizes()
         points: list[ProfilePoint] = []
         # The search locks clocks for minutes: SIGTERM/SIGINT/SIGHUP must not leave them locked.
         with exit_cleanly_on_signals():
-            mode, points = self._search(fits, oom, frequencies, power_cap_w, exhaustive)
-        fits = [b for b in fits if b not in oom]
+            points = self._search(fits, oom, frequencies, power_cap_w, mode)
+        return self.table(points, mode, None if mode == "exhaustive" else power_cap_w,
+                          start_s, [b for b in fits if b not in oom], oom)
+
+    def table(
+        self,
+        points: list[ProfilePoint],
+        mode: Literal["exhaustive", "pruned", "model"],
+        power_cap_w: float | None,
+        start_s: float,
+        fits: list[int],
+        oom: list[int],
+        model_fit: dict | None = None,
+    ) -> ProfileTable:
+        """A ProfileTable of `points` (device time counted from `start_s`)."""
         assert self.workload is not None
+        frequencies = self.device.frequencies_hz()
         return ProfileTable(
             device=self.device.name,
             device_kind=self.device.kind,
@@ -259,21 +326,21 @@ class Profiler:
             max_batch_size=max(fits) if fits else None,
             oom_batch_sizes=sorted(set(oom)),
             mode=mode,
-            power_cap_w=None if mode == "exhaustive" else power_cap_w,
+            power_cap_w=power_cap_w,
             points=points,
-            points_measured=len(points),
+            points_measured=sum(1 for p in points if not p.predicted),
             profiling_device_s=self.device.now_s() - start_s,
             workload=self.workload.to_dict(),
+            model_fit=model_fit or {},
         )
 
     def _search(
         self, fits: list[int], oom: list[int], frequencies: list[int],
-        power_cap_w: float | None, exhaustive: bool,
-    ) -> tuple[Literal["exhaustive", "pruned"], list[ProfilePoint]]:
+        power_cap_w: float | None, mode: str,
+    ) -> list[ProfilePoint]:
         points: list[ProfilePoint] = []
         try:
-            if exhaustive or power_cap_w is None:
-                mode = "exhaustive"
+            if mode == "exhaustive":
                 for b in reversed(fits):
                     for f in frequencies:
                         try:
@@ -282,11 +349,11 @@ class Profiler:
                             oom.append(b)
                             break
             else:
-                mode = "pruned"
+                assert power_cap_w is not None
                 points = self._pruned(fits, oom, frequencies, power_cap_w)
         finally:
             self.device.restore()
-        return mode, points
+        return points
 
     def _pruned(
         self, fits: list[int], oom: list[int], frequencies: list[int], cap_w: float

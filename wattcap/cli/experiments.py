@@ -176,7 +176,7 @@ def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
     def done(record: RunRecord) -> None:
         reached = (f"{record.samples_to_target} samples to target"
                    if record.samples_to_target is not None else "target not reached")
-        report.advance(detail=f"{record.dataset} b={record.config.batch_size} "
+        report.advance(detail=f"{record.dataset} b={record.batch_size} "
                               f"seed={record.config.seed}: {reached}")
     return done
 

@@ -100,6 +100,11 @@ def profile(
     power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search (with "
                                          "--refresh: the cap whose frontier is re-measured)."),
     exhaustive: bool = typer.Option(False, help="Measure every (b, f)."),
+    few_points: bool = typer.Option(False, "--few-points", help="Measure a few points (10 % "
+                                    "of the grid) and predict the rest with a fitted device "
+                                    "model, measuring where the cap's frontier is uncertain."),
+    max_points: int | None = typer.Option(None, help="With --few-points: most points to "
+                                          "measure (default 10 % of the grid)."),
     power_mode: str | None = typer.Option(None, help="nvpmodel mode of an emulated device."),
     batch_sizes: str = typer.Option("4,8,16,32,64,128", help="Comma-separated batch sizes."),
     refresh: Path | None = typer.Option(None, "--refresh", metavar="FILE", help="Re-measure "
@@ -128,6 +133,10 @@ def profile(
     model = model or "resnet18"
     if out is None and refresh is None and not dry_run:
         fail("--out is required (the ProfileTable JSON to write)")
+    if few_points and (exhaustive or refresh is not None):
+        fail("--few-points cannot be combined with --exhaustive or --refresh")
+    if max_points is not None and (not few_points or max_points < 3):
+        fail("--max-points needs --few-points and at least 3 points")
     sizes = parse_batch_sizes(batch_sizes)
     try:
         get_model_spec(model)
@@ -144,13 +153,16 @@ def profile(
             fail(str(err))
 
     if dry_run:
-        _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh)
+        _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh,
+                       max_points if few_points else None, few_points)
         return
 
     rows = tuple(previous.batch_sizes) if previous is not None else sizes
     grid = len(rows) * len(dev.frequencies_hz())
     if previous is not None:
         what = f"refresh, at most {grid} points"
+    elif few_points:
+        what = "a few points, the rest predicted"
     elif exhaustive or cap is None:
         what = f"exhaustive, {grid} points at most"
     else:
@@ -165,7 +177,9 @@ def profile(
                 result = refresh_profile(profiler, previous, power_cap_w=cap,
                                          source=str(refresh))
             else:
-                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive)
+                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
+                                     mode="model" if few_points else None,
+                                     max_points=max_points)
         except (DeviceError, WattcapFileError) as err:
             fail(str(err))
         # a pruned search or a refresh measures fewer points than the grid: that is the end
@@ -179,6 +193,13 @@ def profile(
         return
     assert out is not None
     table.save(out)
+    if table.mode == "model":
+        fit = table.model_fit
+        console.print(f"{table.points_predicted} points predicted from the {table.points_measured}"
+                      " measured" + ("" if fit.get("settled", True) else
+                                     f"; frontier not settled within {fit.get('max_points')} "
+                                     f"points for batch sizes {fit.get('undecided_batch_sizes')}"
+                                     " (predicted values carry their uncertainty)"))
     console.print(
         f"wrote {out}: {table.points_measured} points ({table.mode}), "
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
@@ -187,8 +208,8 @@ def profile(
 
 
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,
-                   exhaustive: bool, previous: ProfileTable | None, refresh: Path | None
-                   ) -> None:
+                   exhaustive: bool, previous: ProfileTable | None, refresh: Path | None,
+                   max_points: int | None = None, few_points: bool = False) -> None:
     """What `profile --dry-run` reads and would measure; changes nothing."""
     print_device_readout(dev)
     if previous is not None:
@@ -205,8 +226,14 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
         fits = [b for b in sizes if work.memory_needed_bytes(b, overhead) <= dev.memory_bytes()]
         too_big = [b for b in sizes if b not in fits]
         points = len(fits) * len(dev.frequencies_hz())
-        how = ("exhaustive: " if exhaustive or cap is None else
-               f"pruned for {cap:g} W: at most ") + f"{points} points"
+        if few_points:
+            from wattcap.active_profiling import default_budget
+
+            budget = max_points or default_budget(fits, dev.frequencies_hz())
+            how = f"a few points: at most {budget} of {points}, the rest predicted"
+        else:
+            how = ("exhaustive: " if exhaustive or cap is None else
+                   f"pruned for {cap:g} W: at most ") + f"{points} points"
         console.print(f"{model}: batch sizes that fit {fits}"
                       + (f", too big for memory {too_big}" if too_big else "")
                       + f"; would measure {how}")

@@ -23,7 +23,8 @@ from wattcap.cli.common import (
 
 if TYPE_CHECKING:
     from wattcap.data import ArrayDataset
-    from wattcap.training import RunRecord
+    from wattcap.run import RunRecord
+    from wattcap.session import SessionStatus
 
 
 def _data_splits(name: str, seed: int = 0) -> tuple[ArrayDataset, ArrayDataset]:
@@ -39,7 +40,8 @@ def pretrain(
     model: str = typer.Option(..., help="Registered model name."),
     data: str = typer.Option(..., help="Bundled dataset to pre-train on."),
     out: Path = typer.Option(..., help="Weights file (.safetensors)."),
-    epochs: int = typer.Option(3, help="Epochs over the training split."),
+    epochs: int = typer.Option(2, help="Epochs over the training split (the demo and "
+                               "`compare` pre-train for 2 as well)."),
     batch_size: int = typer.Option(32),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     seed: int = typer.Option(0),
@@ -301,9 +303,7 @@ def train(
                 config, train_split, test_split, device=dev, weights=weights, power_cap_w=cap,
                 power_cap=source, efficiency=replan_efficiency, objective=goal,
                 checkpoint_dir=checkpoint_dir, method=method,
-                on_eval=lambda point: report.update(
-                    point.samples, f"accuracy {point.accuracy:.1%} (target "
-                    f"{target_accuracy:.0%}) after {point.device_time_s:.1f} s of device time"),
+                progress=lambda status: report.update(status.samples, _status_detail(status)),
                 profile=table if drift_tolerance > 0 or source is not None else None,
                 drift_tolerance=drift_tolerance)
     except (DeviceError, WattcapFileError, ValueError) as err:
@@ -318,15 +318,34 @@ def train(
         console.print(f"wrote {plot}")
 
 
+def _status_detail(status: SessionStatus) -> str:
+    """One progress line's detail: accuracy vs target, power vs cap, clock, device time."""
+    parts = ["paused: the cap is below every configuration"] if status.paused else []
+    if status.accuracy is not None:
+        parts.append(f"accuracy {status.accuracy:.1%}"
+                     + (f" (target {status.target_accuracy:.0%})"
+                        if status.target_accuracy is not None else ""))
+    if status.power_w is not None:
+        parts.append(f"{status.power_w:.2f} W"
+                     + (f" (cap {status.power_cap_w:g} W)" if status.power_cap_w else ""))
+    if status.frequency_hz is not None:
+        parts.append(f"{status.frequency_hz / 1e6:.0f} MHz")
+    parts.append(f"{status.device_time_s:.1f} s of device time")
+    return ", ".join(parts)
+
+
 def print_run(record: RunRecord) -> None:
     """The run summary: time-to-accuracy, energy, peak power against the cap."""
     tta = record.time_to_accuracy_s
+    target = record.target_accuracy
     console.print(
-        f"[bold]{record.method or 'run'}[/] b={record.config.batch_size}: "
-        + (f"reached {record.config.target_accuracy:.0%} after {record.samples_to_target} samples"
-           f", time-to-accuracy {tta:.1f} s (device)" if record.reached else
-           f"did not reach {record.config.target_accuracy:.0%} within "
-           f"{record.config.sample_budget} samples (final {record.final_accuracy:.1%})")
+        f"[bold]{record.method or 'run'}[/] b={record.batch_size}: "
+        + (f"reached {target:.0%} after {record.samples_to_target} samples"
+           f", time-to-accuracy {tta:.1f} s (device)" if record.reached and target and tta
+           else f"did not reach {target or 0:.0%} "
+           + (f"({record.stop_reason})" if record.stop_reason
+              else f"within {record.sample_budget} samples")
+           + f" (final {record.final_accuracy:.1%})")
         + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
         + (f" under {record.cap_source}" if record.cap_source else
            f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.curves import samples_to_target
 from wattcap.data import get_dataset
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EfficiencyVector
@@ -178,14 +179,21 @@ def efficiency_from_runs(
     target_accuracy: float, input_shape: list[int],
 ) -> EfficiencyVector | None:
     """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
-    estimate wattcap plans with); None when no batch size reached the target."""
+    estimate wattcap plans with), with samples to target interpolated on each run's smoothed
+    curve; None when no batch size reached the target."""
     sizes = sorted({b for b, _ in runs})
-    samples = {b: [runs[(b, s)].samples_to_target for s in range(seeds)] for b in sizes}
+    chosen = {b: [runs[(b, s)] for s in range(seeds)] for b in sizes}
+    samples = {b: [samples_to_target(r.curve, target_accuracy) for r in records]
+               for b, records in chosen.items()}
+    budgets = {b: [r.config.sample_budget for r in records] for b, records in chosen.items()}
+    first = next(iter(chosen.values()))[0].config
     try:
         return EfficiencyVector.from_samples(
-            samples, model=model, input_shape=input_shape, dataset=target,
+            samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
+            model=model, input_shape=input_shape, dataset=target,
             task="image-classification", target_accuracy=target_accuracy,
-            seeds=list(range(seeds)),
+            seeds=list(range(seeds)), optimizer=first.optimizer, lr_ref=first.lr_ref,
+            batch_size_ref=first.batch_size_ref, eval_every_samples=first.eval_every_samples,
         )
     except ValueError:
         return None
