@@ -38,7 +38,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     assert result.exit_code == 0, result.output
     efficiency = folder / "eff.json"
     EfficiencyVector.from_samples(
-        {16: [700], 32: [800], 64: [1000]}, model=MODEL, input_shape=[1, 32, 32],
+        {16: [700], 32: [800], 64: [1000]}, sample_budget=4096, model=MODEL,
+        input_shape=[1, 32, 32],
         dataset="proxy", task="image-classification", target_accuracy=0.8,
         seeds=[0]).save(efficiency)
     return profile, efficiency

@@ -47,7 +47,8 @@ def efficiency() -> EfficiencyVector:
     """Small batches need fewer samples (as on the bundled digits): the plan moves to a
     smaller batch when the cap drops."""
     return EfficiencyVector.from_samples(
-        {8: [600], 16: [700], 32: [1000]}, model=MODEL, input_shape=[1, 32, 32],
+        {8: [600], 16: [700], 32: [1000]}, sample_budget=4096, model=MODEL,
+        input_shape=[1, 32, 32],
         dataset="proxy", task="image-classification", target_accuracy=0.7, seeds=[0])
 
 
