@@ -100,7 +100,8 @@ def test_measurement_window_predicts_the_profilers_steps(nano_resnet18_profile) 
     window = MeasurementWindow(nano_resnet18_profile.sensor_period_s)
     for point in nano_resnet18_profile.points:
         step_s = point.seconds_per_sample * point.batch_size
-        assert window.steps_for(step_s) == point.steps
+        # the first, partial sensor period is dropped: as the ticks fall, a step more or fewer
+        assert abs(window.steps_for(step_s) - point.steps) <= 1
         assert abs(window.readings_for(step_s) - point.readings) <= 1
 
 

@@ -274,7 +274,10 @@ def test_train_cli_watches_drift_and_replans(
     cap_w, f_star, f_lower = scenario
     profile_path = tmp_path / "nano.json"
     before.save(profile_path)
+    # The scenario's cap is set 0.03 W above a frontier point: the planner's noise margin is
+    # turned off so that the plan is that point (test_margin.py tests the margin).
     args = ["train", "--profile", str(profile_path), "--power-cap", f"{cap_w:.4f}",
+            "--margin-sigmas", "0",
             "--model", MODEL, "--data", "digits-32", "--target-accuracy", "0.8",
             "--sample-budget", "4096", "--out", str(tmp_path / "run.json")]
     result = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15"])

@@ -197,9 +197,10 @@ def test_time_objective_gives_todays_choices_on_the_nano(
     # the full search for time picks Algorithm 1's point (same point, ties included)
     assert CandidateSet(profile.points, ratios, samples).best(Objective(), cap) == \
         Selector(profile).select(cap, ratios)
-    default = plan(profile, cap, efficiency=proxy, reference_profiles=nano_reference_profiles)
+    default = plan(profile, cap, efficiency=proxy, reference_profiles=nano_reference_profiles,
+                   margin_sigmas=0)
     explicit = plan(profile, cap, efficiency=proxy, reference_profiles=nano_reference_profiles,
-                    objective=Objective.of("time"))
+                    objective=Objective.of("time"), margin_sigmas=0)
     assert default.objective == Objective()
     assert default.choices == explicit.choices
     assert default.pareto_front == explicit.pareto_front
@@ -213,8 +214,9 @@ def test_time_objective_gives_todays_choices_on_the_nano(
 @pytest.mark.parametrize("cap", (4.0, 5.0, 6.5, 9.5))
 def test_energy_and_cost_objectives_on_the_nano(nano_resnet18_profile, proxy, cap) -> None:
     profile = nano_resnet18_profile
-    fast = plan(profile, cap, efficiency=proxy).choices["wattcap"]
-    energy_plan = plan(profile, cap, efficiency=proxy, objective=Objective.of("energy"))
+    fast = plan(profile, cap, efficiency=proxy, margin_sigmas=0).choices["wattcap"]
+    energy_plan = plan(profile, cap, efficiency=proxy, objective=Objective.of("energy"),
+                       margin_sigmas=0)
     thrifty = energy_plan.choices["wattcap"]
     assert thrifty.peak_power_w <= cap
     assert thrifty.predicted_energy_j <= fast.predicted_energy_j
@@ -229,16 +231,19 @@ def test_energy_and_cost_objectives_on_the_nano(nano_resnet18_profile, proxy, ca
         thrifty.predicted_energy_j)
     assert energy_plan.pareto_front[0].predicted_time_s == pytest.approx(fast.predicted_time_s)
 
-    cost = plan(profile, cap, efficiency=proxy, objective=Objective.of("cost", eta=0.5))
+    cost = plan(profile, cap, efficiency=proxy, objective=Objective.of("cost", eta=0.5),
+                margin_sigmas=0)
     assert cost.objective.cost_power_w == max(p.peak_power_w for p in profile.points)
     middle = cost.choices["wattcap"]
     assert middle.on_pareto_front
     assert fast.predicted_time_s <= middle.predicted_time_s <= thrifty.predicted_time_s
     assert thrifty.predicted_energy_j <= middle.predicted_energy_j <= fast.predicted_energy_j
     # eta = 1 is the energy objective, eta = 0 the time objective
-    only_energy = plan(profile, cap, efficiency=proxy, objective=Objective.of("cost", eta=1.0))
+    only_energy = plan(profile, cap, efficiency=proxy,
+                       objective=Objective.of("cost", eta=1.0), margin_sigmas=0)
     assert only_energy.choices["wattcap"].predicted_energy_j == thrifty.predicted_energy_j
-    only_time = plan(profile, cap, efficiency=proxy, objective=Objective.of("cost", eta=0.0))
+    only_time = plan(profile, cap, efficiency=proxy,
+                     objective=Objective.of("cost", eta=0.0), margin_sigmas=0)
     assert only_time.choices["wattcap"].predicted_time_s == pytest.approx(fast.predicted_time_s)
 
 
@@ -305,10 +310,11 @@ def test_baselines_and_oracle_under_another_objective(
 def test_replanner_is_plans_wattcap_choice(nano_resnet18_profile, proxy) -> None:
     profile = nano_resnet18_profile
     for objective in (Objective(), Objective.of("energy"), Objective.of("cost", eta=0.4)):
-        replanner = Replanner(profile, proxy, objective)
+        replanner = Replanner(profile, proxy, objective, margin_sigmas=0)
         for cap in CAPS_W:
-            assert replanner.choose(cap) == plan(profile, cap, efficiency=proxy,
-                                                 objective=objective).choices["wattcap"]
+            expected = plan(profile, cap, efficiency=proxy, objective=objective,
+                            margin_sigmas=0).choices["wattcap"]
+            assert replanner.choose(cap) == expected
         lowest = replanner.lowest_feasible_cap_w
         assert lowest == min(p.peak_power_w for p in profile.points)
         assert replanner.choose(lowest).peak_power_w == lowest

@@ -152,11 +152,11 @@ def test_plan_without_efficiency_assumes_unit_ratios(nano_resnet18_profile) -> N
 def test_infeasible_cap_names_lowest_feasible_cap(nano_resnet18_profile) -> None:
     lowest = min(p.peak_power_w for p in nano_resnet18_profile.points)
     with pytest.raises(InfeasibleCapError) as info:
-        plan(nano_resnet18_profile, lowest - 0.05)
+        plan(nano_resnet18_profile, lowest - 0.05, margin_sigmas=0)
     assert f"{lowest:.2f}" in str(info.value)
     assert info.value.lowest_feasible_w == pytest.approx(lowest)
     # exactly at the lowest measured peak it is feasible
-    result = plan(nano_resnet18_profile, lowest)
+    result = plan(nano_resnet18_profile, lowest, margin_sigmas=0)
     assert result.choices["wattcap"].peak_power_w <= lowest
 
 
@@ -173,7 +173,7 @@ def test_safe_frequency_is_brute_force_over_reference_profiles(
 @pytest.mark.parametrize("cap", CAPS_W)
 def test_baselines_and_wattcap(nano_resnet18_profile, nano_reference_profiles, cap) -> None:
     profile = nano_resnet18_profile
-    result = plan(profile, cap, reference_profiles=nano_reference_profiles)
+    result = plan(profile, cap, reference_profiles=nano_reference_profiles, margin_sigmas=0)
     f_safe = _brute_safe_frequency(nano_reference_profiles, cap)
     assert result.safe_frequency_hz == f_safe
     assert f_safe is not None
@@ -220,7 +220,7 @@ def test_wattcap_beats_baselines_with_an_efficiency_vector(
     })
     for cap in CAPS_W:
         result = plan(nano_resnet18_profile, cap, efficiency=eff,
-                      reference_profiles=nano_reference_profiles)
+                      reference_profiles=nano_reference_profiles, margin_sigmas=0)
         wattcap = result.choices["wattcap"]
         assert wattcap.efficiency_ratio == pytest.approx(eff.ratio(wattcap.batch_size))
         assert wattcap.samples == pytest.approx(eff.samples(wattcap.batch_size))
@@ -264,7 +264,7 @@ def test_batch_size_that_missed_the_target_is_extrapolated_not_dropped(
 ) -> None:
     batch_sizes = nano_resnet18_profile.batch_sizes
     for cap in CAPS_W:
-        favourite = plan(nano_resnet18_profile, cap).choices["wattcap"].batch_size
+        favourite = plan(nano_resnet18_profile, cap, margin_sigmas=0).choices["wattcap"].batch_size
         samples = {b: [10_000, 10_400] for b in batch_sizes}
         samples[favourite] = [10_000, None]  # one seed missed the target within 20,000
         eff = make_efficiency(samples)
@@ -274,7 +274,7 @@ def test_batch_size_that_missed_the_target_is_extrapolated_not_dropped(
         # at 20,000
         assert eff.samples(favourite) >= (10_000 + 20_000) / 2
         result = plan(nano_resnet18_profile, cap, efficiency=eff,
-                      reference_profiles=nano_reference_profiles)
+                      reference_profiles=nano_reference_profiles, margin_sigmas=0)
         assert any(f"b = [{favourite}]" in note and "extrapolated" in note
                    for note in result.notes)
         wattcap = result.choices["wattcap"]

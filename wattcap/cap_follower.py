@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wattcap.cap_history import CapTimeline, Segment, TimelineRecorder
 from wattcap.caps import CapSource, CapSourceError, ConstantCap, parse_cap_source
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device, PowerReading
 from wattcap.objectives import CandidateSet, InfeasibleObjectiveError, Objective
-from wattcap.planner import InfeasibleCapError, Replanner, safe_frequency_hz
+from wattcap.planner import InfeasibleCapError, Replanner, safe_frequency_hz, with_power_margin
 
 if TYPE_CHECKING:
     from wattcap.efficiency import EfficiencyVector
@@ -74,6 +75,8 @@ class Target:
 class ConfigChooser:
     """The configuration for any cap under one policy (see `CapPolicy`), from one profile.
 
+    Every policy keeps the planner's margin below the cap (`margin_sigmas` standard
+    deviations of the profiled sensor noise on every peak, the references' included).
     Under "replan", a batch-size change must promise at least `switch_margin` (5 %) on the
     objective over the best frequency for the batch size in use: near a threshold of the
     profile a cap that creeps (a battery, the morning sun) would otherwise flip the batch size
@@ -91,19 +94,25 @@ class ConfigChooser:
         objective: Objective | None = None,
         reference_profiles: list[ProfileTable] | None = None,
         switch_margin: float = 0.05,
+        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     ) -> None:
         if policy not in CAP_POLICIES:
             raise ValueError(f"unknown cap policy {policy!r}; expected one of "
                              f"{', '.join(CAP_POLICIES)}")
-        self.profile = profile
+        self.measured_profile = profile
+        self.margin_sigmas = margin_sigmas
+        #: the peaks the cap is compared with: measured peak + the margin
+        self.profile = with_power_margin(profile, margin_sigmas)
         self.policy = policy
         self.batch_size = batch_size
         self.frequency_hz = frequency_hz
         self.efficiency = efficiency
         self.objective = objective or Objective()
-        self.references = reference_profiles or [profile]
+        self.references = [with_power_margin(r, margin_sigmas)
+                           for r in (reference_profiles or [profile])]
+        self.reference_profiles = reference_profiles
         self.switch_margin = switch_margin
-        self.replanner = Replanner(profile, efficiency, self.objective)
+        self.replanner = Replanner(profile, efficiency, self.objective, margin_sigmas)
         candidates = self.replanner.candidates
         scores = candidates.time_key if self.objective.is_paper_time else \
             candidates.values(self.replanner.objective)
@@ -117,8 +126,8 @@ class ConfigChooser:
     def with_profile(self, profile: ProfileTable) -> ConfigChooser:
         """The same policy over another profile (re-measured points after drift)."""
         return ConfigChooser(profile, self.policy, self.batch_size, self.frequency_hz,
-                             self.efficiency, self.objective, self.references,
-                             self.switch_margin)
+                             self.efficiency, self.objective, self.reference_profiles,
+                             self.switch_margin, self.margin_sigmas)
 
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""
@@ -128,7 +137,7 @@ class ConfigChooser:
     def least_overdraw_hz(self, batch_size: int, cap_w: float) -> int | None:
         """For a step that must finish under a cap nothing meets: the frequency of b's row that
         draws the least energy above the cap per sample ((peak - cap) x time per sample)."""
-        row = [p for p in self.profile.points if p.batch_size == batch_size]
+        row = [p for p in self.measured_profile.points if p.batch_size == batch_size]
         if not row:
             return None
         best = min(row, key=lambda p: (max(p.peak_power_w - cap_w, 0.0) * p.seconds_per_sample,
@@ -172,7 +181,8 @@ class ConfigChooser:
         except InfeasibleCapError:
             return None
         except InfeasibleObjectiveError as err:
-            fallback = Replanner(self.profile, self.efficiency)
+            fallback = Replanner(self.measured_profile, self.efficiency,
+                                 margin_sigmas=self.margin_sigmas)
             self._note(f"{err}; choosing for time alone under this cap")
             try:
                 choice = fallback.choose(cap_w)

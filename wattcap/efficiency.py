@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.large_batch import LargeBatchFit, fit_large_batch
 from wattcap.schema import VersionedFile, require_match
 
@@ -76,8 +77,8 @@ class EfficiencyVector(VersionedFile):
     target_accuracy_rule: str | None = None
     seeds: list[int]
     optimizer: str = "adam"
-    lr_ref: float = 1e-3
-    batch_size_ref: int = 32
+    lr_ref: float = DEFAULT_LR_REF
+    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF
     sample_budget: int
     #: factor a missed batch size's budget was extended by for its retry (None: no retry)
     budget_extension: float | None = None
@@ -235,8 +236,8 @@ def estimate_efficiency(
     seeds: int = 3,
     sample_budget: int = 20_000,
     eval_every_samples: int = 256,
-    lr_ref: float = 1e-3,
-    batch_size_ref: int = 32,
+    lr_ref: float = DEFAULT_LR_REF,
+    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF,
     optimizer: str = "adam",
     progress: Callable[[int, int, str], None] | None = None,
     dataset_seed: int = 0,

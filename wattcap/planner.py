@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.efficiency import EfficiencyVector
 from wattcap.objectives import CandidateSet, FrontPoint, InfeasibleObjectiveError, Objective
 from wattcap.profiling import ProfilePoint, ProfileTable
@@ -144,6 +145,21 @@ class Selector:
         return min(p.peak_power_w for p in self.profile.points)
 
 
+def with_power_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTable:
+    """The profile with every peak raised by `margin_sigmas` standard deviations: of the
+    sensor's noise seen while profiling, and, for predicted points, of the prediction. Planning
+    against the cap on these values keeps that margin below it."""
+    noise_w = profile.power_noise_w or 0.0
+    if margin_sigmas <= 0 or (noise_w == 0 and not any(p.predicted for p in profile.points)):
+        return profile
+    points = []
+    for point in profile.points:
+        sigma_w = (noise_w ** 2 + (point.peak_power_std_w or 0.0) ** 2) ** 0.5
+        points.append(point.model_copy(
+            update={"peak_power_w": point.peak_power_w + margin_sigmas * sigma_w}))
+    return profile.model_copy(update={"points": points})
+
+
 def safe_frequency_hz(
     reference_profiles: list[ProfileTable], cap_w: float | None, frequencies_hz: list[int]
 ) -> int | None:
@@ -216,12 +232,20 @@ class Replanner:
     inputs, in microseconds (Algorithm 1 for time; one scan of the points otherwise)."""
 
     def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
-                 objective: Objective | None = None) -> None:
+                 objective: Objective | None = None,
+                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS) -> None:
         if not profile.points:
             raise ValueError("the profile has no measured points")
+        if margin_sigmas < 0:
+            raise ValueError(f"margin_sigmas must be >= 0, got {margin_sigmas}")
+        self.original = profile
+        self.margin_sigmas = margin_sigmas
+        #: the peaks the cap is compared with: measured peak + the margin
+        profile = with_power_margin(profile, margin_sigmas)
         self.profile = profile
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
+        self.selector_raw_lowest_w = min(p.peak_power_w for p in self.original.points)
         self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency)
         objective = objective or Objective()
         self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
@@ -232,11 +256,31 @@ class Replanner:
         self.objective = objective
         self.candidates = CandidateSet(profile.points, self.ratios, self.samples)
 
+    def measured(self, point: ProfilePoint) -> ProfilePoint:
+        """The profile's own point (its measured peak) for a point of the margined table."""
+        return self.original.lookup(point.batch_size, point.frequency_hz) or point
+
+    @property
+    def margin_note(self) -> str | None:
+        """What the margin is, for the plan's notes."""
+        noise_w = self.original.power_noise_w
+        if self.margin_sigmas == 0:
+            return "no margin below the cap (margin 0 sigma)"
+        if noise_w is None and not any(p.predicted for p in self.original.points):
+            return ("no margin below the cap: the profile has no sensor-noise estimate "
+                    "(profiled with an older wattcap)")
+        return (f"a margin of {self.margin_sigmas:g} sigma below the cap: sensor noise "
+                f"{noise_w or 0:.3f} W x {self.margin_sigmas:g}"
+                + (" (plus the prediction's uncertainty on predicted points)"
+                   if any(p.predicted for p in self.original.points) else ""))
+
     def check_cap(self, power_cap_w: float | None) -> None:
         """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
         if power_cap_w is not None and power_cap_w < self.lowest_feasible_cap_w:
-            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w,
-                                     "every measured configuration draws more than that")
+            margin = self.lowest_feasible_cap_w - self.selector_raw_lowest_w
+            reason = "every measured configuration draws more than that" + (
+                f" with the margin of {margin:.2f} W kept below the cap" if margin > 0 else "")
+            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w, reason)
 
     def choose(self, power_cap_w: float | None) -> Choice:
         """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
@@ -250,7 +294,8 @@ class Replanner:
             raise InfeasibleCapError(power_cap_w or 0.0, self.lowest_feasible_cap_w,
                                      "no batch size with a known efficiency fits under it")
         b = best.batch_size
-        choice = _choice("wattcap", best, self.ratios[b] or 1.0, self.samples[b])
+        choice = _choice("wattcap", self.measured(best), self.ratios[b] or 1.0,
+                         self.samples[b])
         choice.on_pareto_front = any(
             (p.batch_size, p.frequency_hz) == (b, best.frequency_hz)
             for p in self.candidates.pareto_front(power_cap_w)
@@ -265,6 +310,7 @@ def plan(
     reference_profiles: list[ProfileTable] | None = None,
     target_efficiency: EfficiencyVector | None = None,
     objective: Objective | None = None,
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
 
@@ -272,7 +318,9 @@ def plan(
     `reference_profiles` give the safe frequency of the baselines (default: this profile only);
     `target_efficiency` enables the fastest-configuration oracle; `objective` (default: time,
     the paper's) is what wattcap, baseline-2 (at the safe frequency) and the oracle minimise.
-    baseline-1 is the state of practice whatever the objective.
+    baseline-1 is the state of practice whatever the objective. Every method is held to the
+    same margin below the cap: `margin_sigmas` standard deviations of the sensor noise seen
+    while profiling (and of the prediction, for predicted points).
 
     Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
     when wattcap finds no choice within the objective's maximum energy or deadline.
@@ -284,8 +332,11 @@ def plan(
         efficiency.check_matches(model=profile.model, input_shape=profile.input_shape)
     if target_efficiency is not None:
         target_efficiency.check_matches(model=profile.model, input_shape=profile.input_shape)
-    replanner = Replanner(profile, efficiency, objective)
+    replanner = Replanner(profile, efficiency, objective, margin_sigmas)
     selector, objective = replanner.selector, replanner.objective
+    margined = replanner.profile
+    if replanner.margin_note:
+        notes.append(replanner.margin_note)
     replanner.check_cap(power_cap_w)
     if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
         if power_cap_w > profile.power_cap_w:
@@ -304,7 +355,8 @@ def plan(
 
     choices: dict[str, Choice] = {"wattcap": replanner.choose(power_cap_w)}
 
-    references = reference_profiles or [profile]
+    references = [with_power_margin(r, margin_sigmas)
+                  for r in (reference_profiles or [profile])]
     if reference_profiles is None:
         notes.append("no reference profiles: the safe frequency is computed from this model only")
     f_safe = safe_frequency_hz(references, power_cap_w, profile.frequencies_hz)
@@ -313,15 +365,20 @@ def plan(
         unavailable["baseline-1"] = unavailable["baseline-2"] = reason
     else:
         b_max = profile.max_batch_size
-        point = profile.lookup(b_max, f_safe) if b_max is not None else None
+        point = margined.lookup(b_max, f_safe) if b_max is not None else None
         if point is None or (power_cap_w is not None and point.peak_power_w > power_cap_w):
             unavailable["baseline-1"] = (
                 f"b={b_max} at the safe frequency {f_safe / 1e6:.1f} MHz was not measured or "
                 "exceeds the cap"
             )
+        elif b_max is None or ratios.get(b_max) is None or not samples.get(b_max):
+            unavailable["baseline-1"] = (
+                f"the efficiency vector gives no samples-to-target for b={b_max} (it was not "
+                "estimated there), so its time cannot be predicted"
+            )
         else:
-            choices["baseline-1"] = _choice("baseline-1", point, ratios.get(b_max) or 1.0,
-                                            samples[b_max])
+            choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
+                                            ratios[b_max] or 1.0, samples[b_max])
         # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
         try:
             p2 = candidates.best(objective, power_cap_w, frequency_hz=f_safe)
@@ -329,7 +386,8 @@ def plan(
             unavailable["baseline-2"] = f"at the safe frequency, {err}"
         else:
             if p2 is not None:
-                choices["baseline-2"] = _choice("baseline-2", p2, ratios[p2.batch_size] or 1.0,
+                choices["baseline-2"] = _choice("baseline-2", replanner.measured(p2),
+                                                ratios[p2.batch_size] or 1.0,
                                                 samples[p2.batch_size])
             else:
                 unavailable["baseline-2"] = "no measured batch size at the safe frequency"
@@ -342,14 +400,14 @@ def plan(
             oracle = selector.select(power_cap_w, target_ratios)
         else:
             try:
-                oracle = CandidateSet(profile.points, target_ratios, target_samples).best(
+                oracle = CandidateSet(margined.points, target_ratios, target_samples).best(
                     objective, power_cap_w)
             except InfeasibleObjectiveError as err:
                 unavailable["fastest"] = f"with the target's r_b, {err}"
         if oracle is not None:
             ob = oracle.batch_size
-            choices["fastest"] = _choice("fastest", oracle, target_ratios[ob] or 1.0,
-                                         target_samples[ob])
+            choices["fastest"] = _choice("fastest", replanner.measured(oracle),
+                                         target_ratios[ob] or 1.0, target_samples[ob])
     else:
         unavailable["fastest"] = "needs an efficiency vector measured on the target data"
 

@@ -75,21 +75,24 @@ JACKKNIFE_MIN_POINTS = 4
 @dataclass(frozen=True)
 class MeasurementWindow:
     """How long the profiler measures one point: at least `min_steps` steps and
-    `min_readings` sensor periods of work (`Profiler.measure`)."""
+    `min_readings` readings whose whole sensor period lies in the point's own work
+    (`Profiler.measure`): the first, partial period is dropped, so the window holds between
+    `min_readings` and `min_readings + 1` periods of work, as the ticks fall."""
 
     sensor_period_s: float
     min_steps: int = 1
     min_readings: int = 5
 
     def steps_for(self, step_s: float) -> int:
-        """Steps a measurement runs at this step time."""
-        needed_s = self.min_readings * self.sensor_period_s
+        """Steps a measurement runs at this step time (for the ticks' average alignment: one
+        step more or fewer as they fall)."""
+        needed_s = (self.min_readings + 0.5) * self.sensor_period_s
         return max(self.min_steps, math.ceil(needed_s / max(step_s, 1e-12) - 1e-9))
 
     def readings_for(self, step_s: float) -> int:
-        """Sensor readings a measurement holds at this step time."""
+        """Sensor readings a measurement keeps at this step time."""
         window_s = self.steps_for(step_s) * step_s
-        return max(self.min_readings, int(window_s / self.sensor_period_s))
+        return max(self.min_readings, int(window_s / self.sensor_period_s) - 1)
 
     def cost_s(self, step_s: float, extra_steps: int = 0) -> float:
         """Device seconds to measure a point, with `extra_steps` steps before the window

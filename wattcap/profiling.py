@@ -87,6 +87,9 @@ class ProfileTable(VersionedFile):
     workload: dict = {}
     #: mode "model": the fitted device model's parameters and the search's settings
     model_fit: dict = {}
+    #: the sensor's noise (one standard deviation, W) seen while profiling: the planner keeps
+    #: a margin of a few of these below the cap
+    power_noise_w: float | None = None
 
     @property
     def points_predicted(self) -> int:
@@ -144,12 +147,19 @@ class ProfileTable(VersionedFile):
 
 @dataclass
 class PowerStats:
-    """Accumulates sensor readings: peak, time-average, energy by integration."""
+    """Accumulates sensor readings: peak, time-average, energy by integration.
+
+    With `since_s` (device seconds) and `period_s`, a reading is kept only if the sensor period
+    it averages began at or after `since_s`: the first reading of a point would otherwise mix
+    in the previous point's work (another frequency, another batch size)."""
 
     readings: list[PowerReading] = field(default_factory=list)
+    since_s: float = float("-inf")
+    period_s: float = 0.0
 
     def __call__(self, reading: PowerReading) -> None:
-        self.readings.append(reading)
+        if reading.time_s - self.period_s >= self.since_s - 1e-9:
+            self.readings.append(reading)
 
     @property
     def peak_w(self) -> float:
@@ -192,6 +202,7 @@ class Profiler:
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
     _last_point: tuple[int, int] | None = field(default=None, init=False)
+    _reading_series: list[list[float]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -231,8 +242,8 @@ class Profiler:
             for _ in range(self.lead_in_steps):
                 self.device.execute(step, cost)
         self._last_point = (batch_size, frequency_hz)
-        stats = PowerStats()
         period_s = self.device.sensor_period_s
+        stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
         steps = 0
         busy_s = 0.0
         with self.device.sensor_ticks(stats):
@@ -254,6 +265,7 @@ class Profiler:
             steps=steps,
             readings=len(stats.readings),
         )
+        self._reading_series.append([r.power_w for r in stats.readings])
         if self.progress:
             self.progress(point, f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz")
         return point, stats.readings
@@ -332,7 +344,18 @@ class Profiler:
             profiling_device_s=self.device.now_s() - start_s,
             workload=self.workload.to_dict(),
             model_fit=model_fit or {},
+            power_noise_w=self.power_noise_w(),
         )
+
+    def power_noise_w(self) -> float | None:
+        """The sensor's noise (one standard deviation, W) estimated from every window measured
+        so far (successive differences; see `profile_model.reading_noise_w`); None before
+        any."""
+        from wattcap.profile_model import reading_noise_w
+
+        if not any(len(series) > 1 for series in self._reading_series):
+            return None
+        return round(reading_noise_w(self._reading_series), 5)
 
     def _search(
         self, fits: list[int], oom: list[int], frequencies: list[int],

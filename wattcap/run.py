@@ -13,12 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.cap_history import CapTimeline, Segment
+from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.runtime import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.schema import VersionedFile
-
-#: the learning-rate reference of the paper: Adam at 5e-4 for b = 128, scaled by sqrt(b / 128)
-DEFAULT_LR_REF = 5e-4
-DEFAULT_BATCH_SIZE_REF = 128
 
 
 def scaled_learning_rate(lr_ref: float, batch_size_ref: int, batch_size: int) -> float:
@@ -35,8 +32,9 @@ class TrainConfig(BaseModel):
     target_accuracy: float
     sample_budget: int = 20_000
     eval_every_samples: int = 256
-    lr_ref: float = 1e-3
-    batch_size_ref: int = 32
+    #: the paper's reference: Adam at 5e-4 for b = 128, sqrt-scaled to the batch size
+    lr_ref: float = DEFAULT_LR_REF
+    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF
     optimizer: Literal["adam", "adamw"] = "adam"
     weight_decay: float = 0.0
     seed: int = 0

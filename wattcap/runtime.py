@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device, DeviceError, PowerReading
 from wattcap.profiling import ProfilePoint, Profiler, ProfileTable, refresh_row
 from wattcap.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
@@ -316,6 +317,7 @@ class DriftMonitor:
         min_readings: int = 5,
         min_steps: int = 2,
         profiler: Profiler | None = None,
+        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     ) -> None:
         if tolerance <= 0 or (power_tolerance is not None and power_tolerance <= 0):
             raise ValueError("drift tolerances must be positive fractions (0.1 = 10 %)")
@@ -324,6 +326,8 @@ class DriftMonitor:
         self.reference = profile
         self.batch_size = batch_size
         self.power_cap_w = power_cap_w
+        #: re-planning keeps the planner's margin below the cap (sensor noise x sigmas)
+        self.margin_w = margin_sigmas * (profile.power_noise_w or 0.0)
         self.time_tolerance = tolerance
         self.power_tolerance = tolerance if power_tolerance is None else power_tolerance
         self.watchdog = watchdog
@@ -425,7 +429,7 @@ class DriftMonitor:
         frequencies = self.device.frequencies_hz()
         ceiling = current_hz
         if self.power_cap_w is not None:
-            old = self.reference.frontier(self.power_cap_w).get(self.batch_size)
+            old = self.reference.frontier(self.power_cap_w - self.margin_w).get(self.batch_size)
             if old is not None:
                 ceiling = max(ceiling, old.frequency_hz)
         infeasible = self.watchdog.lowest_infeasible_hz() if self.watchdog else None
@@ -444,7 +448,7 @@ class DriftMonitor:
         start_s = self.device.now_s()
         from_hz = self._table_frequency(self.device.current_frequency_hz())
         frequencies = self.device.frequencies_hz()
-        cap = self.power_cap_w
+        cap = None if self.power_cap_w is None else self.power_cap_w - self.margin_w
         points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
                              ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))
         feasible = [p for p in points if cap is None or p.peak_power_w <= cap]

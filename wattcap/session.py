@@ -47,6 +47,7 @@ from wattcap.cap_follower import (
 )
 from wattcap.caps import CapSource, CapSourceError, ConstantCap
 from wattcap.checkpoint import Checkpoint, SessionState
+from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device, DeviceError, out_of_memory_as_device_error
 from wattcap.meter import MeterState, PowerMeter
 from wattcap.model_source import (
@@ -58,8 +59,6 @@ from wattcap.model_source import (
 )
 from wattcap.objectives import Objective, ObjectiveError
 from wattcap.run import (
-    DEFAULT_BATCH_SIZE_REF,
-    DEFAULT_LR_REF,
     CurvePoint,
     RunRecord,
     TrainConfig,
@@ -157,6 +156,8 @@ class Session:
             efficiency vector's optimiser settings, else 5e-4 at b = 128 as in the paper);
             `learning_rate` is lr_ref · sqrt(b / b_ref).
         watchdog: keep the cap (steps the frequency down when it is exceeded).
+        margin_sigmas: plan this many standard deviations of the sensor noise below the cap
+            (the profile's estimate; default 2).
         drift_tolerance: with a profile, re-measure and re-plan when measured step time or
             power leave it by more than this fraction (0: off).
         checkpoint_dir: where `attach`/`save_checkpoint` keep the run; a restart resumes.
@@ -193,6 +194,7 @@ class Session:
         batch_size_ref: int | None = None,
         watchdog: bool = True,
         drift_tolerance: float = 0.1,
+        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
         checkpoint_dir: str | Path | None = None,
         identity: dict[str, Any] | None = None,
         dataset: str | None = None,
@@ -231,6 +233,7 @@ class Session:
 
         self._watchdog_on = watchdog
         self._drift_tolerance = drift_tolerance
+        self.margin_sigmas = margin_sigmas
 
         # run state
         self.samples = 0
@@ -336,12 +339,16 @@ class Session:
                 reference_profiles_for(profile)
             try:
                 self.plan = plan(profile, self.power_cap_w, efficiency=self.efficiency,
-                                 reference_profiles=refs, objective=self.objective)
+                                 reference_profiles=refs, objective=self.objective,
+                                 margin_sigmas=self.margin_sigmas)
             except InfeasibleCapError as err:
                 raise SessionError(str(err)) from None
             self.events += [f"plan: {note}" for note in self.plan.notes]
             if batch_size is not None:
-                point = profile.frontier(self.power_cap_w).get(batch_size)
+                from wattcap.planner import with_power_margin
+
+                margined = with_power_margin(profile, self.margin_sigmas)
+                point = margined.frontier(self.power_cap_w).get(batch_size)
                 if point is None:
                     raise SessionError(
                         f"batch size {batch_size} has no measured frequency under the cap "
@@ -461,7 +468,8 @@ class Session:
                             workload=self.workload, step_factory=self._step_factory)
         return DriftMonitor(self.device, self.profile, self.batch_size,
                             power_cap_w=self.power_cap_w, tolerance=self._drift_tolerance,
-                            watchdog=self._guard, profiler=profiler)
+                            watchdog=self._guard, profiler=profiler,
+                            margin_sigmas=self.margin_sigmas)
 
     def _apply_frequency(self, frequency_hz: int, why: str) -> None:
         assert self.device is not None
@@ -828,8 +836,11 @@ class Session:
         self.cap_source = source
         if self.profile is not None and initial_w is not None:
             # a run that starts below every configuration starts paused, but still needs a
-            # first plan: the one for the lowest cap anything meets
-            initial_w = max(initial_w, min(p.peak_power_w for p in self.profile.points))
+            # first plan: the one for the lowest cap anything meets (with the margin)
+            from wattcap.planner import with_power_margin
+
+            margined = with_power_margin(self.profile, self.margin_sigmas)
+            initial_w = max(initial_w, min(p.peak_power_w for p in margined.points))
         self.power_cap_w = initial_w
 
     def _start_cap_follower(self, stack: ExitStack) -> None:
@@ -847,7 +858,7 @@ class Session:
                 self.profile, self.cap_policy, self.batch_size,
                 self.frequency_hz or device.current_frequency_hz(),
                 efficiency=self.efficiency, objective=self.objective,
-                reference_profiles=refs)
+                reference_profiles=refs, margin_sigmas=self.margin_sigmas)
         else:
             self.events.append("no profile: the moving cap is kept by the watchdog alone "
                                "(no re-plan, no pause)")

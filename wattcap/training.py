@@ -24,6 +24,7 @@ from wattcap.cap_follower import CapPolicy
 from wattcap.caps import CapSource
 from wattcap.checkpoint import Checkpoint
 from wattcap.data import ArrayDataset
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device
 from wattcap.efficiency import EfficiencyVector
 from wattcap.meter import PowerMeter
@@ -96,6 +97,7 @@ def train_to_accuracy(
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     power_cap: CapSource | str | float | None = None,
     efficiency: EfficiencyVector | None = None,
     objective: Objective | str | None = None,
@@ -141,6 +143,7 @@ def train_to_accuracy(
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
+        margin_sigmas=margin_sigmas,
         checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,

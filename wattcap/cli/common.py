@@ -130,3 +130,7 @@ def progress(description: str, total: int | None, unit: str) -> ProgressReporter
     from wattcap.progress import make_progress
 
     return make_progress(console, description, total, unit)
+
+
+MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) kept as a margin "
+               "below the cap, so that a long run at the chosen point does not cross it.")

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from wattcap.cli.common import (
+    MARGIN_HELP,
     OBJECTIVE_HELP,
     console,
     fail,
@@ -17,6 +18,7 @@ from wattcap.cli.common import (
     parse_cap,
     parse_objective,
 )
+from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
     from wattcap.objectives import Objective
@@ -30,6 +32,7 @@ def make_plan(
     reference_profiles: Path | None = None,
     target_efficiency_path: Path | None = None,
     objective: Objective | None = None,
+    margin_sigmas: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit."""
     from wattcap.efficiency import EfficiencyVector
@@ -44,8 +47,9 @@ def make_plan(
         else None
     try:
         refs = reference_profiles_for(table, reference_profiles)
+        margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
         return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
-                    objective=objective)
+                    objective=objective, **margin)
     except (InfeasibleCapError, WattcapFileError, ValueError) as err:
         fail(str(err))
 
@@ -158,6 +162,7 @@ def plan_command(
                                      "point as a PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     out: Path | None = typer.Option(None, help="Also write the Plan file."),
+    margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
     server: str | None = typer.Option(None, help="wattcap server URL: fetch the profile and the "
                                       "efficiency vector from it (a local --profile or "
                                       "--efficiency still wins).", rich_help_panel="Server"),
@@ -196,7 +201,7 @@ def plan_command(
         fail("--profile is required (or --server URL with --device-name and --model)")
     goal = parse_objective(objective, eta, max_energy, deadline)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
-                       target_efficiency, objective=goal)
+                       target_efficiency, objective=goal, margin_sigmas=margin_sigmas)
     if out:
         result.save(out)
     if plot:

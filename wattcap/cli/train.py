@@ -10,6 +10,7 @@ from rich.table import Table
 
 from wattcap.cli.common import (
     DEVICE_HELP,
+    MARGIN_HELP,
     OBJECTIVE_HELP,
     console,
     fail,
@@ -20,9 +21,11 @@ from wattcap.cli.common import (
     parse_objective,
     progress,
 )
+from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
     from wattcap.data import ArrayDataset
+    from wattcap.efficiency import EfficiencyVector
     from wattcap.run import RunRecord
     from wattcap.session import SessionStatus
 
@@ -59,28 +62,47 @@ def pretrain(
 
 
 def _run_detail(label: str) -> str:
-    """estimate_efficiency's label of a finished run ('b=8 seed=0: 1536', or ': None' when the
-    target was not reached) as a person reads it."""
+    """estimate_efficiency's label of a finished run ('b=8 seed=0: 1536 samples', 'b=8 seed=0:
+    missed') as a person reads it."""
     run, _, samples = label.rpartition(": ")
     if not run:
         return label
-    if samples == "None":
+    if samples == "missed":
         return f"{run}: target not reached"
-    return f"{run}: {samples} samples to target"
+    return f"{run}: {samples} to target"
+
+
+def parse_target(value: str, option: str = "--target-accuracy") -> float | str:
+    """A target accuracy as a fraction in (0, 1], or 'auto'."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        target = float(value)
+    except ValueError:
+        fail(f"{option} must be a fraction in (0, 1] or 'auto', got {value!r}")
+    if not 0 < target <= 1:
+        fail(f"{option} must be a fraction in (0, 1] (e.g. 0.9 for 90 %), got {value}")
+    return target
 
 
 def estimate(
     model: str = typer.Option(..., help="Registered model name."),
     proxy: str = typer.Option(..., help="Bundled proxy dataset."),
-    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
+    target_accuracy: str = typer.Option("auto", help="The proxy's own target accuracy (0-1), "
+                                        "or 'auto': 0.9 x the best accuracy the largest batch "
+                                        "size reaches within the budget (recorded in the file)."),
     out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
     weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
     batch_sizes: str = typer.Option("4,8,16,32,64,128"),
-    seeds: int = typer.Option(3, help="Seeds per batch size."),
-    sample_budget: int = typer.Option(20_000, help="Give up after this many samples."),
+    seeds: int = typer.Option(3, help="Seeds per batch size (at least 2 for the large-batch "
+                              "fit; 1 falls back to raw samples)."),
+    sample_budget: int = typer.Option(20_000, help="Give up after this many samples (a batch "
+                                      "size that misses gets one retry with twice the budget)."),
     eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
-    lr_ref: float = typer.Option(1e-3, help="Learning rate at the reference batch size."),
-    batch_size_ref: int = typer.Option(32, help="Reference batch size for sqrt LR scaling."),
+    lr_ref: float = typer.Option(DEFAULT_LR_REF, help="Learning rate at the reference batch "
+                                 "size (the paper: Adam 5e-4 at b = 128)."),
+    batch_size_ref: int = typer.Option(DEFAULT_BATCH_SIZE_REF, help="Reference batch size for "
+                                       "sqrt LR scaling."),
     server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
                                       "weights for --model (the newest, or --model-id) unless "
                                       "--weights is given.", rich_help_panel="Server"),
@@ -101,15 +123,22 @@ def estimate(
     from wattcap.schema import WattcapFileError
 
     sizes = parse_batch_sizes(batch_sizes)
+    target = parse_target(target_accuracy)
+    if seeds < 1:
+        fail(f"--seeds must be at least 1, got {seeds}")
+    if sample_budget < eval_every:
+        fail(f"--sample-budget ({sample_budget}) must be at least --eval-every ({eval_every})")
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
     if server and on_server:
         from wattcap.cli.server import estimate_on_server
 
+        if target == "auto":
+            fail("--on-server needs a numeric --target-accuracy (the server job takes one)")
         vector = estimate_on_server(
             server, token, model=model, model_id=model_id, proxy=proxy,
-            target_accuracy=target_accuracy, batch_sizes=sizes, seeds=seeds,
+            target_accuracy=float(target), batch_sizes=sizes, seeds=seeds,
             sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref)
     else:
@@ -121,7 +150,7 @@ def estimate(
         with progress(f"estimating r_b of {model} on {proxy}", runs, "runs") as report:
             try:
                 vector = estimate_efficiency(
-                    model, proxy, target_accuracy, weights=weights, batch_sizes=sizes,
+                    model, proxy, target, weights=weights, batch_sizes=sizes,
                     seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
                     lr_ref=lr_ref, batch_size_ref=batch_size_ref,
                     progress=lambda done, total, label: report.update(done, _run_detail(label)),
@@ -133,15 +162,28 @@ def estimate(
         from wattcap.cli.server import push_estimated
 
         push_estimated(server, token, vector, weights_id)
-    table = Table(title=f"r_b of {model} on {proxy} (target {target_accuracy:.0%})")
-    for column in ("batch", "samples per seed", "r_b mean", "r_b std"):
+    print_efficiency(vector)
+    console.print(f"wrote {out}")
+
+
+def print_efficiency(vector: EfficiencyVector) -> None:
+    """The vector as a table: samples per seed, E(b) used, r_b with its interval and source."""
+    how = "given" if vector.target_accuracy_source == "given" else vector.target_accuracy_rule
+    table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target "
+                        f"{vector.target_accuracy:.2%}, {how}; {len(vector.seeds)} seed(s))")
+    for column in ("batch", "samples to target per seed", "E(b) used", "r_b", "95% interval",
+                   "from"):
         table.add_column(column, justify="right")
     for e in vector.entries:
-        table.add_row(str(e.batch_size), ", ".join(str(s) for s in e.samples_per_seed),
-                      "unreachable" if e.ratio_mean is None else f"{e.ratio_mean:.3f}",
-                      "" if e.ratio_std is None else f"{e.ratio_std:.3f}")
+        per_seed = ", ".join("missed" if v is None else f"{v:.0f}" for v in e.samples_per_seed)
+        interval = ("" if e.ratio_low is None or e.ratio_high is None
+                    else f"{e.ratio_low:.2f}-{e.ratio_high:.2f}")
+        table.add_row(str(e.batch_size), per_seed, f"{e.samples:.0f}", f"{e.ratio:.3f}",
+                      interval, e.source)
     console.print(table)
-    console.print(f"wrote {out}")
+    for note in vector.ratio_notes():
+        console.print(f"  [dim]{note}[/]")
+
 
 
 def train(
@@ -158,6 +200,7 @@ def train(
     target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
     efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
     target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
+    margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
     weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
     method: str = typer.Option("wattcap", help="wattcap, baseline-1, baseline-2 or fastest."),
     sample_budget: int = typer.Option(20_000),
@@ -250,9 +293,12 @@ def train(
         if plan_cap is not None and table.points:
             # a run that starts below every configuration starts paused, with the plan for
             # the lowest cap anything meets
-            plan_cap = max(plan_cap, min(p.peak_power_w for p in table.points))
+            from wattcap.planner import with_power_margin
+
+            margined = with_power_margin(table, margin_sigmas)
+            plan_cap = max(plan_cap, min(p.peak_power_w for p in margined.points))
     result = make_plan(profile, efficiency, plan_cap, target_efficiency_path=target_efficiency,
-                       objective=goal)
+                       objective=goal, margin_sigmas=margin_sigmas)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
@@ -271,10 +317,18 @@ def train(
     train_split, test_split = _data_splits(data, seed=0)
     from wattcap.training import TrainConfig, train_to_accuracy
 
+    # The optimiser settings r_b was estimated with are the ones that hold it: the vector's.
+    optimiser: dict = {}
+    if efficiency is not None:
+        from wattcap.efficiency import EfficiencyVector
+
+        vector = load_or_fail(EfficiencyVector, efficiency)
+        optimiser = {"lr_ref": vector.lr_ref, "batch_size_ref": vector.batch_size_ref,
+                     "optimizer": vector.optimizer}
     try:
         config = TrainConfig(model=model, batch_size=choice.batch_size,
                              target_accuracy=target_accuracy, sample_budget=sample_budget,
-                             eval_every_samples=eval_every, seed=seed)
+                             eval_every_samples=eval_every, seed=seed, **optimiser)
     except ValueError as err:
         fail(str(err))
     under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
@@ -305,7 +359,7 @@ def train(
                 checkpoint_dir=checkpoint_dir, method=method,
                 progress=lambda status: report.update(status.samples, _status_detail(status)),
                 profile=table if drift_tolerance > 0 or source is not None else None,
-                drift_tolerance=drift_tolerance)
+                drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
     if out:

@@ -1,0 +1,11 @@
+"""Defaults shared by the library and the command line, in a module that imports nothing (the
+CLI reads them before any heavy import)."""
+
+#: how many standard deviations of the sensor's noise (and of a predicted point's uncertainty)
+#: the planner keeps below the cap, so that a long run at the chosen point does not cross it
+#: for more than one sensor period (measured on the emulated devices: tests/test_margin.py)
+DEFAULT_MARGIN_SIGMAS = 2.0
+
+#: the learning-rate reference of the paper: Adam at 5e-4 for b = 128, scaled by sqrt(b / 128)
+DEFAULT_LR_REF = 5e-4
+DEFAULT_BATCH_SIZE_REF = 128
