@@ -130,7 +130,8 @@ class Runs:
 
     @property
     def samples(self) -> str:
-        return "/".join(str(r.samples_to_target) if r.reached else "-" for r in self.records)
+        return "/".join(f"{r.samples_to_target:.0f}" if r.samples_to_target is not None
+                        else "-" for r in self.records)
 
     @property
     def paused_s(self) -> float:

@@ -227,6 +227,11 @@ class EfficiencyVector(VersionedFile):
 AUTO_TARGET_SHARE = 0.9
 
 
+#: evaluations a proxy run goes on after reaching the target, so that its samples-to-target is
+#: read from a smoothed curve that does not end on one lucky evaluation
+EVALS_PAST_TARGET = 2
+
+
 def estimate_efficiency(
     model: str,
     proxy: str,
@@ -289,6 +294,7 @@ def estimate_efficiency(
             model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
             eval_every_samples=eval_every_samples, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
+            evals_past_target=EVALS_PAST_TARGET,
         )
         curve = train_to_accuracy(config, train, test, weights=weights).curve
         runs_done += 1
@@ -310,7 +316,7 @@ def estimate_efficiency(
         rule = (f"auto: {auto_target_share:g} x {best:.4f}, the highest smoothed test accuracy "
                 f"of b={b_max} (seed 0) within {sample_budget} samples")
         first = next(i for i, p in enumerate(curve) if p.accuracy >= target)
-        known[(b_max, 0)] = samples_to_target(curve[:first + 1], target)
+        known[(b_max, 0)] = samples_to_target(curve[:first + 1 + EVALS_PAST_TARGET], target)
         report(f"proxy target {target:.4f} ({rule})")
     else:
         target = float(target_accuracy)  # type: ignore[arg-type]

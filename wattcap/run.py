@@ -39,6 +39,9 @@ class TrainConfig(BaseModel):
     weight_decay: float = 0.0
     seed: int = 0
     max_eval_samples: int | None = None
+    #: evaluations after the first one at the target, so the smoothed curve that
+    #: samples-to-target is read from does not rest on one lucky evaluation (estimation runs)
+    evals_past_target: int = 0
 
     @property
     def learning_rate(self) -> float:
@@ -88,7 +91,9 @@ class RunRecord(VersionedFile):
     frequency_hz: int | None = None
     power_cap_w: float | None = None
     reached: bool
-    samples_to_target: int | None
+    #: samples where the smoothed accuracy curve crosses the target (interpolated)
+    samples_to_target: float | None
+    #: device seconds at that crossing
     time_to_accuracy_s: float | None = None
     samples_seen: int
     steps: int = 0

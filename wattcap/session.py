@@ -637,12 +637,24 @@ class Session:
                                 and self.samples >= self.sample_budget) or self.cap_stopped
 
     @property
-    def samples_to_target(self) -> int | None:
-        """Samples at the first report at or above the target (None: not reached)."""
+    def samples_to_target(self) -> float | None:
+        """Samples at which the accuracy curve crosses the target, interpolated on the
+        smoothed curve (`wattcap.curves`), not read at the first report past it (reports are
+        hundreds of samples apart); None: not reached."""
         if self.target_accuracy is None:
             return None
-        return next((p.samples for p in self.curve if p.accuracy >= self.target_accuracy),
-                    None)
+        from wattcap.curves import samples_to_target
+
+        return samples_to_target(self.curve, self.target_accuracy)
+
+    def time_at_samples_s(self, samples: float) -> float:
+        """Device seconds when the run had trained `samples` samples (linear between
+        reports: the device's time per sample is constant between them)."""
+        points = [(0, 0.0)] + [(p.samples, p.device_time_s) for p in self.curve]
+        for (s0, t0), (s1, t1) in zip(points, points[1:], strict=False):
+            if s0 <= samples <= s1:
+                return t0 if s1 == s0 else t0 + (t1 - t0) * (samples - s0) / (s1 - s0)
+        return points[-1][1]
 
     def status(self) -> SessionStatus:
         """A snapshot for progress displays."""
@@ -765,10 +777,7 @@ class Session:
         if energy_j is None:
             energy_j = self._meter.energy_j
         reached_at = self.samples_to_target
-        time_to_accuracy_s = None
-        if reached_at is not None:
-            time_to_accuracy_s = next(p.device_time_s for p in self.curve
-                                      if p.samples == reached_at)
+        time_to_accuracy_s = None if reached_at is None else self.time_at_samples_s(reached_at)
         return RunRecord(
             config=self.config, model=self.model_name or "unknown", batch_size=self.batch_size,
             learning_rate=self.learning_rate, target_accuracy=self.target_accuracy,

@@ -164,7 +164,11 @@ def train_to_accuracy(
             x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
         every = config.eval_every_samples
-        while not session.done:
+        past_target = 0
+        while not session.done or (session.reached and past_target < config.evals_past_target
+                                   and session.samples < config.sample_budget):
+            if session.reached:
+                past_target += 1
             next_eval = (session.samples // every + 1) * every
             while session.samples < next_eval and not session.cap_stopped:
                 count = min(session.batch_size, next_eval - session.samples)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.curves import samples_to_target
 from wattcap.data import get_dataset
 from wattcap.devices.emulated import EmulatedDevice
-from wattcap.efficiency import EfficiencyVector
+from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
 from wattcap.meter import PowerMeter
 from wattcap.planner import METHODS, InfeasibleCapError, plan
 from wattcap.profiling import Profiler, ProfileTable
@@ -146,7 +147,8 @@ def _math_run(
             pass  # a half-written or stale record: train again
     train, test = get_dataset(target).split(0.2, seed=0)
     config = TrainConfig(model=model, batch_size=batch_size, target_accuracy=target_accuracy,
-                         sample_budget=sample_budget, seed=seed)
+                         sample_budget=sample_budget, seed=seed,
+                         evals_past_target=EVALS_PAST_TARGET)
     record = train_to_accuracy(config, train, test, weights=weights)
     record.save(path)
     counters["trained"] += 1
@@ -166,12 +168,17 @@ def replay_on_device(
     guard = CapWatchdog(device, power_cap_w)
     device.set_frequency_hz(frequency_hz)
     start = device.now_s()
+    steps = max(1, math.ceil(record.samples_to_target / b))
     with device.sensor_ticks(meter), device.sensor_ticks(guard):
-        for _ in range(record.samples_to_target // b):
+        for _ in range(steps):
             device.execute(None, cost)
     guard.finish()
     device.restore()
-    return device.now_s() - start, meter.energy_j, meter.peak_w or 0.0, guard
+    # The crossing falls inside the last step: time and energy up to it, not to the step's end
+    # (the device's time per sample is constant over the replay).
+    share = record.samples_to_target / (steps * b)
+    return ((device.now_s() - start) * share, meter.energy_j * share, meter.peak_w or 0.0,
+            guard)
 
 
 def efficiency_from_runs(
