@@ -394,7 +394,7 @@ def print_run(record: RunRecord) -> None:
     target = record.target_accuracy
     console.print(
         f"[bold]{record.method or 'run'}[/] b={record.batch_size}: "
-        + (f"reached {target:.0%} after {record.samples_to_target} samples"
+        + (f"reached {target:.0%} after {record.samples_to_target:.0f} samples"
            f", time-to-accuracy {tta:.1f} s (device)" if record.reached and target and tta
            else f"did not reach {target or 0:.0%} "
            + (f"({record.stop_reason})" if record.stop_reason
