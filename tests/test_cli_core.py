@@ -138,7 +138,7 @@ def test_plan_with_an_infeasible_cap(profile_file) -> None:
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("cap", ["-3", "lots"])
+@pytest.mark.parametrize("cap", ["-3", "lots", "nan", "inf"])
 def test_plan_with_a_bad_cap_value(profile_file, cap) -> None:
     result = invoke("plan", "--profile", profile_file, "--power-cap", cap)
     assert result.exit_code != 0

@@ -6,6 +6,7 @@ modules) inside its function, so `wattcap --help` and the light commands start f
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -53,8 +54,8 @@ def parse_cap(value: str | None) -> float | None:
         cap = float(value)
     except ValueError:
         fail(f"--power-cap must be a number of watts or 'none', got {value!r}")
-    if cap <= 0:
-        fail(f"--power-cap must be positive, got {value}")
+    if not math.isfinite(cap) or cap <= 0:  # nan would compare false with every power
+        fail(f"--power-cap must be a positive, finite number of watts or 'none', got {value}")
     return cap
 
 
