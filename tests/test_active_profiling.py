@@ -152,8 +152,10 @@ def test_active_search_measures_few_points_and_reaches_the_exhaustive_choices(
         found = {b: p.frequency_hz for b, p in fitted.frontier(cap).items()}
         assert found == expected, (fitted.device, cap)
         for r in _vectors(exhaustive):
-            a = plan(exhaustive, cap, efficiency=r).choices["wattcap"]
-            b = plan(fitted, cap, efficiency=r).choices["wattcap"]
+            # the raw frontiers' choices (the planner's noise margin would add the predicted
+            # points' uncertainty to their peaks only: tested in test_margin.py)
+            a = plan(exhaustive, cap, efficiency=r, margin_sigmas=0).choices["wattcap"]
+            b = plan(fitted, cap, efficiency=r, margin_sigmas=0).choices["wattcap"]
             assert (b.batch_size, b.frequency_hz) == (a.batch_size, a.frequency_hz), (
                 fitted.device, cap, r and r.dataset)
 
@@ -192,7 +194,7 @@ def test_profile_with_predicted_points_round_trips_and_plans(tmp_path, few_point
     path = fitted.save(tmp_path / "few.json")
     loaded = ProfileTable.load(path)
     assert loaded == fitted
-    assert loaded.schema_version == ProfileTable.SCHEMA_VERSION == 2
+    assert loaded.schema_version == ProfileTable.SCHEMA_VERSION >= 2  # 2: predicted points
     assert loaded.points_predicted == fitted.points_predicted > 0
     assert plan(loaded, cap).choices["wattcap"] == plan(fitted, cap).choices["wattcap"]
     # a profile of the previous schema is refused with a message saying what to do

@@ -228,7 +228,8 @@ def test_demo(tmp_path) -> None:
     out = tmp_path / "demo"
     result = invoke("demo", "--out", out, "--quick")
     assert result.exit_code == 0, result.output
-    assert "speed-up" in result.output
+    assert "speed-up" in result.output and "vs wattcap" in result.output
+    assert "2 seeds" in result.output
     heatmaps = sorted(out.glob("heatmap-*.png"))
     profiles = sorted(out.glob("profile-*.json"))
     assert len(heatmaps) >= 2 and len(profiles) >= 2

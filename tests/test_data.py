@@ -19,6 +19,7 @@ import scipy.io
 import torch
 from PIL import Image
 
+from tests.data_files import py2_pickle as _py2_pickle
 from wattcap.data import (
     BUNDLED_MEAN,
     BUNDLED_STD,
@@ -403,64 +404,6 @@ def test_cifar_binary_truncated_or_mismatched_files_raise(tmp_path):
 
 
 # --------------------------------------------------------------------------- CIFAR python
-
-
-def _py2_pickle(obj: object) -> bytes:
-    """Serialise dicts, lists, ints, byte strings and uint8 arrays exactly as Python 2's cPickle
-    (protocol 2) with numpy 1.x did when the official CIFAR batches were made: ``str`` as
-    SHORT_BINSTRING/BINSTRING, arrays via numpy.core.multiarray._reconstruct."""
-    out = bytearray(b"\x80\x02")  # PROTO 2
-
-    def string(b: bytes) -> None:
-        if len(b) < 256:
-            out.extend(b"U" + bytes([len(b)]) + b)
-        else:
-            out.extend(b"T" + struct.pack("<I", len(b)) + b)
-
-    def integer(i: int) -> None:
-        out.extend(b"K" + bytes([i]) if 0 <= i < 256 else b"J" + struct.pack("<i", i))
-
-    def write(o: object) -> None:
-        if isinstance(o, dict):
-            out.extend(b"}(")  # EMPTY_DICT MARK
-            for k, v in o.items():
-                write(k)
-                write(v)
-            out.extend(b"u")  # SETITEMS
-        elif isinstance(o, list):
-            out.extend(b"](")  # EMPTY_LIST MARK
-            for v in o:
-                write(v)
-            out.extend(b"e")  # APPENDS
-        elif isinstance(o, int):
-            integer(o)
-        elif isinstance(o, bytes):
-            string(o)
-        elif isinstance(o, np.ndarray):
-            assert o.dtype == np.uint8
-            out.extend(b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n")
-            out.extend(b"K\x00\x85")  # (0,)
-            string(b"b")
-            out.extend(b"\x87R(")  # TUPLE3 REDUCE, then MARK for the state tuple
-            integer(1)
-            out.extend(b"(")
-            for d in o.shape:
-                integer(d)
-            out.extend(b"t")  # shape tuple
-            out.extend(b"cnumpy\ndtype\n")
-            string(b"u1")
-            out.extend(b"K\x00K\x01\x87R(K\x03")  # dtype('u1', 0, 1), state (3, '|', ...)
-            string(b"|")
-            out.extend(b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb")
-            out.extend(b"\x89")  # NEWFALSE: C order
-            string(np.ascontiguousarray(o).tobytes())
-            out.extend(b"tb")  # state tuple, BUILD
-        else:
-            raise TypeError(type(o))
-
-    write(obj)
-    out.extend(b".")
-    return bytes(out)
 
 
 def test_py2_pickle_helper_matches_a_real_unpickle():

@@ -38,7 +38,7 @@ def test_profile_round_trip(tmp_path, nano_resnet18_profile) -> None:
 def test_efficiency_round_trip(tmp_path, efficiency) -> None:
     loaded = EfficiencyVector.load(efficiency.save(tmp_path / "eff.json"))
     assert loaded == efficiency
-    assert loaded.schema_version == 2
+    assert loaded.schema_version == EfficiencyVector.SCHEMA_VERSION
     assert loaded.reference_batch_size == 128
     assert loaded.ratio(128) == 1.0
     assert loaded.ratio(12) is None

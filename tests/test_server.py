@@ -522,6 +522,9 @@ def test_estimate_requests_are_checked_before_a_job_starts(server, client, pushe
     missing = httpx.post(f"{server.url}/models/999999/estimate", json=TINY_ESTIMATE,
                          headers=headers)
     assert missing.status_code == 404
+    no_root = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "mnist:/etc"}, headers=headers)
+    assert no_root.status_code == 422
+    assert "reads no data from paths" in no_root.json()["detail"]
     assert len(client.list_jobs()) == jobs_before
 
 
@@ -543,3 +546,38 @@ def test_estimate_cli_on_the_server_and_locally_with_push(server, client, pushed
     assert [e.samples_per_seed for e in local.entries] == [
         e.samples_per_seed for e in remote.entries]
     assert len(client.list_efficiency(model_id=pushed["model"].id)) == before + 1
+
+
+def test_a_server_with_a_data_root_estimates_on_files_under_it_only(tmp_path, artifacts) -> None:
+    from tests.data_files import class_images, write_mnist
+
+    root = tmp_path / "datasets"
+    images, labels = class_images(200, (1, 28, 28), num_classes=10, seed=3)
+    write_mnist(root / "mnist", images, labels)
+    outside = tmp_path / "elsewhere"
+    write_mnist(outside, images, labels)
+    (root / "sneaky").symlink_to(outside, target_is_directory=True)
+    proc = start_server(tmp_path / "rooted.sqlite3", "--data-root", root)
+    try:
+        with WattcapClient(proc.url, token=TOKEN) as client:
+            model = client.push_weights(artifacts["weights"], architecture=MODEL)
+            url = f"{proc.url}/models/{model.id}/estimate"
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            request = {**TINY_ESTIMATE, "target_accuracy": 0.2, "input_shape": [1, 8, 8],
+                       "subset_fraction": 0.5}
+            for proxy in (f"mnist:{outside}", f"mnist:{root}/sneaky", f"mnist:{root}/../elsewhere"):
+                refused = httpx.post(url, json={**request, "proxy": proxy}, headers=headers)
+                assert refused.status_code == 422, proxy
+                assert "outside this server's data root" in refused.json()["detail"]
+            shape = httpx.post(url, json={**request, "proxy": f"mnist:{root}/mnist",
+                                          "input_shape": None}, headers=headers)
+            assert shape.status_code == 422 and "input shape" in shape.json()["detail"]
+            started = httpx.post(url, json={**request, "proxy": f"mnist:{root}/mnist"},
+                                 headers=headers)
+            assert started.status_code == 202, started.text
+            job = client.wait_job(started.json()["id"], timeout_s=300)
+            assert job.status == "succeeded", job.error
+            vector = client.pull_efficiency(job.efficiency_id)
+            assert vector.dataset == f"mnist:{root}/mnist" and vector.input_shape == [1, 8, 8]
+    finally:
+        proc.stop()

@@ -134,6 +134,21 @@ def test_json_payloads_are_validated_like_files() -> None:
         check_profile('{"kind": ')
 
 
+def test_uploads_naming_user_code_never_import_it(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    code = tmp_path / "evil.py"
+    code.write_text(f"open({str(marker)!r}, 'w').close()\n"
+                    "from torch import nn\n"
+                    "def build():\n    return nn.Linear(64, 10)\n")
+    with pytest.raises(PayloadError, match="is a user's code; only built-in models"):
+        check_weights(_weights(), f"{code}:build")
+    with pytest.raises(PayloadError, match="only built-in models"):
+        check_weights(_weights(), "os:abort")
+    vector = check_efficiency(_vector_json(model=f"{code}:build"))
+    assert vector.model == f"{code}:build"  # stored as data, unchecked: the server has no code
+    assert not marker.exists()
+
+
 # -- store -----------------------------------------------------------------------------------
 def test_store_is_durable_by_configuration_and_idempotent(tmp_path: Path) -> None:
     store = Store(tmp_path / "db.sqlite3")

@@ -1,4 +1,15 @@
-"""`make demo`: the main job on the embedded default (emulated Jetson Nano, bundled data)."""
+"""`make demo`: the main job on the embedded default (emulated Jetson Nano, bundled data).
+
+1. Profile the reference models on the emulated Nano and show each method's choice at a few
+   caps (throughput only: r_b = 1).
+2. Pre-train a small CNN, estimate r_b on a proxy task with its own target accuracy (several
+   seeds, the large-batch fit), profile the CNN on the Nano.
+3. On the target task, for every cap: wattcap, baseline-1, baseline-2 and the fastest
+   configuration (brute force over measured target runs), each measured over several seeds
+   with the comparison harness (`wattcap.experiments.compare`): mean ± std of time-to-accuracy
+   and energy, wattcap against each other method, and "within noise" where the seeds do not
+   separate two methods.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,15 @@ from wattcap.references import emulated_reference_profiles
 
 DEVICE = "jetson-nano"
 CAPS_W: tuple[float | None, ...] = (5.0, 6.5, None)
+
+DEMO_MODEL = "digits32-cnn"
+PRETRAIN_DATA = "digits-0-4-32"
+PROXY_DATA = "digits-rotated-32"
+TARGET_DATA = "digits-5-9-32"
+TARGET_ACCURACY = 0.9
+PIPELINE_CAPS_W: tuple[float | None, ...] = (4.5, 5.5, None)
+SEEDS = 3
+PRETRAIN_EPOCHS = 2
 
 
 def _cap_label(cap: float | None) -> str:
@@ -66,97 +86,106 @@ def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
     return plans
 
 
-DEMO_MODEL = "digits32-cnn"
-PRETRAIN_DATA = "digits-0-4-32"
-PROXY_DATA = "digits-rotated-32"
-TARGET_DATA = "digits-5-9-32"
-TARGET_ACCURACY = 0.9
-PIPELINE_CAPS_W: tuple[float | None, ...] = (4.5, 5.5, None)
-
-
-def run_pipeline(out: Path, console: Console, seeds: int = 1) -> list[tuple[Plan, dict]]:
-    """Pre-train, estimate r_b on the proxy, profile, plan, and train on the target with
-    wattcap's choice and baseline-1's at every cap. Returns (plan, {method: RunRecord})."""
-    from wattcap.data import get_dataset
-    from wattcap.devices.emulated import EmulatedDevice
+def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
+                 batch_sizes: tuple[int, ...] | None = None, sample_budget: int = 20_000):
+    """Pre-train, estimate r_b on the proxy, profile, and measure every method on the target
+    at every cap over `seeds` seeds. Returns the Comparison."""
     from wattcap.efficiency import estimate_efficiency
-    from wattcap.profiling import Profiler
-    from wattcap.training import TrainConfig, pretrain, train_to_accuracy
+    from wattcap.experiments.compare import Scenario, load_or_profile, run_comparison
+    from wattcap.experiments.tables import efficiency_table
+    from wattcap.progress import make_progress
+    from wattcap.training import pretrain
+    from wattcap.workload import DEFAULT_BATCH_SIZES
 
+    sizes = tuple(batch_sizes or DEFAULT_BATCH_SIZES)
     console.rule(f"[bold]3. Pre-train {DEMO_MODEL} on {PRETRAIN_DATA}")
     weights = out / f"{DEMO_MODEL}-pretrained.safetensors"
-    meta = pretrain(DEMO_MODEL, PRETRAIN_DATA, weights, epochs=2)
+    meta = pretrain(DEMO_MODEL, PRETRAIN_DATA, weights, epochs=PRETRAIN_EPOCHS)
     console.print(f"test accuracy {float(meta['test_accuracy']):.1%} -> {weights}")
 
-    console.rule(f"[bold]4. Batch-size efficiency r_b on the proxy {PROXY_DATA}")
-    vector = estimate_efficiency(DEMO_MODEL, PROXY_DATA, TARGET_ACCURACY, weights=weights,
-                                 seeds=seeds)
+    console.rule(f"[bold]4. Batch-size efficiency r_b on the proxy {PROXY_DATA} "
+                 f"({seeds} seeds, the proxy's own target)")
+    runs = len(sizes) * seeds
+    with make_progress(console, f"estimating r_b on {PROXY_DATA}", runs, "runs") as report:
+        vector = estimate_efficiency(
+            DEMO_MODEL, PROXY_DATA, "auto", weights=weights, batch_sizes=sizes, seeds=seeds,
+            sample_budget=sample_budget,
+            progress=lambda done, total, label: report.update(done, label, total=total))
     vector.save(out / f"efficiency-{DEMO_MODEL}-{PROXY_DATA}.json")
-    console.print("r_b: " + ", ".join(
-        f"b={e.batch_size}: {e.ratio_mean:.2f}" if e.ratio_mean is not None
-        else f"b={e.batch_size}: unreachable" for e in vector.entries))
+    console.print(efficiency_table(vector))
+    for note in vector.ratio_notes():
+        console.print(f"  [dim]{note}[/]")
 
-    console.rule(f"[bold]5. Profile {DEMO_MODEL} on the emulated {DEVICE}, plan, train on "
-                 f"{TARGET_DATA}")
-    profile = Profiler(EmulatedDevice(DEVICE), DEMO_MODEL).run(exhaustive=True)
-    profile.save(out / f"profile-{DEVICE}-{DEMO_MODEL}.json")
+    console.rule(f"[bold]5. Profile {DEMO_MODEL} on the emulated {DEVICE}; train on "
+                 f"{TARGET_DATA} to {TARGET_ACCURACY:.0%} ({seeds} seeds per batch size)")
+    profile = load_or_profile(out, DEVICE, DEMO_MODEL, sizes)
     references = emulated_reference_profiles(DEVICE)
-    train, test = get_dataset(TARGET_DATA).split(0.2, seed=0)
-    results = []
+    runs = len(sizes) * seeds
+    with make_progress(console, f"training on {TARGET_DATA}", runs, "runs") as report:
+        comparison = run_comparison(
+            out, DEMO_MODEL, weights, vector, [TARGET_DATA],
+            [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, TARGET_ACCURACY, sizes,
+            sample_budget=sample_budget,
+            on_run=lambda record: report.advance(detail=f"b={record.batch_size}"))
     for cap in PIPELINE_CAPS_W:
         result = plan(profile, cap, efficiency=vector, reference_profiles=references)
         plot_profile(profile, out / f"heatmap-{DEMO_MODEL}-{_cap_label(cap).replace(' ', '')}"
                      ".png", power_cap_w=cap, plan=result)
-        runs: dict = {}
-        for method in ("wattcap", "baseline-1"):
-            choice = result.choices[method]
-            same = next((r for r in runs.values() if (r.batch_size, r.frequency_hz)
-                         == (choice.batch_size, choice.frequency_hz)), None)
-            if same is not None:
-                runs[method] = same
-                continue
-            config = TrainConfig(model=DEMO_MODEL, batch_size=choice.batch_size,
-                                 target_accuracy=TARGET_ACCURACY)
-            with EmulatedDevice(DEVICE) as device:
-                device.set_frequency_hz(choice.frequency_hz)
-                runs[method] = train_to_accuracy(config, train, test, device=device,
-                                                 weights=weights, power_cap_w=cap,
-                                                 method=method)
-            runs[method].save(out / f"run-{_cap_label(cap).replace(' ', '')}-{method}.json")
-        results.append((result, runs))
-    console.print(measured_table(results))
-    return results
+    console.print(measured_table(comparison))
+    console.print(
+        "[dim]time-to-accuracy is device seconds on the emulated Nano from the start of "
+        "fine-tuning to the interpolated crossing of the target; 'vs wattcap' is the method's "
+        "mean time over wattcap's (Welch's t-test on log times over the seeds, 5 %); "
+        "'fastest' is the brute force over the measured target runs[/]")
+    return comparison
 
 
-def measured_table(results: list[tuple[Plan, dict]]) -> Table:
-    """Measured time-to-accuracy and energy of wattcap and baseline-1 at every cap."""
-    table = Table(title=f"Measured on the target {TARGET_DATA} ({DEMO_MODEL}, emulated {DEVICE},"
-                        f" target {TARGET_ACCURACY:.0%})")
-    for column in ("cap", "method", "batch", "MHz", "samples", "time-to-acc. (s)",
-                   "energy (J)", "peak W", "wattcap speed-up", "energy saved"):
+def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
+    """Measured time-to-accuracy and energy of every method at every cap, mean ± std over the
+    seeds, against wattcap and the fastest configuration."""
+    from wattcap.experiments.significance import compare_times, mean_std_label
+
+    table = Table(title=f"Measured on the target {TARGET_DATA} ({comparison.model}, emulated "
+                        f"{DEVICE}, target {comparison.target_accuracy:.0%}, "
+                        f"{comparison.seeds} seeds)")
+    for column in ("cap", "method", "batch", "MHz", "time-to-acc. (s)", "energy (J)",
+                   "vs wattcap", "over fastest"):
         table.add_column(column, justify="left" if column in ("cap", "method") else "right")
-    for result, runs in results:
-        ours = runs["wattcap"]
-        for method, run in runs.items():
-            tta = run.time_to_accuracy_s
-            speedup = energy = "—"
-            if method != "wattcap" and tta and ours.time_to_accuracy_s:
-                speedup = f"{tta / ours.time_to_accuracy_s:.2f}x"
-                energy = f"{1 - ours.energy_j / run.energy_j:.0%}"
+    caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
+    for cap in caps:
+        ours = comparison.get(DEVICE, cap, TARGET_DATA, "wattcap")
+        for method in METHODS:
+            r = comparison.get(DEVICE, cap, TARGET_DATA, method)
+            if r is None:
+                continue
+            times = [t for t in r.time_s if t is not None]
+            energies = [e for e in r.energy_j if e is not None]
+            reached = len(times) == len(r.time_s)
+            versus = "—"
+            if method != "wattcap" and ours is not None and reached:
+                our_times = [t for t in ours.time_s if t is not None]
+                if our_times and len(our_times) == len(ours.time_s):
+                    versus = compare_times(times, our_times).label
+            over = comparison.over_fastest_pct(r)
             table.add_row(
-                _cap_label(result.power_cap_w), method, str(run.batch_size),
-                f"{run.frequency_hz / 1e6:.1f}", str(run.samples_to_target or "not reached"),
-                f"{tta:.1f}" if tta else "—", f"{run.energy_j:.0f}",
-                f"{run.peak_power_w:.2f}", speedup, energy,
+                _cap_label(cap), method, str(r.batch_size), f"{r.frequency_hz / 1e6:.1f}",
+                mean_std_label(times) if reached else
+                f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds",
+                mean_std_label(energies, digits=0) if reached else "—", versus,
+                "—" if over is None or method == "fastest" else f"{over:+.1f} %",
             )
         table.add_section()
     return table
 
 
 def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> None:
-    """Run the demo, writing files and plots into `out`."""
+    """Run the demo, writing files and plots into `out` (`quick`: 2 seeds, 3 batch sizes and
+    a smaller budget, for the tests)."""
     console = console or Console()
     out.mkdir(parents=True, exist_ok=True)
     profile_and_plan(out, console)
-    run_pipeline(out, console, seeds=1)
+    if quick:
+        run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128), sample_budget=12_000)
+    else:
+        run_pipeline(out, console)
     console.print(f"\nfiles and plots written to {out}/")

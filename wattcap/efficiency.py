@@ -65,7 +65,8 @@ class EfficiencyVector(VersionedFile):
     """r_b for one model, task and target accuracy, with the raw samples and the fit."""
 
     FILE_KIND = "wattcap.efficiency"
-    SCHEMA_VERSION = 2
+    #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint
+    SCHEMA_VERSION = 3
 
     model: str
     input_shape: list[int]
@@ -90,6 +91,8 @@ class EfficiencyVector(VersionedFile):
     ratio_source: Literal["fit", "mean"]
     entries: list[EfficiencyEntry]
     notes: list[str] = []
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
 
     def entry(self, batch_size: int) -> EfficiencyEntry | None:
         """The entry of b, or None when b was not estimated."""
@@ -130,15 +133,19 @@ class EfficiencyVector(VersionedFile):
 
     def check_matches(
         self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
-        source: str = "efficiency vector",
+        source: str = "efficiency vector", architecture_fingerprint: str | None = None,
     ) -> None:
-        """Refuse a vector made for another model or input shape."""
+        """Refuse a vector made for another model, input shape or architecture (fingerprints
+        are compared when both are known)."""
         if model is not None:
             require_match("the efficiency vector", "model", model, self.model, source)
         if input_shape is not None:
             require_match(
                 "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
             )
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the efficiency vector", "architecture fingerprint",
+                          architecture_fingerprint, self.architecture_fingerprint, source)
 
     @classmethod
     def from_samples(
@@ -248,6 +255,10 @@ def estimate_efficiency(
     dataset_seed: int = 0,
     budget_extension: float | None = 2.0,
     auto_target_share: float = AUTO_TARGET_SHARE,
+    weight_decay: float = 0.0,
+    data_options: dict | None = None,
+    data: tuple | None = None,
+    num_workers: int = 0,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -261,10 +272,15 @@ def estimate_efficiency(
     re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
     the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
     when retries are scheduled.
+
+    ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
+    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
+    ``data`` gives the (train, test) pair already loaded. ``num_workers``: DataLoader
+    workers of every run; ``weight_decay``: the optimizer's (e.g. 0.01 with AdamW).
     """
     from wattcap.curves import max_smoothed_accuracy, samples_to_target
-    from wattcap.data import get_dataset
-    from wattcap.models import get_model_spec
+    from wattcap.data import load_splits
+    from wattcap.models import get_model_spec, model_fingerprint
     from wattcap.training import TrainConfig, train_to_accuracy
 
     if seeds < 1:
@@ -282,8 +298,10 @@ def estimate_efficiency(
         raise ValueError(f"the proxy target accuracy must be in (0, 1] or 'auto', got "
                          f"{target_accuracy!r}")
     spec = get_model_spec(model)
-    data = get_dataset(proxy)
-    train, test = data.split(0.2, seed=dataset_seed)
+    if data is not None:
+        train, test = data
+    else:
+        train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
     b_max = max(batch_sizes)
     runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
     runs_done = 0
@@ -294,9 +312,11 @@ def estimate_efficiency(
             model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
             eval_every_samples=eval_every_samples, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
+            weight_decay=weight_decay,
             evals_past_target=EVALS_PAST_TARGET,
         )
-        curve = train_to_accuracy(config, train, test, weights=weights).curve
+        curve = train_to_accuracy(config, train, test, weights=weights,
+                                  num_workers=num_workers).curve
         runs_done += 1
         return curve
 
@@ -362,6 +382,7 @@ def estimate_efficiency(
         batch_size_ref=batch_size_ref,
         budget_extension=budget_extension,
         eval_every_samples=eval_every_samples,
+        architecture_fingerprint=model_fingerprint(model),
     )
 
 

@@ -329,9 +329,12 @@ def plan(
     notes: list[str] = []
     unavailable: dict[str, str] = {}
     if efficiency is not None:
-        efficiency.check_matches(model=profile.model, input_shape=profile.input_shape)
+        efficiency.check_matches(model=profile.model, input_shape=profile.input_shape,
+                                 architecture_fingerprint=profile.architecture_fingerprint)
     if target_efficiency is not None:
-        target_efficiency.check_matches(model=profile.model, input_shape=profile.input_shape)
+        target_efficiency.check_matches(
+            model=profile.model, input_shape=profile.input_shape,
+            architecture_fingerprint=profile.architecture_fingerprint)
     replanner = Replanner(profile, efficiency, objective, margin_sigmas)
     selector, objective = replanner.selector, replanner.objective
     margined = replanner.profile

@@ -65,8 +65,9 @@ class ProfileTable(VersionedFile):
     """The two lookup tables of a device for one model and input shape."""
 
     FILE_KIND = "wattcap.profile"
-    #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model"
-    SCHEMA_VERSION = 2
+    #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
+    #: 3: architecture_fingerprint, device_spec
+    SCHEMA_VERSION = 3
 
     device: str
     device_kind: str
@@ -90,6 +91,11 @@ class ProfileTable(VersionedFile):
     #: the sensor's noise (one standard deviation, W) seen while profiling: the planner keeps
     #: a margin of a few of these below the cap
     power_noise_w: float | None = None
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
+    #: an emulated device's whole DeviceSpec, so the device (and its reference profiles) can
+    #: be rebuilt from the file alone, also when it came from a user's spec file
+    device_spec: dict | None = None
 
     @property
     def points_predicted(self) -> int:
@@ -125,14 +131,19 @@ class ProfileTable(VersionedFile):
         model: str | None = None,
         input_shape: tuple[int, ...] | list[int] | None = None,
         source: str = "profile",
+        architecture_fingerprint: str | None = None,
     ) -> None:
-        """Refuse a profile made for another device, model or input shape."""
+        """Refuse a profile made for another device, model, input shape or architecture
+        (fingerprints are compared when both are known)."""
         if device is not None:
             require_match("the profile", "device", device, self.device, source)
         if model is not None:
             require_match("the profile", "model", model, self.model, source)
         if input_shape is not None:
             require_match("the profile", "input shape", list(input_shape), self.input_shape, source)
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the profile", "architecture fingerprint", architecture_fingerprint,
+                          self.architecture_fingerprint, source)
 
     def merged(self, newer: ProfileTable) -> ProfileTable:
         """This profile with `newer`'s points replacing the same (b, f)."""
@@ -345,6 +356,8 @@ class Profiler:
             workload=self.workload.to_dict(),
             model_fit=model_fit or {},
             power_noise_w=self.power_noise_w(),
+            architecture_fingerprint=_fingerprint(self.model),
+            device_spec=_device_spec(self.device),
         )
 
     def power_noise_w(self) -> float | None:
@@ -510,7 +523,8 @@ def refresh_profile(
     Raises WattcapFileError when the table was made for another device, model or power mode.
     """
     device = profiler.device
-    table.check_matches(device=device.name, model=profiler.model, source=source)
+    table.check_matches(device=device.name, model=profiler.model, source=source,
+                        architecture_fingerprint=_fingerprint(profiler.model))
     mode = device.power_mode
     if table.power_mode is not None and mode is not None:
         require_match("the profile", "power mode", mode, table.power_mode, source)
@@ -554,6 +568,20 @@ def _refresh_frontier(
     finally:
         profiler.device.restore()
     return measured
+
+
+def _fingerprint(model: str) -> str | None:
+    from wattcap.models import model_fingerprint
+
+    try:
+        return model_fingerprint(model)
+    except (KeyError, ValueError):
+        return None  # a workload given for a model this process cannot build
+
+
+def _device_spec(device: Device) -> dict | None:
+    spec = getattr(device, "spec", None)
+    return spec.model_dump(mode="json") if device.kind == "emulated" and spec is not None else None
 
 
 def build_training_step(

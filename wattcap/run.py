@@ -74,7 +74,8 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 3  # 3: objective, cap_source, segments, timeline, paused_s, stop_reason
+    SCHEMA_VERSION = 4  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
+    #                     timeline, paused_s, stop_reason (a moving cap)
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
@@ -113,6 +114,8 @@ class RunRecord(VersionedFile):
     resumed_from_samples: int | None = None
     wall_time_s: float
     weights_source: str | None = None
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
     #: what the selection minimised ("time", "energy within 300 s", ...)
     objective: str | None = None
     #: a moving cap: its source, the run's segments of constant plan (`power_cap_w`,

@@ -259,6 +259,7 @@ class Session:
 
         # what is trained, and the plan
         self.model_name: str | None = None
+        self.architecture_fingerprint: str | None = None
         self._measure_workload: Callable[[], Workload] | None = None
         self._workload: Workload | None = None
         self._step_factory: Callable[[int, str], Callable[[], object]] | None = None
@@ -272,7 +273,8 @@ class Session:
         if self.profile is not None and self.device is not None:
             self.profile.check_matches(device=self.device.name, source="profile")
         if self.profile is not None and self.model_name is not None:
-            self.profile.check_matches(model=self.model_name, source="profile")
+            self.profile.check_matches(model=self.model_name, source="profile",
+                                       architecture_fingerprint=self.architecture_fingerprint)
         self._reference_profiles = reference_profiles
         self._init_moving_cap(power_cap, objective, cap_policy, max_pause_s,
                               batch_size_given=batch_size is not None)
@@ -382,9 +384,11 @@ class Session:
 
         if isinstance(model, torch.nn.Module) and example_input is not None:
             self._step_factory = module_step_factory(model, example_input)
+        self.architecture_fingerprint = _fingerprint(model, self.model_name)
         profile = getattr(self, "profile", None)
         if profile is not None and self.model_name is not None:
-            profile.check_matches(model=self.model_name, source="profile")
+            profile.check_matches(model=self.model_name, source="profile",
+                                  architecture_fingerprint=self.architecture_fingerprint)
         if self.identity and self.identity.get("model") is None:
             self.identity["model"] = self.model_name
 
@@ -798,6 +802,7 @@ class Session:
             events=events, resumed_from_samples=self.resumed_from_samples,
             wall_time_s=time.monotonic() - self._wall_start,
             weights_source=self.weights_source,
+            architecture_fingerprint=self.architecture_fingerprint,
         )
 
     # -- a moving cap (issue 19) -----------------------------------------------------------------
@@ -999,6 +1004,23 @@ class Session:
         record.paused_s = follower.paused_s
         record.stop_reason = follower.stopped
         record.events = record.events + follower.events
+
+
+def _fingerprint(model: Any, name: str | None) -> str | None:
+    """The architecture fingerprint of what is trained: of the named spec as built with its
+    default head (as profiles record it), or of the nn.Module itself."""
+    from torch import nn
+
+    from wattcap.models import architecture_fingerprint, model_fingerprint
+
+    if isinstance(model, nn.Module):
+        return architecture_fingerprint(model)
+    if name is None:
+        return None
+    try:
+        return model_fingerprint(name)
+    except (KeyError, ValueError):
+        return None
 
 
 def _jsonable(value: dict[str, Any]) -> dict[str, Any]:

@@ -18,18 +18,20 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from wattcap.cap_follower import CapPolicy
 from wattcap.caps import CapSource
 from wattcap.checkpoint import Checkpoint
-from wattcap.data import ArrayDataset
+from wattcap.data import Dataset, check_data_fits_model
+from wattcap.data.loader import StreamBatches, iterate_batches
 from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device
 from wattcap.efficiency import EfficiencyVector
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
-from wattcap.models import ModelSpec, get_model_spec
+from wattcap.models import ModelSpec, get_model_spec, model_fingerprint
 from wattcap.objectives import Objective
 from wattcap.profiling import ProfileTable
 from wattcap.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
@@ -39,7 +41,7 @@ from wattcap.weights import load_weights
 
 __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
-    "evaluate", "pretrain", "scaled_learning_rate", "train_to_accuracy",
+    "evaluate", "evaluate_dataset", "pretrain", "scaled_learning_rate", "train_to_accuracy",
 ]
 
 
@@ -62,15 +64,41 @@ def evaluate(model: torch.nn.Module, spec: ModelSpec, x: torch.Tensor, y: torch.
     return correct / max(counted, 1)
 
 
+@torch.no_grad()
+def evaluate_dataset(model: torch.nn.Module, spec: ModelSpec, data: Dataset,
+                     batch_size: int = 512, torch_device: str | None = None,
+                     max_samples: int | None = None) -> float:
+    """Accuracy of `model` on a data set's first `max_samples` (default all) samples, read
+    batch by batch (a uint8 set is never held as float32): the same value `evaluate` gives on
+    the same samples as tensors."""
+    if torch_device is None:
+        torch_device = str(next(model.parameters()).device)
+    n = len(data) if max_samples is None else min(max_samples, len(data))
+    was_training = model.training
+    model.eval()
+    correct = counted = 0
+    for start in range(0, n, batch_size):
+        x, y = data.batch(np.arange(start, min(n, start + batch_size)))
+        inputs = move_to_device(torch.from_numpy(x), torch_device)
+        targets = move_to_device(torch.from_numpy(y), torch_device)
+        c, k = spec.correct(model(inputs), targets)
+        correct += c
+        counted += k
+    model.train(was_training)
+    return correct / max(counted, 1)
+
+
 def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     cls = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     return cls(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
 
 
-def _batch(stream: BatchStream, x: torch.Tensor, y: torch.Tensor, position: int,
-           batch_size: int, torch_device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    idx = torch.from_numpy(stream.indices(position, batch_size))
-    return move_to_device(x[idx], torch_device), move_to_device(y[idx], torch_device)
+def _draw_batch(data: Dataset, stream: BatchStream, position: int, count: int,
+                torch_device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `count` samples at stream `position`, as tensors on `torch_device`."""
+    x, y = data.batch(stream.indices(position, count))
+    return (move_to_device(torch.from_numpy(np.ascontiguousarray(x)), torch_device),
+            move_to_device(torch.from_numpy(np.ascontiguousarray(y)), torch_device))
 
 
 def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.optim.Optimizer,
@@ -85,8 +113,8 @@ EvalCallback = Callable[[CurvePoint], None]
 
 def train_to_accuracy(
     config: TrainConfig,
-    train: ArrayDataset,
-    test: ArrayDataset,
+    train: Dataset,
+    test: Dataset,
     device: Device | None = None,
     weights: str | Path | None = None,
     power_cap_w: float | None = None,
@@ -103,8 +131,13 @@ def train_to_accuracy(
     objective: Objective | str | None = None,
     cap_policy: CapPolicy | None = None,
     reference_profiles: list[ProfileTable] | None = None,
+    num_workers: int = 0,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
+
+    `train` and `test` are any wattcap data sets (``batch(indices)``): batches go through a
+    torch DataLoader with `num_workers` worker processes, in the order of the seeded stream,
+    so the result does not depend on the number of workers.
 
     The run goes through a `Session` on `device` at the frequency the device runs at now (set
     it before; the Session restores the device afterwards): device time per step, power
@@ -117,7 +150,8 @@ def train_to_accuracy(
     measured step time and power with the profile point at the applied (b, f); a difference
     beyond `drift_tolerance` (0.1 = 10 %, time or power) is recorded, and at the next
     evaluation the batch size's row is re-measured and the frequency re-planned (same batch
-    size). Raises WattcapFileError when the profile belongs to another device or model.
+    size). Raises WattcapFileError when the profile belongs to another device, model or
+    architecture, and DataMismatchError when the data does not fit the model (task, shape).
 
     `power_cap`, instead of `power_cap_w`, is a cap that may move (a `CapSource` or a spec such
     as "solar:seed=3"; see `Session`): with the `profile` (and the proxy `efficiency`, the
@@ -126,12 +160,16 @@ def train_to_accuracy(
     batch size from the next step on, re-scales the learning rate by the √ rule and keeps the
     optimiser's state; evaluation stays at the same sample counts (see the module docstring).
     A pause idles the device; a cap that can never rise again ends the run, not reached,
-    without an evaluation off the cadence.
+    without an evaluation off the cadence. Under a moving cap batches are drawn in this
+    process one at a time (their size is known only when they are due): `num_workers` then
+    has no effect.
     """
     config.check()
     spec = get_model_spec(config.model)
+    check_data_fits_model(train, spec)
     if profile is not None:
-        profile.check_matches(model=config.model, source="profile")
+        profile.check_matches(model=config.model, source="profile",
+                              architecture_fingerprint=model_fingerprint(config.model))
     if cap_policy is None:
         cap_policy = "safe-frequency" if method in ("baseline-1", "baseline-2") else "replan"
     session = Session(
@@ -152,37 +190,59 @@ def train_to_accuracy(
     torch.manual_seed(config.seed)
     model = spec.build(num_classes=train.num_classes)
     if weights is not None:
-        load_weights(model, weights, expect_model=config.model)
+        loaded = load_weights(model, weights, expect_model=config.model,
+                              new_head_classes=train.num_classes)
+        if "new_head" in loaded:
+            session.events.append(
+                f"new {train.num_classes}-class head (the weights' head has "
+                f"{loaded.get('num_classes', 'another number of')} classes): "
+                f"{loaded['new_head']} initialised fresh")
     with session:
         torch_device = session.torch_device
         model = model.to(torch_device).train()
         optimizer = _make_optimizer(config, model)
         session.attach(model, optimizer)
-        x_train, y_train = train.to_tensors()
-        x_test, y_test = test.to_tensors()
-        if config.max_eval_samples is not None:
-            x_test, y_test = x_test[:config.max_eval_samples], y_test[:config.max_eval_samples]
         stream = BatchStream(len(train), config.seed)
         every = config.eval_every_samples
+        batches = None
+        if session.cap_source is None:
+            # One batch size for the whole run: the loader prepares the batches ahead (workers).
+            steps_per_eval = every // config.batch_size
+            # Enough batches for the rest of the budget, rounded up to whole evaluation rounds.
+            left = -(-(config.sample_budget - session.samples) // config.batch_size)
+            batches = iterate_batches(
+                train, StreamBatches(stream, session.samples, config.batch_size,
+                                     max(0, left) + steps_per_eval),
+                num_workers=num_workers, torch_device=torch_device)
         past_target = 0
-        while not session.done or (session.reached and past_target < config.evals_past_target
-                                   and session.samples < config.sample_budget):
-            if session.reached:
-                past_target += 1
-            next_eval = (session.samples // every + 1) * every
-            while session.samples < next_eval and not session.cap_stopped:
-                count = min(session.batch_size, next_eval - session.samples)
-                inputs, targets = _batch(stream, x_train, y_train, session.samples, count,
-                                         torch_device)
-                session.apply_learning_rate(optimizer)
-                with session.step(samples=count):
-                    _optimizer_step(model, spec, optimizer, inputs, targets)
-            if session.cap_stopped:
-                break  # no evaluation off the cadence
-            point = session.report(evaluate(model, spec, x_test, y_test,
-                                            torch_device=torch_device))
-            if on_eval is not None:
-                on_eval(point)
+        try:
+            while not session.done or (session.reached
+                                       and past_target < config.evals_past_target
+                                       and session.samples < config.sample_budget):
+                if session.reached:
+                    past_target += 1
+                next_eval = (session.samples // every + 1) * every
+                while session.samples < next_eval and not session.cap_stopped:
+                    count = min(session.batch_size, next_eval - session.samples)
+                    if batches is not None:
+                        inputs, targets = next(batches)
+                    else:
+                        # Under a moving cap the size of the next batch is known only now.
+                        inputs, targets = _draw_batch(train, stream, session.samples, count,
+                                                      torch_device)
+                    session.apply_learning_rate(optimizer)
+                    with session.step(samples=count):
+                        _optimizer_step(model, spec, optimizer, inputs, targets)
+                if session.cap_stopped:
+                    break  # no evaluation off the cadence
+                point = session.report(evaluate_dataset(
+                    model, spec, test, torch_device=torch_device,
+                    max_samples=config.max_eval_samples))
+                if on_eval is not None:
+                    on_eval(point)
+        finally:
+            if batches is not None:
+                batches.close()  # stops the loader's workers
     assert session.record is not None
     return session.record
 
@@ -195,44 +255,48 @@ def pretrain(
     batch_size: int = 32,
     lr: float = 1e-3,
     seed: int = 0,
+    data_options: dict | None = None,
+    num_workers: int = 0,
 ) -> dict[str, str]:
-    """Train a model from scratch on a bundled dataset for `epochs` and save safetensors
-    weights; returns the metadata written (model, input shape, dataset, test accuracy). It runs
-    through a device-less Session (on CUDA when torch has it), like every training loop."""
-    from wattcap.data import get_dataset
+    """Train a model from scratch on a data set for `epochs` and save safetensors weights;
+    returns the metadata written (model, input shape, dataset, test accuracy). `dataset` is a
+    data spec (a bundled name, ``cifar100:PATH``...; `data_options` go to
+    :func:`wattcap.data.load_splits`). It runs through a device-less Session (on CUDA when
+    torch has it), like every training loop, and draws batches through a DataLoader with
+    `num_workers` workers, so a large uint8 data set is never held as float32."""
+    from wattcap.data import load_splits
     from wattcap.weights import save_weights
 
     spec = get_model_spec(model)
-    data = get_dataset(dataset)
-    if tuple(data.input_shape) != tuple(spec.input_shape):
-        raise ValueError(
-            f"dataset {dataset} has input shape {data.input_shape}, model {model} expects "
-            f"{spec.input_shape}"
-        )
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    train, test = data.split(0.2, seed=seed)
+    train, test = load_splits(dataset, seed=seed, **(data_options or {}))
+    check_data_fits_model(train, spec)
     steps = (epochs * len(train)) // batch_size
     session = Session(None, model=spec, batch_size=batch_size, lr_ref=lr,
                       batch_size_ref=batch_size, sample_budget=steps * batch_size,
                       dataset=dataset, method="pretrain")
     torch.manual_seed(seed)
-    net = spec.build(num_classes=data.num_classes)
+    net = spec.build(num_classes=train.num_classes)
     with session:
         torch_device = session.torch_device
         net = net.to(torch_device).train()
         optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
-        x, y = train.to_tensors()
         stream = BatchStream(len(train), seed)
-        while not session.done:
-            inputs, targets = _batch(stream, x, y, session.samples, batch_size, torch_device)
-            with session.step():
-                _optimizer_step(net, spec, optimizer, inputs, targets)
-        accuracy = evaluate(net, spec, *test.to_tensors(), torch_device=torch_device)
+        batches = iterate_batches(train, StreamBatches(stream, 0, batch_size, steps),
+                                  num_workers=num_workers, torch_device=torch_device)
+        try:
+            while not session.done:
+                inputs, targets = next(batches)
+                with session.step():
+                    _optimizer_step(net, spec, optimizer, inputs, targets)
+        finally:
+            batches.close()
+        accuracy = evaluate_dataset(net, spec, test, torch_device=torch_device)
         session.report(accuracy)
     metadata = {
         "model": model, "input_shape": json.dumps(list(spec.input_shape)),
-        "dataset": dataset, "num_classes": str(data.num_classes), "epochs": str(epochs),
+        "dataset": dataset, "num_classes": str(train.num_classes), "epochs": str(epochs),
         "test_accuracy": f"{accuracy:.4f}", "seed": str(seed),
     }
     save_weights(net.to("cpu"), out, metadata)

@@ -44,9 +44,17 @@ def read_metadata(path: str | Path) -> dict[str, str]:
 
 
 def load_weights(
-    model: torch.nn.Module, path: str | Path, expect_model: str | None = None
+    model: torch.nn.Module, path: str | Path, expect_model: str | None = None,
+    new_head_classes: int | None = None,
 ) -> dict[str, str]:
-    """Load weights into `model` (strict), refusing another architecture; returns metadata."""
+    """Load weights into `model` (strict), refusing another architecture; returns metadata.
+
+    Fine-tuning on another number of classes (pre-trained on CIFAR-100, fine-tuned on
+    CIFAR-10): with `new_head_classes` = the model's head size, tensors whose first dimension
+    is that size in the model and another one in the file (the classifier head, all other
+    dimensions equal) keep their fresh initialisation; their names are returned under the
+    metadata key ``"new_head"`` (comma-separated). Any other difference is refused.
+    """
     metadata = read_metadata(path)
     if expect_model is not None and metadata.get("model") not in (None, expect_model):
         raise WattcapFileError(
@@ -54,8 +62,20 @@ def load_weights(
         )
     try:
         state = load_file(str(path))
+        kept: list[str] = []
+        if new_head_classes is not None:
+            own = model.state_dict()
+            for name, tensor in list(state.items()):
+                mine = own.get(name)
+                if (mine is not None and mine.shape != tensor.shape and mine.dim() >= 1
+                        and mine.shape[0] == new_head_classes
+                        and mine.shape[1:] == tensor.shape[1:]):
+                    state[name] = mine  # a new head: keep the fresh initialisation
+                    kept.append(name)
         model.load_state_dict(state, strict=True)
     except (SafetensorError, RuntimeError) as err:
         raise WattcapFileError(f"{path}: weights do not fit {expect_model or 'the model'}: "
                                f"{str(err).splitlines()[0]}") from None
+    if kept:
+        metadata = dict(metadata, new_head=",".join(kept))
     return metadata

@@ -21,6 +21,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+@app.callback()
+def _configure_threads() -> None:
+    """Before any command: torch's CPU threads (see `wattcap.threads`)."""
+    from wattcap.threads import configure_torch_threads
+
+    configure_torch_threads()
+
+
 app.command("devices")(devices.devices)
 app.command("profile")(profile.profile)
 app.command("plan")(plan.plan_command)

@@ -10,6 +10,22 @@ import typer
 from rich.table import Table
 
 from wattcap.batches import DEFAULT_BATCH_SIZES
+from wattcap.cli.inputs import (
+    DATA_HELP,
+    INPUT_SHAPE,
+    MODEL_HELP,
+    NUM_CLASSES,
+    SUBSET_FRACTION,
+    TEST_FRACTION,
+    VOCAB_SIZE,
+    WORKERS,
+    check_data,
+    check_target_accuracy,
+    check_weights,
+    check_workers,
+    data_options,
+    resolve_model,
+)
 from wattcap.console import make_console
 from wattcap.progress import make_progress
 
@@ -52,6 +68,33 @@ def _scenarios(devices: str | None, caps: str | None) -> list[Scenario]:
         for scenario in scenarios:
             scenario.caps_w = _caps(caps)
     return scenarios
+
+
+def _check_inputs(
+    model: str, datasets: list[str], target_accuracy: float, workers: int,
+    input_shape: str | None, num_classes: int | None, vocab_size: int | None,
+    subset_fraction: float | None, test_fraction: float | None, weights: Path | None,
+) -> tuple[str, dict]:
+    """Resolve the model and check every dataset before any run: (model name, data options).
+    Each dataset is loaded once here (and kept for the sweep) to refuse data that does not
+    fit the model."""
+    from wattcap.cli.common import fail
+    from wattcap.data import DataMismatchError, DatasetFormatError, check_data_fits_model
+    from wattcap.experiments.compare import dataset_splits
+
+    check_target_accuracy(target_accuracy)
+    check_workers(workers)
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    check_weights(weights, spec.name)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
+    for dataset in datasets:
+        check_data(dataset, option=f"dataset {dataset}")
+    for dataset in datasets:
+        try:
+            check_data_fits_model(dataset_splits(dataset, options)[0], spec)
+        except (DatasetFormatError, DataMismatchError, ValueError) as err:
+            fail(f"dataset {dataset}: {err}")
+    return spec.name, options
 
 
 def _weights(out: Path, model: str, weights: Path | None, console: Console) -> Path | None:
@@ -113,11 +156,12 @@ def compare(
     out: Path = typer.Option(..., help="Folder for profiles, runs, results and the report."),
     device: str | None = typer.Option(None, help="Comma-separated emulated devices "
                                       "(default: jetson-nano,jetson-tx2nx)."),
-    model: str = typer.Option(DEFAULT_MODEL, help="Registered model."),
+    model: str = typer.Option(DEFAULT_MODEL, help=MODEL_HELP),
     weights: Path | None = typer.Option(None, help="Pre-trained weights (default: pre-train "
                                         f"on {DEFAULT_PRETRAIN})."),
-    proxy: str = typer.Option(DEFAULT_PROXY, help="Proxy dataset for r_b."),
-    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
+    proxy: str = typer.Option(DEFAULT_PROXY, help=f"Proxy dataset for r_b. {DATA_HELP}"),
+    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets (data "
+                                "specs, as --proxy)."),
     power_caps: str | None = typer.Option(None, help="Comma-separated caps in W or 'none', for "
                                           "every device (default: a grid per device)."),
     seeds: int = typer.Option(3, help="Seeds per configuration."),
@@ -125,6 +169,12 @@ def compare(
     sample_budget: int = typer.Option(20_000),
     resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT."),
     quick: bool = typer.Option(False, help="One seed and the first target only."),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report."""
@@ -133,10 +183,13 @@ def compare(
     from wattcap.workload import workload_for
 
     console = make_console()
-    out.mkdir(parents=True, exist_ok=True)
     target_list = _split(targets)
     if quick:
         seeds, target_list = 1, target_list[:1]
+    model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, workers,
+                                   input_shape, num_classes, vocab_size, subset_fraction,
+                                   test_fraction, weights)
+    out.mkdir(parents=True, exist_ok=True)
     try:
         scenarios = _scenarios(device, power_caps)
         workload_for(model)
@@ -150,7 +203,8 @@ def compare(
     with make_progress(console, f"comparing {model}: training runs (proxy {proxy} and "
                        f"{len(target_list)} target(s))", runs, "runs") as report:
         proxy_runs = math_runs(out, model, weights_path, proxy, sizes, seeds, target_accuracy,
-                               sample_budget, resume, counters, _say(report), _run_done(report))
+                               sample_budget, resume, counters, _say(report), _run_done(report),
+                               options, workers)
         input_shape = list(workload_for(model).input_shape)
         proxy_vector = efficiency_from_runs(proxy_runs, model, proxy, seeds, target_accuracy,
                                             input_shape)
@@ -161,7 +215,8 @@ def compare(
         proxy_vector.save(out / "efficiency-proxy.json")
         comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
                                     scenarios, seeds, target_accuracy, sizes, sample_budget,
-                                    resume, _say(report), counters, _run_done(report))
+                                    resume, _say(report), counters, _run_done(report),
+                                    options, workers)
     print_summary(comparison, console)
     _report(out, comparison, console)
 
@@ -212,10 +267,10 @@ def print_summary(comparison: Comparison, console: Console) -> None:
 def sensitivity(
     out: Path = typer.Option(..., help="Folder (shared with `compare` to reuse runs)."),
     proxies: str = typer.Option("digits-rotated-32,digits-32,shapes-32",
-                                help="Comma-separated proxy datasets."),
+                                help="Comma-separated proxy datasets (data specs)."),
     targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
     device: str = typer.Option("jetson-nano", help="Emulated device."),
-    model: str = typer.Option(DEFAULT_MODEL),
+    model: str = typer.Option(DEFAULT_MODEL, help=MODEL_HELP),
     weights: Path | None = typer.Option(None),
     power_caps: str | None = typer.Option(None, help="Caps in W or 'none' (default: the "
                                           "device's grid)."),
@@ -223,6 +278,12 @@ def sensitivity(
     target_accuracy: float = typer.Option(0.9),
     sample_budget: int = typer.Option(20_000),
     resume: bool = typer.Option(True),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
@@ -238,24 +299,27 @@ def sensitivity(
     from wattcap.workload import workload_for
 
     console = make_console()
+    datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
+    model, options = _check_inputs(model, datasets, target_accuracy, workers, input_shape,
+                                   num_classes, vocab_size, subset_fraction, test_fraction,
+                                   weights)
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
     scenario = _scenarios(device, power_caps)[0]
     weights_path = _weights(out, model, weights, console)
     sizes = tuple(DEFAULT_BATCH_SIZES)
     counters = {"trained": 0, "reused": 0}
-    input_shape = list(workload_for(model).input_shape)
+    model_shape = list(workload_for(model).input_shape)
     vectors = {}
-    datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
     runs = len(datasets) * len(sizes) * seeds
     with make_progress(console, f"estimating r_b of {model} on {len(datasets)} datasets", runs,
                        "runs") as report:
         for dataset in datasets:
             runs_of = math_runs(out, model, weights_path, dataset, sizes, seeds,
                                 target_accuracy, sample_budget, resume, counters,
-                                _say(report), _run_done(report))
+                                _say(report), _run_done(report), options, workers)
             vectors[dataset] = efficiency_from_runs(runs_of, model, dataset, seeds,
-                                                    target_accuracy, input_shape)
+                                                    target_accuracy, model_shape)
     profile = load_or_profile(out, device, model, sizes)
     references = emulated_reference_profiles(device)
     proxy_vectors = {p: vectors[p] for p in _split(proxies) if vectors[p] is not None}

@@ -18,6 +18,7 @@ from wattcap.cli.common import (
     parse_drift,
     progress,
 )
+from wattcap.cli.inputs import INPUT_SHAPE, NUM_CLASSES, VOCAB_SIZE, resolve_model
 
 if TYPE_CHECKING:
     from wattcap.devices import Device
@@ -83,6 +84,16 @@ def print_refresh(result: RefreshResult, source: Path, out: Path) -> None:
         console.print(f"no change beyond 10 % (largest {largest:.1%}): the profile still holds")
 
 
+def _spec_name(name_or_path: str) -> str | None:
+    """The device name of an emulated spec (bundled name or spec file), None if unreadable."""
+    from wattcap.devices.spec import load_spec
+
+    try:
+        return load_spec(name_or_path).name
+    except (KeyError, ValueError):
+        return None
+
+
 def _point_detail(point: ProfilePoint | None, label: str, cap_w: float | None) -> str:
     """The latest measured point, its peak power against the cap when there is one."""
     if point is None:
@@ -94,7 +105,8 @@ def _point_detail(point: ProfilePoint | None, label: str, cap_w: float | None) -
 def profile(
     device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
     model: str | None = typer.Option(None, help="Registered model name (default resnet18; "
-                                     "with --refresh, the profile's model)."),
+                                     "with --refresh, the profile's model), or your own: "
+                                     "path/to/file.py:factory or package.module:factory."),
     out: Path | None = typer.Option(None, help="ProfileTable JSON to write (with --refresh, "
                                     "default: overwrite FILE)."),
     power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search (with "
@@ -115,10 +127,12 @@ def profile(
     drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
                                      "derating after AFTER_S device seconds (e.g. 0,0.8,1.15), "
                                      "to try --refresh and drift handling."),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
 ) -> None:
     """Measure peak power and time per sample over (batch size, frequency)."""
     from wattcap.devices import DeviceError, get_device
-    from wattcap.models import get_model_spec
     from wattcap.profiling import Profiler, ProfileTable, refresh_profile
     from wattcap.schema import WattcapFileError
 
@@ -127,10 +141,10 @@ def profile(
     if previous is not None:
         model = model or previous.model
         emulated_spec = device.partition(":")[2] or "jetson-nano"
-        if device.startswith("emulated") and emulated_spec == previous.device:
+        if device.startswith("emulated") and _spec_name(emulated_spec) == previous.device:
             # The emulated device in the profile's power mode (its frequency list) by default.
             power_mode = power_mode or previous.power_mode
-    model = model or "resnet18"
+    model = resolve_model(model or "resnet18", input_shape, num_classes, vocab_size).name
     if out is None and refresh is None and not dry_run:
         fail("--out is required (the ProfileTable JSON to write)")
     if few_points and (exhaustive or refresh is not None):
@@ -139,7 +153,6 @@ def profile(
         fail("--max-points needs --few-points and at least 3 points")
     sizes = parse_batch_sizes(batch_sizes)
     try:
-        get_model_spec(model)
         if drift is not None and not device.startswith("emulated"):
             raise ValueError("--drift only applies to emulated devices")
         dev = get_device(device, power_mode=power_mode, dry_run=dry_run,
@@ -147,8 +160,11 @@ def profile(
     except (KeyError, ValueError, DeviceError) as err:
         fail(str(err).strip("'\""))
     if previous is not None:
+        from wattcap.models import model_fingerprint
+
         try:
-            previous.check_matches(device=dev.name, model=model, source=str(refresh))
+            previous.check_matches(device=dev.name, model=model, source=str(refresh),
+                                   architecture_fingerprint=model_fingerprint(model))
         except WattcapFileError as err:
             fail(str(err))
 

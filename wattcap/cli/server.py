@@ -220,6 +220,8 @@ def estimate_on_server(
     url: str, token: str | None, *, model: str, model_id: int | None, proxy: str,
     target_accuracy: float, batch_sizes: tuple[int, ...], seeds: int, sample_budget: int,
     eval_every: int, lr_ref: float, batch_size_ref: int, timeout_s: float = 24 * 3600,
+    subset_fraction: float | None = None, test_fraction: float | None = None,
+    input_shape: list[int] | None = None,
 ) -> EfficiencyVector:
     """Run the proxy sweep on the server for its stored weights, wait, and pull the result."""
     from wattcap.server.schemas import EstimateRequest
@@ -230,7 +232,8 @@ def estimate_on_server(
         job = client.start_estimate(model_id, EstimateRequest(
             proxy=proxy, target_accuracy=target_accuracy, batch_sizes=list(batch_sizes),
             seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
-            lr_ref=lr_ref, batch_size_ref=batch_size_ref,
+            lr_ref=lr_ref, batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
+            test_fraction=test_fraction, input_shape=input_shape,
         ))
         say(f"job {job.id} started on {url} for model {model_id}")
         last = [""]
@@ -261,6 +264,9 @@ def serve(
     private_reads: bool = typer.Option(False, help="Require the token for reads too."),
     max_weights_mib: float = typer.Option(64.0, help="Largest weights upload (MiB)."),
     max_json_mib: float = typer.Option(4.0, help="Largest JSON upload (MiB)."),
+    data_root: Path | None = typer.Option(None, help="Folder under which estimation jobs may "
+                                          "read FORMAT:PATH proxies (default: none, bundled "
+                                          "datasets only)."),
     log_level: str = typer.Option("info", help="uvicorn log level (warning: quieter)."),
 ) -> None:
     """Serve models, efficiency vectors and profiles over HTTP (OpenAPI docs at /docs)."""
@@ -278,6 +284,7 @@ def serve(
         settings = ServerSettings(
             db=db, token=token or None, private_reads=private_reads,
             max_weights_bytes=int(max_weights_mib * MiB), max_json_bytes=int(max_json_mib * MiB),
+            data_root=data_root,
         )
         app = create_app(settings)
     except (ValueError, RuntimeError, OSError) as err:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from wattcap.cli.common import (
     DEVICE_HELP,
@@ -21,44 +20,74 @@ from wattcap.cli.common import (
     parse_objective,
     progress,
 )
+from wattcap.cli.inputs import (
+    DATA_HELP,
+    INPUT_SHAPE,
+    MODEL_HELP,
+    NUM_CLASSES,
+    SUBSET_FRACTION,
+    TEST_FRACTION,
+    VOCAB_SIZE,
+    WORKERS,
+    check_data,
+    check_target_accuracy,
+    check_weights,
+    check_workers,
+    data_options,
+    load_data,
+    resolve_model,
+)
 from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
-    from wattcap.data import ArrayDataset
     from wattcap.efficiency import EfficiencyVector
     from wattcap.run import RunRecord
     from wattcap.session import SessionStatus
 
 
-def _data_splits(name: str, seed: int = 0) -> tuple[ArrayDataset, ArrayDataset]:
-    from wattcap.data import get_dataset
-
-    try:
-        return get_dataset(name).split(0.2, seed=seed)
-    except KeyError as err:
-        fail(str(err).strip("'\""))
-
-
 def pretrain(
-    model: str = typer.Option(..., help="Registered model name."),
-    data: str = typer.Option(..., help="Bundled dataset to pre-train on."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    data: str = typer.Option(..., help=f"Dataset to pre-train on. {DATA_HELP}"),
     out: Path = typer.Option(..., help="Weights file (.safetensors)."),
     epochs: int = typer.Option(2, help="Epochs over the training split (the demo and "
                                "`compare` pre-train for 2 as well)."),
     batch_size: int = typer.Option(32),
     lr: float = typer.Option(1e-3, help="Adam learning rate."),
     seed: int = typer.Option(0),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
-    """Pre-train a model on an offline task; every later run starts from these weights."""
+    """Pre-train a model on a dataset; every later run starts from these weights."""
+    from wattcap.data import DatasetFormatError
     from wattcap.training import pretrain as run_pretrain
 
+    check_workers(workers)
+    if epochs < 1 or batch_size < 1:
+        fail(f"--epochs and --batch-size must be positive, got {epochs} and {batch_size}")
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    data_spec = check_data(data)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
     try:
-        meta = run_pretrain(model, data, out, epochs=epochs, batch_size=batch_size, lr=lr,
-                            seed=seed)
-    except (KeyError, ValueError) as err:
-        fail(str(err).strip("'\""))
+        meta = run_pretrain(spec.name, data_spec.text, out, epochs=epochs,
+                            batch_size=batch_size, lr=lr, seed=seed, data_options=options,
+                            num_workers=workers)
+    except (KeyError, ValueError, DatasetFormatError) as err:
+        fail(f"--data: {str(err).strip(chr(39) + chr(34))}")
     console.print(f"wrote {out}: {model} pre-trained on {data}, test accuracy "
                   f"{float(meta['test_accuracy']):.1%}")
+
+
+def check_optimizer(optimizer: str, weight_decay: float, lr_ref: float,
+                    batch_size_ref: int) -> None:
+    """The optimizer settings, before anything runs."""
+    if optimizer not in ("adam", "adamw"):
+        fail(f"--optimizer must be adam or adamw, got {optimizer!r}")
+    if weight_decay < 0 or lr_ref <= 0 or batch_size_ref < 1:
+        fail("--weight-decay must be >= 0, --lr-ref and --batch-size-ref positive")
 
 
 def _run_detail(label: str) -> str:
@@ -86,8 +115,8 @@ def parse_target(value: str, option: str = "--target-accuracy") -> float | str:
 
 
 def estimate(
-    model: str = typer.Option(..., help="Registered model name."),
-    proxy: str = typer.Option(..., help="Bundled proxy dataset."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    proxy: str = typer.Option(..., help=f"Proxy dataset. {DATA_HELP}"),
     target_accuracy: str = typer.Option("auto", help="The proxy's own target accuracy (0-1), "
                                         "or 'auto': 0.9 x the best accuracy the largest batch "
                                         "size reaches within the budget (recorded in the file)."),
@@ -103,6 +132,8 @@ def estimate(
                                  "size (the paper: Adam 5e-4 at b = 128)."),
     batch_size_ref: int = typer.Option(DEFAULT_BATCH_SIZE_REF, help="Reference batch size for "
                                        "sqrt LR scaling."),
+    optimizer: str = typer.Option("adam", help="adam or adamw (both with sqrt LR scaling)."),
+    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
     server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
                                       "weights for --model (the newest, or --model-id) unless "
                                       "--weights is given.", rich_help_panel="Server"),
@@ -117,17 +148,25 @@ def estimate(
     token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
                                      "bearer token (env WATTCAP_SERVER_TOKEN).",
                                      rich_help_panel="Server"),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds)."""
     from wattcap.efficiency import estimate_efficiency
     from wattcap.schema import WattcapFileError
 
+    check_workers(workers)
     sizes = parse_batch_sizes(batch_sizes)
     target = parse_target(target_accuracy)
     if seeds < 1:
         fail(f"--seeds must be at least 1, got {seeds}")
     if sample_budget < eval_every:
         fail(f"--sample-budget ({sample_budget}) must be at least --eval-every ({eval_every})")
+    check_optimizer(optimizer, weight_decay, lr_ref, batch_size_ref)
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
@@ -136,12 +175,33 @@ def estimate(
 
         if target == "auto":
             fail("--on-server needs a numeric --target-accuracy (the server job takes one)")
+        if num_classes is not None or vocab_size is not None:
+            fail("--on-server estimates a model stored on the server: --num-classes and "
+                 "--vocab-size do not apply")
+        if optimizer != "adam" or weight_decay:
+            fail("--on-server runs the sweep with Adam: --optimizer and --weight-decay do "
+                 "not apply")
+        shape = None
+        if input_shape is not None:
+            from wattcap.data import ShapeConversionError, parse_image_shape
+
+            try:
+                shape = list(parse_image_shape(input_shape))
+            except ShapeConversionError as err:
+                fail(f"--input-shape: {err}")
         vector = estimate_on_server(
             server, token, model=model, model_id=model_id, proxy=proxy,
             target_accuracy=float(target), batch_sizes=sizes, seeds=seeds,
             sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
-            batch_size_ref=batch_size_ref)
+            batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
+            test_fraction=test_fraction, input_shape=shape)
     else:
+        spec = resolve_model(model, input_shape, num_classes, vocab_size)
+        proxy_spec = check_data(proxy, "--proxy")
+        options = data_options(spec, input_shape, subset_fraction, test_fraction)
+        model = spec.name
+        check_weights(weights, model)
+        splits = load_data(proxy_spec, spec, options, option="--proxy")
         if server and weights is None:
             from wattcap.cli.server import fetch_estimate_weights
 
@@ -150,10 +210,12 @@ def estimate(
         with progress(f"estimating r_b of {model} on {proxy}", runs, "runs") as report:
             try:
                 vector = estimate_efficiency(
-                    model, proxy, target, weights=weights, batch_sizes=sizes,
+                    model, proxy_spec.text, target, weights=weights, batch_sizes=sizes,
                     seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
                     lr_ref=lr_ref, batch_size_ref=batch_size_ref,
                     progress=lambda done, total, label: report.update(done, _run_detail(label)),
+                    data=splits, num_workers=workers, optimizer=optimizer,
+                    weight_decay=weight_decay,
                 )
             except (KeyError, ValueError, WattcapFileError) as err:
                 fail(str(err).strip("'\""))
@@ -167,23 +229,12 @@ def estimate(
 
 
 def print_efficiency(vector: EfficiencyVector) -> None:
-    """The vector as a table: samples per seed, E(b) used, r_b with its interval and source."""
-    how = "given" if vector.target_accuracy_source == "given" else vector.target_accuracy_rule
-    table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target "
-                        f"{vector.target_accuracy:.2%}, {how}; {len(vector.seeds)} seed(s))")
-    for column in ("batch", "samples to target per seed", "E(b) used", "r_b", "95% interval",
-                   "from"):
-        table.add_column(column, justify="right")
-    for e in vector.entries:
-        per_seed = ", ".join("missed" if v is None else f"{v:.0f}" for v in e.samples_per_seed)
-        interval = ("" if e.ratio_low is None or e.ratio_high is None
-                    else f"{e.ratio_low:.2f}-{e.ratio_high:.2f}")
-        table.add_row(str(e.batch_size), per_seed, f"{e.samples:.0f}", f"{e.ratio:.3f}",
-                      interval, e.source)
-    console.print(table)
+    """The vector as a table, with the notes on where r_b came from."""
+    from wattcap.experiments.tables import efficiency_table
+
+    console.print(efficiency_table(vector))
     for note in vector.ratio_notes():
         console.print(f"  [dim]{note}[/]")
-
 
 
 def train(
@@ -195,8 +246,8 @@ def train(
                                   "battery:capacity_wh=WH,max_w=W[,soc=..], schedule:FILE "
                                   "(.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a "
                                   "file another process rewrites)."),
-    model: str = typer.Option(..., help="Registered model name."),
-    data: str = typer.Option(..., help="Bundled target dataset."),
+    model: str = typer.Option(..., help=MODEL_HELP),
+    data: str = typer.Option(..., help=f"Target dataset. {DATA_HELP}"),
     target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
     efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
     target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
@@ -206,6 +257,14 @@ def train(
     sample_budget: int = typer.Option(20_000),
     eval_every: int = typer.Option(256),
     seed: int = typer.Option(0),
+    lr_ref: float | None = typer.Option(None, help="Learning rate at the reference batch size "
+                                        "(default: the efficiency vector's, else 1e-3)."),
+    batch_size_ref: int | None = typer.Option(None, help="Reference batch size for sqrt LR "
+                                              "scaling (default: the efficiency vector's, "
+                                              "else 32)."),
+    optimizer: str | None = typer.Option(None, help="adam or adamw (default: the efficiency "
+                                         "vector's, else adam)."),
+    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
     checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
     out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
     objective: str = typer.Option("time", help=OBJECTIVE_HELP),
@@ -242,6 +301,12 @@ def train(
     token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
                                      "bearer token, for a server with private reads (env "
                                      "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
+    input_shape: str | None = INPUT_SHAPE,
+    num_classes: int | None = NUM_CLASSES,
+    vocab_size: int | None = VOCAB_SIZE,
+    subset_fraction: float | None = SUBSET_FRACTION,
+    test_fraction: float | None = TEST_FRACTION,
+    workers: int = WORKERS,
 ) -> None:
     """Select (b, f) under the cap, apply the frequency, train to the target, restore.
 
@@ -258,10 +323,12 @@ def train(
     from wattcap.cli.plan import make_plan
     from wattcap.devices import DeviceError, get_device
     from wattcap.efficiency import EfficiencyVector
+    from wattcap.models import model_fingerprint
     from wattcap.planner import METHODS
     from wattcap.profiling import ProfileTable
     from wattcap.schema import WattcapFileError
 
+    # Every argument is checked before any work starts (no plan printed for a bad one).
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
     goal = parse_objective(objective, eta, max_energy, deadline)
@@ -271,6 +338,20 @@ def train(
     if plot is not None and source is None:
         fail("--plot draws a run under a moving cap: give --power-cap a cap source (e.g. "
              "solar:seed=3)")
+    check_target_accuracy(target_accuracy)
+    check_workers(workers)
+    if sample_budget < 1 or eval_every < 1:
+        fail("--sample-budget and --eval-every must be positive")
+    if drift is not None and not device.startswith("emulated"):
+        fail("--drift only applies to emulated devices")
+    if drift_tolerance < 0:
+        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
+    drift_spec = parse_drift(drift)
+    check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    model = spec.name
+    data_spec = check_data(data)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
     if server:
         from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
 
@@ -283,7 +364,18 @@ def train(
             weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
     elif profile is None:
         fail("--profile is required (or --server URL)")
+    check_weights(weights, model)
     table = load_or_fail(ProfileTable, profile)
+    try:
+        dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
+    except (DeviceError, KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    try:
+        table.check_matches(device=dev.name, model=model, source=str(profile),
+                            architecture_fingerprint=model_fingerprint(model))
+    except WattcapFileError as err:
+        fail(str(err))
+    train_split, test_split = load_data(data_spec, spec, options)
     plan_cap = cap
     if source is not None:
         try:
@@ -302,33 +394,20 @@ def train(
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
-    if drift is not None and not device.startswith("emulated"):
-        fail("--drift only applies to emulated devices")
-    if drift_tolerance < 0:
-        fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
-    try:
-        dev = get_device(device, dry_run=dry_run, seed=seed, drift=parse_drift(drift))
-    except DeviceError as err:
-        fail(str(err))
-    try:
-        table.check_matches(device=dev.name, model=model, source=str(profile))
-    except WattcapFileError as err:
-        fail(str(err))
-    train_split, test_split = _data_splits(data, seed=0)
     from wattcap.training import TrainConfig, train_to_accuracy
 
-    # The optimiser settings r_b was estimated with are the ones that hold it: the vector's.
-    optimiser: dict = {}
-    if efficiency is not None:
-        from wattcap.efficiency import EfficiencyVector
-
-        vector = load_or_fail(EfficiencyVector, efficiency)
-        optimiser = {"lr_ref": vector.lr_ref, "batch_size_ref": vector.batch_size_ref,
-                     "optimizer": vector.optimizer}
+    vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     try:
-        config = TrainConfig(model=model, batch_size=choice.batch_size,
-                             target_accuracy=target_accuracy, sample_budget=sample_budget,
-                             eval_every_samples=eval_every, seed=seed, **optimiser)
+        config = TrainConfig(
+            model=model, batch_size=choice.batch_size, target_accuracy=target_accuracy,
+            sample_budget=sample_budget, eval_every_samples=eval_every, seed=seed,
+            # the optimiser settings r_b was estimated with hold it: the vector's, unless told
+            lr_ref=lr_ref or (vector.lr_ref if vector else DEFAULT_LR_REF),
+            batch_size_ref=batch_size_ref or (vector.batch_size_ref if vector
+                                                 else DEFAULT_BATCH_SIZE_REF),
+            optimizer=optimizer or (vector.optimizer if vector else "adam"),
+            weight_decay=weight_decay)
+        config.check()
     except ValueError as err:
         fail(str(err))
     under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
@@ -359,7 +438,8 @@ def train(
                 checkpoint_dir=checkpoint_dir, method=method,
                 progress=lambda status: report.update(status.samples, _status_detail(status)),
                 profile=table if drift_tolerance > 0 or source is not None else None,
-                drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas)
+                drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas,
+                num_workers=workers)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
     if out:
@@ -419,6 +499,8 @@ MAX_SEGMENT_ROWS = 24
 
 def print_segments(record: RunRecord) -> None:
     """The segments of a run under a moving cap: one row per plan."""
+    from rich.table import Table
+
     table = Table(title=f"segments under {record.cap_source} ({record.paused_s:.1f} s paused)")
     for column in ("from (s)", "to (s)", "cap (W)", "batch", "MHz", "samples", "energy (J)",
                    "peak W", "note"):

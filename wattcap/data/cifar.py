@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from wattcap.data._files import locate, read_bytes, read_names
-from wattcap.data.base import ArrayDataset, DatasetFormatError, images_to_float
+from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 from wattcap.data.safe_pickle import safe_load
 
 # Commonly used per-channel statistics of the training splits (pixels scaled to [0, 1]).
@@ -44,24 +44,19 @@ def _finish(
     classes: Sequence[str] | None,
     mean: Sequence[float],
     std: Sequence[float],
-    normalize: bool,
     files: list[Path],
-) -> ArrayDataset:
-    images = pixels.reshape(-1, 3, 32, 32)
+) -> UInt8ImageDataset:
     if classes is not None and len(classes) != num_classes:
         classes = None  # a stray meta file should not break loading; numbers still work
-    return ArrayDataset(
+    return UInt8ImageDataset(
         name=name,
-        x=images_to_float(images, mean if normalize else None, std if normalize else None),
-        y=labels.astype(np.int64),
+        images=pixels.reshape(-1, 3, 32, 32),
+        labels=labels.astype(np.int64),
         num_classes=num_classes,
-        task="image-classification",
+        mean=tuple(mean),
+        std=tuple(std),
         classes=None if classes is None else tuple(classes),
-        info={
-            "files": [str(f) for f in files],
-            "mean": tuple(mean) if normalize else None,
-            "std": tuple(std) if normalize else None,
-        },
+        info={"files": [str(f) for f in files]},
     )
 
 
@@ -102,6 +97,11 @@ def read_cifar10_binary(
     Train reads whichever of ``data_batch_1.bin`` ... ``data_batch_5.bin`` exist (listed in
     ``info["files"]``); test reads ``test_batch.bin``.
     """
+    return cifar10_binary_pixels(path, train).to_array_dataset(normalize)
+
+
+def cifar10_binary_pixels(path: str | Path, train: bool = True) -> UInt8ImageDataset:
+    """CIFAR-10 binary version as uint8 images (see :func:`read_cifar10_binary`)."""
     names = [f"{n}.bin" for n in _TRAIN10] if train else ["test_batch.bin"]
     files = _pick_files(path, names, ["cifar-10-batches-bin"])
     pixels, labels = [], []
@@ -113,7 +113,7 @@ def read_cifar10_binary(
     classes = read_names(files[0].parent / "batches.meta.txt") or CIFAR10_CLASSES
     return _finish(
         "cifar10", np.concatenate(pixels), np.concatenate(labels), 10, classes,
-        CIFAR10_MEAN, CIFAR10_STD, normalize, files,
+        CIFAR10_MEAN, CIFAR10_STD, files,
     )
 
 
@@ -122,6 +122,13 @@ def read_cifar100_binary(
 ) -> ArrayDataset:
     """CIFAR-100 binary version (``train.bin``/``test.bin``) with fine (100) or coarse (20)
     labels."""
+    return cifar100_binary_pixels(path, train, label_type).to_array_dataset(normalize)
+
+
+def cifar100_binary_pixels(
+    path: str | Path, train: bool = True, label_type: str = "fine"
+) -> UInt8ImageDataset:
+    """CIFAR-100 binary version as uint8 images (see :func:`read_cifar100_binary`)."""
     if label_type not in ("fine", "coarse"):
         raise ValueError(f"label_type must be 'fine' or 'coarse', got {label_type!r}")
     files = _pick_files(path, ["train.bin" if train else "test.bin"], ["cifar-100-binary"])
@@ -133,7 +140,7 @@ def read_cifar100_binary(
     classes = read_names(files[0].parent / f"{label_type}_label_names.txt")
     return _finish(
         f"cifar100-{label_type}", rec[:, 2:], labels, num_classes, classes,
-        CIFAR100_MEAN, CIFAR100_STD, normalize, files,
+        CIFAR100_MEAN, CIFAR100_STD, files,
     )
 
 
@@ -184,6 +191,11 @@ def read_cifar10_python(
     Train reads whichever of ``data_batch_1`` ... ``data_batch_5`` exist; test reads
     ``test_batch``. Class names come from ``batches.meta`` when present.
     """
+    return cifar10_python_pixels(path, train).to_array_dataset(normalize)
+
+
+def cifar10_python_pixels(path: str | Path, train: bool = True) -> UInt8ImageDataset:
+    """CIFAR-10 python version as uint8 images (see :func:`read_cifar10_python`)."""
     files = _pick_files(path, _TRAIN10 if train else ["test_batch"], ["cifar-10-batches-py"])
     parts = [_python_batch(f, "labels", 10) for f in files]
     classes: tuple[str, ...] | None = CIFAR10_CLASSES
@@ -192,7 +204,7 @@ def read_cifar10_python(
         classes = _names(_str_keys(safe_load(meta), meta).get("label_names")) or classes
     return _finish(
         "cifar10", np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-        10, classes, CIFAR10_MEAN, CIFAR10_STD, normalize, files,
+        10, classes, CIFAR10_MEAN, CIFAR10_STD, files,
     )
 
 
@@ -200,6 +212,13 @@ def read_cifar100_python(
     path: str | Path, train: bool = True, label_type: str = "fine", normalize: bool = True
 ) -> ArrayDataset:
     """CIFAR-100 python version (``train``/``test`` pickles) with fine or coarse labels."""
+    return cifar100_python_pixels(path, train, label_type).to_array_dataset(normalize)
+
+
+def cifar100_python_pixels(
+    path: str | Path, train: bool = True, label_type: str = "fine"
+) -> UInt8ImageDataset:
+    """CIFAR-100 python version as uint8 images (see :func:`read_cifar100_python`)."""
     if label_type not in ("fine", "coarse"):
         raise ValueError(f"label_type must be 'fine' or 'coarse', got {label_type!r}")
     files = _pick_files(path, ["train" if train else "test"], ["cifar-100-python"])
@@ -211,5 +230,38 @@ def read_cifar100_python(
         classes = _names(_str_keys(safe_load(meta), meta).get(f"{label_type}_label_names"))
     return _finish(
         f"cifar100-{label_type}", data, labels, num_classes, classes,
-        CIFAR100_MEAN, CIFAR100_STD, normalize, files,
+        CIFAR100_MEAN, CIFAR100_STD, files,
     )
+
+
+def _has_any(folder: Path, names: Sequence[str]) -> bool:
+    return folder.is_dir() and any((folder / n).is_file() for n in names)
+
+
+def cifar10_pixels(path: str | Path, train: bool = True) -> UInt8ImageDataset:
+    """CIFAR-10 in either official version, told apart by the file names: ``*.bin`` files
+    (binary version, also inside ``cifar-10-batches-bin``) or pickles (python version, also
+    inside ``cifar-10-batches-py``). Train reads the ``data_batch_1`` ... ``_5`` present."""
+    p = Path(path)
+    binary_names = [f"{n}.bin" for n in (*_TRAIN10, "test_batch")]
+    if p.is_file():
+        binary = p.suffix == ".bin"
+    else:
+        binary = any(_has_any(f, binary_names) for f in (p, p / "cifar-10-batches-bin"))
+    return cifar10_binary_pixels(p, train) if binary else cifar10_python_pixels(p, train)
+
+
+def cifar100_pixels(
+    path: str | Path, train: bool = True, label_type: str = "fine"
+) -> UInt8ImageDataset:
+    """CIFAR-100 in either official version: ``train.bin``/``test.bin`` (binary, also inside
+    ``cifar-100-binary``) or ``train``/``test`` pickles (python, also in ``cifar-100-python``)."""
+    p = Path(path)
+    binary_names = ["train.bin", "test.bin"]
+    if p.is_file():
+        binary = p.suffix == ".bin"
+    else:
+        binary = any(_has_any(f, binary_names) for f in (p, p / "cifar-100-binary"))
+    if binary:
+        return cifar100_binary_pixels(p, train, label_type)
+    return cifar100_python_pixels(p, train, label_type)

@@ -2,17 +2,23 @@
 
 Classes are the sub-folders sorted by name (the same order torchvision's ImageFolder uses, so
 label numbers agree with models trained elsewhere). Hidden files and folders are skipped.
+
+Decoding 270,000 PNGs (CINIC-10) takes minutes, so :func:`image_folder_pixels` can keep a
+one-time uint8 cache (see :mod:`wattcap.data.pixel_cache`): later runs map it into memory and
+start in seconds.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from wattcap.data.base import ArrayDataset, DatasetFormatError, images_to_float
+from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 
 IMAGE_EXTENSIONS = (
     ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp",
@@ -23,7 +29,7 @@ CINIC10_MEAN = (0.47889522, 0.47227842, 0.43047404)
 CINIC10_STD = (0.24205776, 0.23828046, 0.25874835)
 
 
-def _load(path: Path, mode: str, size: tuple[int, int] | None) -> np.ndarray:
+def _load(path: str | Path, mode: str, size: tuple[int, int] | None) -> np.ndarray:
     try:
         with Image.open(path) as im:
             im = im.convert(mode)
@@ -34,6 +40,168 @@ def _load(path: Path, mode: str, size: tuple[int, int] | None) -> np.ndarray:
         raise DatasetFormatError(
             path, f"not a readable image ({type(exc).__name__}: {exc})"
         ) from None
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """The images of a folder: class names, files and labels, and what identifies them."""
+
+    folder: Path
+    classes: tuple[str, ...]
+    files: tuple[str, ...]  # paths as text: 270,000 Path objects cost seconds
+    labels: np.ndarray
+    #: every file's path relative to the folder, size and modification time (ns): a change
+    #: to any of them changes the pixel cache's key
+    names: tuple[str, ...]
+    sizes: np.ndarray
+    mtimes_ns: np.ndarray
+
+
+def list_image_folder(folder: str | Path) -> FolderListing:
+    """Classes (sorted sub-folders) and their image files, refusing an empty class."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DatasetFormatError(folder, "no such directory")
+    classes = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not classes:
+        raise DatasetFormatError(folder, "no class sub-folders (expected <class>/<image> files)")
+    files: list[str] = []
+    labels: list[int] = []
+    names: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    for label, cls in enumerate(classes):
+        # scandir and plain strings: listing 270,000 files must take about a second
+        with os.scandir(folder / cls) as it:
+            found = sorted(
+                (e for e in it
+                 if e.name[0] != "." and os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS
+                 and e.is_file()),
+                key=lambda e: e.name,
+            )
+        if not found:
+            raise DatasetFormatError(
+                folder / cls, f"class folder holds no images ({', '.join(IMAGE_EXTENSIONS)})"
+            )
+        for entry in found:
+            st = entry.stat()
+            sizes.append(st.st_size)
+            mtimes.append(st.st_mtime_ns)
+        files += [e.path for e in found]
+        names += [f"{cls}/{e.name}" for e in found]
+        labels += [label] * len(found)
+    return FolderListing(folder, tuple(classes), tuple(files), np.asarray(labels, np.int64),
+                         tuple(names), np.asarray(sizes, np.int64), np.asarray(mtimes, np.int64))
+
+
+def decode_images(
+    files: Sequence[str | Path],
+    mode: str,
+    size: tuple[int, int] | None,
+    out: np.ndarray | None = None,
+    like: str | Path | None = None,
+) -> np.ndarray:
+    """Decode images into (N, C, H, W) uint8, into ``out`` when given (its shape then sets the
+    size every image must have, ``like`` naming the image that size came from).
+
+    Every image must have the size of the first unless ``size=(height, width)`` resizes them.
+    """
+    if out is None:
+        first = _load(files[0], mode, size)
+        out = np.empty((len(files), 1 if mode == "L" else 3, *first.shape[:2]), dtype=np.uint8)
+        like = files[0]
+    elif len(out) != len(files):
+        raise ValueError(f"output array holds {len(out)} images, not {len(files)}")
+    height, width = out.shape[2:]
+    for i, f in enumerate(files):
+        img = _load(f, mode, size)
+        if img.shape[:2] != (height, width):
+            raise DatasetFormatError(
+                f, f"image is {img.shape[1]}×{img.shape[0]} but {Path(like or files[0]).name} is "
+                f"{width}×{height}; pass size=(height, width) to resize",
+            )
+        out[i] = img[None] if mode == "L" else img.transpose(2, 0, 1)
+    return out
+
+
+def first_image_shape(
+    path: str | Path, mode: str, size: tuple[int, int] | None
+) -> tuple[int, ...]:
+    """(C, H, W) of one image as it will be stored."""
+    img = _load(path, mode, size)
+    return (1 if mode == "L" else 3, img.shape[0], img.shape[1])
+
+
+def channel_stats(images: np.ndarray, chunk: int = 1024) -> tuple[tuple[float, ...], ...]:
+    """Per-channel (mean, std) of uint8 (N, C, H, W) pixels scaled to [0, 1], computed in
+    chunks with exact integer sums (so a memory map is read once and never held as floats).
+    A constant channel gets std 1, which centres it instead of dividing by zero."""
+    c = images.shape[1]
+    total = np.zeros(c, dtype=np.float64)
+    total_sq = np.zeros(c, dtype=np.float64)
+    for start in range(0, len(images), chunk):
+        block = np.asarray(images[start:start + chunk])
+        total += block.sum(axis=(0, 2, 3), dtype=np.int64)
+        total_sq += np.square(block, dtype=np.uint32).sum(axis=(0, 2, 3), dtype=np.int64)
+    return stats_from_sums(total, total_sq, len(images) * images.shape[2] * images.shape[3])
+
+
+def stats_from_sums(
+    total: np.ndarray, total_sq: np.ndarray, count: int
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel (mean, std) of pixels scaled to [0, 1] from sums of raw pixel values and of
+    their squares over ``count`` pixels per channel (std 1 for a constant channel)."""
+    mean = total / count / 255.0
+    var = np.maximum(total_sq / count / 255.0**2 - mean**2, 0.0)
+    std = np.sqrt(var)
+    return (tuple(float(m) for m in mean),
+            tuple(float(s) if s > 0 else 1.0 for s in std))
+
+
+def image_folder_pixels(
+    root: str | Path,
+    split: str | None = None,
+    mode: str = "RGB",
+    size: tuple[int, int] | None = None,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    name: str | None = None,
+    cache: bool = False,
+    cache_dir: str | Path | None = None,
+) -> UInt8ImageDataset:
+    """``root/<split>/<class>/<image>`` (or ``root/<class>/<image>``) as uint8 images.
+
+    Without ``mean``/``std`` the per-channel statistics of these images are used. With
+    ``cache``, the decoded pixels are kept in a ``.npy`` file and memory-mapped on later calls
+    (see :func:`wattcap.data.pixel_cache.cached_pixels` for where it goes and how to clear
+    it); ``cache_dir`` puts the cache in that folder instead.
+    """
+    if mode not in ("RGB", "L"):
+        raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
+    if (mean is None) != (std is None):
+        raise ValueError("give both mean and std, or neither")
+    folder = Path(root) / split if split else Path(root)
+    listing = list_image_folder(folder)
+    if cache:
+        from wattcap.data.pixel_cache import cached_pixels
+
+        images, stats = cached_pixels(listing, mode, size, cache_dir)
+    else:
+        images = decode_images(listing.files, mode, size)
+        stats = channel_stats(images) if mean is None else None
+    if mean is None or std is None:
+        assert stats is not None
+        mean, std = stats
+    return UInt8ImageDataset(
+        name=name or folder.name,
+        images=images,
+        labels=listing.labels,
+        num_classes=len(listing.classes),
+        mean=tuple(mean),
+        std=tuple(std),
+        classes=listing.classes,
+        info={"files": len(listing.files), "root": str(folder)},
+    )
 
 
 def read_image_folder(
@@ -53,73 +221,8 @@ def read_image_folder(
     the per-channel statistics of these images are used and recorded in ``info``; pass the
     training split's ``info["mean"]``/``info["std"]`` when reading its test split.
     """
-    if mode not in ("RGB", "L"):
-        raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
-    folder = Path(root) / split if split else Path(root)
-    if not folder.is_dir():
-        raise DatasetFormatError(folder, "no such directory")
-    classes = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if not classes:
-        raise DatasetFormatError(folder, "no class sub-folders (expected <class>/<image> files)")
-    files: list[Path] = []
-    labels: list[int] = []
-    for label, cls in enumerate(classes):
-        found = sorted(
-            p for p in (folder / cls).iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS
-        )
-        if not found:
-            raise DatasetFormatError(
-                folder / cls, f"class folder holds no images ({', '.join(IMAGE_EXTENSIONS)})"
-            )
-        files += found
-        labels += [label] * len(found)
-
-    first = _load(files[0], mode, size)
-    images = np.empty((len(files), *first.shape), dtype=np.uint8)
-    images[0] = first
-    for i, f in enumerate(files[1:], start=1):
-        img = _load(f, mode, size)
-        if img.shape != first.shape:
-            raise DatasetFormatError(
-                f, f"image is {img.shape[1]}×{img.shape[0]} but {files[0].name} is "
-                f"{first.shape[1]}×{first.shape[0]}; pass size=(height, width) to resize",
-            )
-        images[i] = img
-    nchw = images[:, None] if mode == "L" else images.transpose(0, 3, 1, 2)
-
-    if normalize and (mean is None) != (std is None):
-        raise ValueError("give both mean and std, or neither")
-    x = images_to_float(nchw, None, None)
-    if normalize:
-        if mean is None or std is None:
-            # Channel by channel so the float64 temporaries stay a third of the data's size.
-            mean = tuple(float(x[:, c].mean(dtype=np.float64)) for c in range(x.shape[1]))
-            # A constant channel has std 0; 1 leaves it centred instead of dividing by zero.
-            std = tuple(
-                float(v) if v > 0 else 1.0
-                for v in (x[:, c].std(dtype=np.float64) for c in range(x.shape[1]))
-            )
-        m = np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
-        s = np.asarray(std, dtype=np.float32).reshape(1, -1, 1, 1)
-        if m.size not in (1, x.shape[1]) or s.size not in (1, x.shape[1]) or np.any(s <= 0):
-            raise ValueError(f"mean/std {mean}/{std} do not fit {x.shape[1]} channels")
-        x -= m
-        x /= s
-    return ArrayDataset(
-        name=name or folder.name,
-        x=x,
-        y=np.asarray(labels, dtype=np.int64),
-        num_classes=len(classes),
-        task="image-classification",
-        classes=tuple(classes),
-        info={
-            "files": len(files),
-            "root": str(folder),
-            "mean": tuple(mean) if normalize and mean is not None else None,
-            "std": tuple(std) if normalize and std is not None else None,
-        },
-    )
+    pixels = image_folder_pixels(root, split, mode, size, mean, std, name)
+    return pixels.to_array_dataset(normalize)
 
 
 def read_cinic10(root: str | Path, split: str = "train", normalize: bool = True) -> ArrayDataset:

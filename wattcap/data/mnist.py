@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from wattcap.data._files import locate, read_bytes
-from wattcap.data.base import ArrayDataset, DatasetFormatError, images_to_float
+from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 
 _IDX_TYPES = {
     0x08: np.dtype("u1"),
@@ -77,9 +77,9 @@ def _find(folder: Path, stem: str) -> Path:
 
 
 def _read_pair(
-    root: str | Path, train: bool, name: str, subdirs: list[str], normalize: bool,
+    root: str | Path, train: bool, name: str, subdirs: list[str],
     mean: tuple[float, ...], std: tuple[float, ...], classes: tuple[str, ...] | None,
-) -> ArrayDataset:
+) -> UInt8ImageDataset:
     prefix = "train" if train else "t10k"
     img_stem, lbl_stem = f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"
     wanted = [img_stem, f"{img_stem}.gz", img_stem.replace("-idx", ".idx")]
@@ -93,34 +93,45 @@ def _read_pair(
         )
     if labels.size and labels.max() > 9:
         raise DatasetFormatError(lbl_path, f"label {int(labels.max())} is outside 0..9")
-    return ArrayDataset(
+    if images.dtype != np.uint8 or images.ndim != 3:
+        raise DatasetFormatError(
+            img_path, f"expected uint8 images (N, H, W), found {images.dtype} {images.shape}"
+        )
+    return UInt8ImageDataset(
         name=name,
-        x=images_to_float(images[:, None], mean if normalize else None, std if normalize else None),
-        y=labels.astype(np.int64),
+        images=images[:, None],
+        labels=labels.astype(np.int64),
         num_classes=10,
-        task="image-classification",
+        mean=mean,
+        std=std,
         classes=classes,
-        info={
-            "files": [str(img_path), str(lbl_path)],
-            "mean": mean if normalize else None,
-            "std": std if normalize else None,
-        },
+        info={"files": [str(img_path), str(lbl_path)]},
+    )
+
+
+def mnist_pixels(root: str | Path, train: bool = True) -> UInt8ImageDataset:
+    """MNIST as uint8 1×28×28 images (see :func:`read_mnist`)."""
+    return _read_pair(
+        root, train, "mnist", ["MNIST/raw", "raw"], MNIST_MEAN, MNIST_STD,
+        tuple(str(d) for d in range(10)),
+    )
+
+
+def fashion_mnist_pixels(root: str | Path, train: bool = True) -> UInt8ImageDataset:
+    """FashionMNIST as uint8 1×28×28 images (see :func:`read_fashion_mnist`)."""
+    return _read_pair(
+        root, train, "fashion-mnist", ["FashionMNIST/raw", "raw"],
+        FASHION_MNIST_MEAN, FASHION_MNIST_STD, FASHION_MNIST_CLASSES,
     )
 
 
 def read_mnist(root: str | Path, train: bool = True, normalize: bool = True) -> ArrayDataset:
     """MNIST from a folder of IDX files (``train-images-idx3-ubyte[.gz]`` etc.), as 1×28×28."""
-    return _read_pair(
-        root, train, "mnist", ["MNIST/raw", "raw"], normalize, MNIST_MEAN, MNIST_STD,
-        tuple(str(d) for d in range(10)),
-    )
+    return mnist_pixels(root, train).to_array_dataset(normalize)
 
 
 def read_fashion_mnist(
     root: str | Path, train: bool = True, normalize: bool = True
 ) -> ArrayDataset:
     """FashionMNIST from a folder of IDX files (same names and format as MNIST), as 1×28×28."""
-    return _read_pair(
-        root, train, "fashion-mnist", ["FashionMNIST/raw", "raw"], normalize,
-        FASHION_MNIST_MEAN, FASHION_MNIST_STD, FASHION_MNIST_CLASSES,
-    )
+    return fashion_mnist_pixels(root, train).to_array_dataset(normalize)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from wattcap.data._files import locate, read_bytes, read_names
-from wattcap.data.base import ArrayDataset, DatasetFormatError, images_to_float
+from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 
 # Commonly used training-split statistics (pixels scaled to [0, 1]).
 STL10_MEAN = (0.4467, 0.4398, 0.4066)
@@ -26,6 +26,11 @@ _IMAGE_BYTES = 3 * 96 * 96
 def read_stl10(root: str | Path, split: str = "train", normalize: bool = True) -> ArrayDataset:
     """STL-10 ``split`` ("train" or "test") from the folder holding ``stl10_binary`` or its
     files, as (N, 3, 96, 96) with labels 0..9."""
+    return stl10_pixels(root, split).to_array_dataset(normalize)
+
+
+def stl10_pixels(root: str | Path, split: str = "train") -> UInt8ImageDataset:
+    """STL-10 as uint8 3×96×96 images (see :func:`read_stl10`)."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     folder = locate(root, [f"{split}_X.bin"], ["stl10_binary"])
@@ -47,17 +52,13 @@ def read_stl10(root: str | Path, split: str = "train", normalize: bool = True) -
     # Stored (N, C, W, H): swapping the last two axes gives row-major (N, C, H, W).
     images = np.frombuffer(raw_x, dtype=np.uint8).reshape(n, 3, 96, 96).transpose(0, 1, 3, 2)
     classes = read_names(folder / "class_names.txt") or STL10_CLASSES
-    return ArrayDataset(
+    return UInt8ImageDataset(
         name="stl10",
-        x=images_to_float(images, STL10_MEAN if normalize else None,
-                          STL10_STD if normalize else None),
-        y=labels - 1,
+        images=np.ascontiguousarray(images),
+        labels=labels - 1,
         num_classes=10,
-        task="image-classification",
+        mean=STL10_MEAN,
+        std=STL10_STD,
         classes=classes if len(classes) == 10 else STL10_CLASSES,
-        info={
-            "files": [str(x_path), str(y_path)],
-            "mean": STL10_MEAN if normalize else None,
-            "std": STL10_STD if normalize else None,
-        },
+        info={"files": [str(x_path), str(y_path)]},
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from wattcap.data.base import ArrayDataset, DatasetFormatError, images_to_float
+from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 
 # Commonly used training-split statistics (pixels scaled to [0, 1]).
 SVHN_MEAN = (0.4377, 0.4438, 0.4728)
@@ -24,6 +24,11 @@ def read_svhn(path: str | Path, split: str = "train", normalize: bool = True) ->
     ``split`` is "train", "test" or "extra" and only matters when ``path`` is a folder. Label
     10 becomes 0, so classes are the digits 0..9.
     """
+    return svhn_pixels(path, split).to_array_dataset(normalize)
+
+
+def svhn_pixels(path: str | Path, split: str = "train") -> UInt8ImageDataset:
+    """SVHN as uint8 3×32×32 images (see :func:`read_svhn`)."""
     path = Path(path)
     if path.is_dir():
         if split not in ("train", "test", "extra"):
@@ -54,17 +59,13 @@ def read_svhn(path: str | Path, split: str = "train", normalize: bool = True) ->
         raise DatasetFormatError(path, f"labels span {y.min()}..{y.max()}, expected 1..10")
     labels = np.where(y == 10, 0, y).astype(np.int64)
     images = np.ascontiguousarray(x.transpose(3, 2, 0, 1))  # (H, W, C, N) -> (N, C, H, W)
-    return ArrayDataset(
+    return UInt8ImageDataset(
         name="svhn",
-        x=images_to_float(images, SVHN_MEAN if normalize else None,
-                          SVHN_STD if normalize else None),
-        y=labels,
+        images=images,
+        labels=labels,
         num_classes=10,
-        task="image-classification",
+        mean=SVHN_MEAN,
+        std=SVHN_STD,
         classes=tuple(str(d) for d in range(10)),
-        info={
-            "files": [str(path)],
-            "mean": SVHN_MEAN if normalize else None,
-            "std": SVHN_STD if normalize else None,
-        },
+        info={"files": [str(path)]},
     )

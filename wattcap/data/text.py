@@ -115,3 +115,29 @@ def char_windows(
         task="char-lm",
         info={"vocab": VOCAB, "context": context, "stride": stride, "characters": len(ids)},
     )
+
+
+def read_text_windows(
+    path: str | Path, context: int = 64, encoding: str = "utf-8", name: str | None = None
+) -> ArrayDataset:
+    """A text file, filtered to the vocabulary and cut into non-overlapping windows of
+    ``context`` characters (stride = context), with next-character targets.
+
+    Raises :class:`DatasetFormatError` naming the file when nothing (or too little for one
+    window) is left after the vocabulary filter.
+    """
+    path = Path(path)
+    text = read_text_corpus(path, encoding=encoding)
+    if not text:
+        raise DatasetFormatError(
+            path, "no character left after the vocabulary filter (English letters, digits, "
+            "ASCII punctuation, spaces and newlines): not English text?"
+        )
+    if len(text) < context + 1:
+        raise DatasetFormatError(
+            path, f"only {len(text)} characters left after the vocabulary filter; one window "
+            f"of context {context} needs {context + 1}"
+        )
+    ds = char_windows(text, context=context, stride=context, name=name or path.name)
+    ds.info["files"] = [str(path)]
+    return ds

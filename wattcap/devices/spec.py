@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 
 class VoltageCurve(BaseModel):
@@ -91,10 +91,26 @@ def list_specs() -> list[str]:
 
 
 def load_spec(name_or_path: str | Path) -> DeviceSpec:
-    """A bundled spec by name, or a spec file by path."""
+    """A bundled spec by name, or a spec file by path (a name ending in .json or holding a
+    path separator). An unknown name or missing file raises KeyError, a file that is not a
+    valid spec ValueError, each with one line that names it."""
     path = Path(name_or_path)
-    if path.suffix == ".json" and path.exists():
-        return DeviceSpec.model_validate(json.loads(path.read_text()))
+    if path.suffix == ".json" or "/" in str(name_or_path):
+        if not path.is_file():
+            raise KeyError(f"device spec file {str(path)!r}: no such file")
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"device spec file {path}: not readable JSON ({err})") from None
+        try:
+            return DeviceSpec.model_validate(raw)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'spec'}: {e['msg']}"
+                for e in err.errors()[:3]
+            )
+            raise ValueError(f"device spec file {path}: not a valid device spec: "
+                             f"{problems}") from None
     names = list_specs()
     if str(name_or_path) not in names:
         raise KeyError(f"unknown device spec {str(name_or_path)!r}; known: {', '.join(names)}")

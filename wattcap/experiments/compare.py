@@ -12,8 +12,10 @@ Everything is recorded in DIR; `resume` reuses what is there.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.curves import samples_to_target
-from wattcap.data import get_dataset
+from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
 from wattcap.meter import PowerMeter
@@ -131,25 +133,48 @@ DEFAULT_SCENARIOS = [
 ]
 
 
+_SPLITS: dict[str, tuple] = {}
+
+
+def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
+    """The seeded (train, test) splits of a data spec (wattcap.data.load_splits with
+    `data_options`), loaded once per process: a sweep trains on them many times."""
+    key = json.dumps([dataset, data_options or {}], sort_keys=True, default=str)
+    if key not in _SPLITS:
+        _SPLITS[key] = load_splits(dataset, seed=0, **(data_options or {}))
+    return _SPLITS[key]
+
+
+def _run_stem(dataset: str, data_options: dict | None) -> str:
+    """File-name part of a dataset's runs: the spec, and a hash of non-default options (runs
+    on a subset are not runs on the whole set)."""
+    options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    if not options:
+        return _file_stem(dataset)
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    return f"{_file_stem(dataset)}-{digest.hexdigest()[:8]}"
+
+
 def _math_run(
     out: Path, model: str, weights: Path | None, target: str, batch_size: int, seed: int,
     target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
+    data_options: dict | None = None, num_workers: int = 0,
 ) -> RunRecord:
     """The training math for (target, b, seed), recorded once and reused."""
-    path = out / "runs" / f"math-{target}-b{batch_size}-s{seed}.json"
+    path = out / "runs" / f"math-{_run_stem(target, data_options)}-b{batch_size}-s{seed}.json"
     if resume and path.exists():
         try:
             record = RunRecord.load(path)
-            if record.target_accuracy == target_accuracy:
+            if record.target_accuracy == target_accuracy and record.model == model:
                 counters["reused"] += 1
                 return record
         except WattcapFileError:
             pass  # a half-written or stale record: train again
-    train, test = get_dataset(target).split(0.2, seed=0)
+    train, test = dataset_splits(target, data_options)
     config = TrainConfig(model=model, batch_size=batch_size, target_accuracy=target_accuracy,
                          sample_budget=sample_budget, seed=seed,
                          evals_past_target=EVALS_PAST_TARGET)
-    record = train_to_accuracy(config, train, test, weights=weights)
+    record = train_to_accuracy(config, train, test, weights=weights, num_workers=num_workers)
     record.save(path)
     counters["trained"] += 1
     return record
@@ -188,6 +213,8 @@ def efficiency_from_runs(
     """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
     estimate wattcap plans with), with samples to target interpolated on each run's smoothed
     curve; None when no batch size reached the target."""
+    from wattcap.models import get_model_spec, model_fingerprint
+
     sizes = sorted({b for b, _ in runs})
     chosen = {b: [runs[(b, s)] for s in range(seeds)] for b in sizes}
     samples = {b: [samples_to_target(r.curve, target_accuracy) for r in records]
@@ -198,9 +225,10 @@ def efficiency_from_runs(
         return EfficiencyVector.from_samples(
             samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
             model=model, input_shape=input_shape, dataset=target,
-            task="image-classification", target_accuracy=target_accuracy,
+            task=get_model_spec(model).task, target_accuracy=target_accuracy,
             seeds=list(range(seeds)), optimizer=first.optimizer, lr_ref=first.lr_ref,
             batch_size_ref=first.batch_size_ref, eval_every_samples=first.eval_every_samples,
+            architecture_fingerprint=model_fingerprint(model),
         )
     except ValueError:
         return None
@@ -210,15 +238,18 @@ def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
     progress: Progress | None = None, on_run: RunDone | None = None,
+    data_options: dict | None = None, num_workers: int = 0,
 ) -> dict[tuple[int, int], RunRecord]:
-    """Every (batch size, seed) run on a dataset, trained or reused."""
+    """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
+    trained or reused."""
     runs = {}
     for b in batch_sizes:
         for seed in range(seeds):
             if progress:
                 progress(f"training {dataset} b={b} seed={seed}")
             runs[(b, seed)] = _math_run(out, model, weights, dataset, b, seed, target_accuracy,
-                                        sample_budget, resume, counters)
+                                        sample_budget, resume, counters, data_options,
+                                        num_workers)
             if on_run:
                 on_run(runs[(b, seed)])
     return runs
@@ -239,6 +270,8 @@ def run_comparison(
     progress: Progress | None = None,
     counters: dict | None = None,
     on_run: RunDone | None = None,
+    data_options: dict | None = None,
+    num_workers: int = 0,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method)."""
     say = progress or (lambda message: None)
@@ -246,7 +279,8 @@ def run_comparison(
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say, on_run)
+                              sample_budget, resume, counters, say, on_run, data_options,
+                              num_workers)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:
@@ -298,19 +332,30 @@ def run_comparison(
 
 def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...]
                     ) -> ProfileTable:
-    """The exhaustive profile of `model` on an emulated device, reused from DIR if present."""
-    path = out / f"profile-{device}-{model}.json"
+    """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
+    file's path), reused from DIR if present and made for the same spec and architecture."""
+    emulated = EmulatedDevice(device)
+    path = out / f"profile-{_file_stem(emulated.name)}-{_file_stem(model)}.json"
     if path.exists():
         try:
             profile = ProfileTable.load(path)
-            profile.check_matches(device=device, model=model)
-            return profile
+            profile.check_matches(device=emulated.name, model=model)
+            if profile.device_spec == emulated.spec.model_dump(mode="json"):
+                return profile
         except WattcapFileError:
             pass
-    profile = Profiler(EmulatedDevice(device), model, batch_sizes=batch_sizes).run(
-        exhaustive=True)
+    profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
     profile.save(path)
     return profile
+
+
+def _file_stem(text: str) -> str:
+    """``text`` usable in a file name: a path or a user model's spec is reduced to safe
+    characters plus a short hash, so different texts never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
+    if safe == text:
+        return text
+    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:

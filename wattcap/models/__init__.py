@@ -8,12 +8,16 @@ input looks like and how to score it:
     >>> model = spec.build(num_classes=10)
     >>> x, y = spec.example_batch(8)
     >>> loss = spec.loss(model(x), y)
+
+Users' own models resolve through the same call: ``get_model_spec("path/net.py:build")``
+(see :mod:`wattcap.models.user`).
 """
 
 from __future__ import annotations
 
 # importing the model modules registers them
 from wattcap.models import char_transformer, efficientvit, mobilenetv2, resnet, small_cnn
+from wattcap.models.fingerprint import architecture_fingerprint, model_fingerprint
 from wattcap.models.flops import flop_counter, train_flops_per_sample
 from wattcap.models.registry import (
     ModelSpec,
@@ -23,9 +27,17 @@ from wattcap.models.registry import (
     reference_models,
     register_model,
 )
+from wattcap.models.user import (
+    UserModelError,
+    spec_for_module,
+    user_model_spec,
+    user_model_text,
+)
 
 __all__ = [
     "ModelSpec",
+    "UserModelError",
+    "architecture_fingerprint",
     "build_model",
     "char_transformer",
     "efficientvit",
@@ -33,9 +45,13 @@ __all__ = [
     "get_model_spec",
     "list_models",
     "mobilenetv2",
+    "model_fingerprint",
     "reference_models",
     "register_model",
     "resnet",
     "small_cnn",
+    "spec_for_module",
     "train_flops_per_sample",
+    "user_model_spec",
+    "user_model_text",
 ]

@@ -103,6 +103,9 @@ class ModelSpec:
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
+# Specs of nn.Module instances handed to the Python API (wattcap.models.user.spec_for_module),
+# by name, with their architecture fingerprint.
+_RUNTIME: dict[str, tuple[ModelSpec, str]] = {}
 
 
 def register_model(spec: ModelSpec) -> ModelSpec:
@@ -113,13 +116,46 @@ def register_model(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def get_model_spec(name: str) -> ModelSpec:
-    """The spec registered under `name`; KeyError listing the known names otherwise."""
-    try:
+def register_runtime_model(spec: ModelSpec, fingerprint: str) -> ModelSpec:
+    """Make an instance's spec resolvable by name in this process. The same name may be
+    registered again only for the same architecture (fingerprint)."""
+    if spec.name in _REGISTRY:
+        raise ValueError(f"model name {spec.name!r} is taken by a built-in model")
+    previous = _RUNTIME.get(spec.name)
+    if previous is not None and previous[1] != fingerprint:
+        raise ValueError(
+            f"model name {spec.name!r} is already used by another architecture in this process"
+        )
+    _RUNTIME[spec.name] = (spec, fingerprint)
+    return spec
+
+
+def get_model_spec(name: str, allow_user_code: bool = True) -> ModelSpec:
+    """The spec of a registered model, of a user's model (``package.module:factory`` or
+    ``path/to/file.py:factory``, see wattcap.models.user), or of an instance registered in
+    this process. KeyError listing the known names for an unknown name; a user model that
+    cannot be loaded raises UserModelError (a ValueError) saying why.
+
+    Resolving a user model imports and runs its code: with ``allow_user_code=False`` (for
+    names from untrusted input, such as a server's uploads) only built-in and registered
+    models resolve, and anything else is a KeyError.
+    """
+    if name in _REGISTRY:
         return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(list_models())
-        raise KeyError(f"unknown model {name!r}; known models: {known}") from None
+    if name in _RUNTIME:
+        return _RUNTIME[name][0]
+    from wattcap.models.user import looks_like_user_model, user_model_spec
+
+    known = ", ".join(list_models())
+    if looks_like_user_model(name):
+        if allow_user_code:
+            return user_model_spec(name)
+        raise KeyError(f"model {name!r} is a user's code; only built-in models are accepted "
+                       f"here: {known}")
+    raise KeyError(
+        f"unknown model {name!r}; known models: {known}; or your own as "
+        "package.module:factory or path/to/file.py:factory"
+    )
 
 
 def list_models() -> list[str]:

@@ -60,6 +60,9 @@ class ServerSettings:
     private_reads: bool = False
     max_weights_bytes: int = 64 * MiB
     max_json_bytes: int = 4 * MiB
+    #: the only folder estimation jobs may read data from (FORMAT:PATH proxies); None: bundled
+    #: datasets only
+    data_root: Path | None = None
 
     def __post_init__(self) -> None:
         if self.private_reads and not self.token:
@@ -272,7 +275,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         info = await run_in_threadpool(store.get_model, model_id)
         if info is None:
             raise _not_found("model", model_id)
-        await run_in_threadpool(_check_proxy, info, body.proxy)
+        await run_in_threadpool(_check_proxy, info, body, settings.data_root)
         return await run_in_threadpool(jobs.submit, model_id, body)
 
     # -- efficiency vectors ------------------------------------------------------------------
@@ -366,17 +369,47 @@ def create_app(settings: ServerSettings) -> FastAPI:
     return app
 
 
-def _check_proxy(model: ModelInfo, proxy: str) -> None:
-    """Refuse, before queueing, a proxy dataset the stored model cannot train on."""
-    from wattcap.data import get_dataset
+def _check_proxy(model: ModelInfo, request: EstimateRequest, data_root: Path | None) -> None:
+    """Refuse, before queueing, a proxy the server may not read (a path outside its data root)
+    or the stored model cannot train on."""
+    from wattcap.data import (
+        DataMismatchError,
+        DatasetFormatError,
+        DataSpecError,
+        load_splits,
+        parse_data_spec,
+    )
 
+    proxy = request.proxy
+    if request.input_shape is not None and request.input_shape != model.input_shape:
+        raise PayloadError(f"input_shape {request.input_shape} is not model {model.id}'s "
+                           f"{model.input_shape}")
     try:
-        data = get_dataset(proxy)
-    except KeyError as err:
-        raise PayloadError(str(err).strip("'\"")) from None
+        spec = parse_data_spec(proxy)
+    except DataSpecError as err:
+        raise PayloadError(str(err)) from None
+    if spec.path is not None:
+        check_under_root(spec.path, data_root)
+    try:
+        data, _ = load_splits(spec, **request.data_options())
+    except (DataSpecError, DatasetFormatError, DataMismatchError) as err:
+        raise PayloadError(f"proxy {proxy}: {err}") from None
     if list(data.input_shape) != model.input_shape:
         raise PayloadError(f"proxy {proxy} has input shape {list(data.input_shape)}, model "
                            f"{model.id} ({model.architecture}) takes {model.input_shape}")
     if data.num_classes != model.num_classes:
         raise PayloadError(f"proxy {proxy} has {data.num_classes} classes, model {model.id} "
                            f"has a {model.num_classes}-class head")
+
+
+def check_under_root(path: Path, data_root: Path | None) -> None:
+    """Refuse a data path outside the server's data root (symbolic links and '..' resolved
+    first), or any path when the server has no data root."""
+    if data_root is None:
+        raise PayloadError("this server reads no data from paths (start it with --data-root "
+                           "DIR to allow FORMAT:PATH proxies under DIR); use a bundled dataset")
+    root = data_root.resolve()
+    resolved = path.expanduser().resolve()
+    if resolved != root and root not in resolved.parents:
+        raise PayloadError(f"{path}: outside this server's data root {root}; the server reads "
+                           "data only under it")

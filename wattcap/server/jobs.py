@@ -72,6 +72,7 @@ class JobRunner:
                     sample_budget=request.sample_budget,
                     eval_every_samples=request.eval_every_samples, lr_ref=request.lr_ref,
                     batch_size_ref=request.batch_size_ref, progress=progress,
+                    data_options=request.data_options(),
                 )
             vector.notes.append(f"estimated by the wattcap server (job {job_id}) from stored "
                                 f"model {model.id}, weights sha256 {model.sha256}")

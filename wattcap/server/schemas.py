@@ -77,7 +77,9 @@ class EstimateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    proxy: str = Field(description="Bundled proxy dataset name, e.g. 'digits'.")
+    proxy: str = Field(description="Proxy data spec: a bundled dataset name (e.g. 'digits') "
+                       "or FORMAT:PATH under the server's data root (e.g. "
+                       "'cifar10:/srv/data/cifar-10-batches-py').")
     target_accuracy: float = Field(gt=0.0, le=1.0, description="Test accuracy to reach.")
     batch_sizes: list[int] = Field(
         default=[4, 8, 16, 32, 64, 128], min_length=1, max_length=16,
@@ -88,6 +90,20 @@ class EstimateRequest(BaseModel):
     eval_every_samples: int = Field(256, ge=1, description="Evaluate every N samples.")
     lr_ref: float = Field(1e-3, gt=0.0, le=10.0)
     batch_size_ref: int = Field(32, ge=1, le=4096)
+    subset_fraction: float | None = Field(None, gt=0.0, le=1.0,
+                                          description="Keep this seeded share of the proxy.")
+    test_fraction: float | None = Field(None, gt=0.0, lt=1.0, description="Share held out for "
+                                        "testing (default 0.2 for images, 0.1 for text).")
+    input_shape: list[int] | None = Field(None, min_length=3, max_length=3, description=(
+        "Convert the proxy's images to this shape, C x H x W (it must be the model's)."))
+
+    def data_options(self) -> dict[str, object]:
+        """Keyword arguments of wattcap.data.load_splits for the proxy."""
+        options: dict[str, object] = {"subset_fraction": self.subset_fraction,
+                                      "test_fraction": self.test_fraction}
+        if self.input_shape is not None:
+            options["input_shape"] = tuple(self.input_shape)
+        return options
 
 
 class JobInfo(BaseModel):

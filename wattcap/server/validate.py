@@ -139,7 +139,8 @@ def check_weights(data: bytes, architecture: str, num_classes: int | None = None
     from wattcap.models import get_model_spec
 
     try:
-        spec = get_model_spec(architecture)
+        # never user code: resolving `pkg.module:factory` or `file.py:factory` would run it
+        spec = get_model_spec(architecture, allow_user_code=False)
     except KeyError as err:
         raise PayloadError(str(err).strip("'\"")) from None
     header = parse_safetensors_header(data)
@@ -213,7 +214,7 @@ def check_efficiency(text: str) -> EfficiencyVector:
     except WattcapFileError as err:
         raise PayloadError(str(err)) from None
     try:
-        spec = get_model_spec(vector.model)
+        spec = get_model_spec(vector.model, allow_user_code=False)
     except KeyError:
         return vector  # a model this server does not know: the vector is still well-formed
     if vector.input_shape != list(spec.input_shape):

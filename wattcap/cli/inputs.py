@@ -1,0 +1,180 @@
+"""The model and data arguments every training command shares: resolved and checked before any
+work starts, each problem one clear line.
+
+``--model`` is a registered name or your own ``path/to/file.py:factory`` /
+``package.module:factory`` (with ``--input-shape``, ``--num-classes`` or ``--vocab-size`` where
+they cannot be inferred); ``--data``/``--proxy`` a data spec (a bundled name or
+``FORMAT:PATH``), with ``--subset-fraction``, ``--test-fraction`` and ``--input-shape`` (which
+converts images to the model's input shape).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from wattcap.cli.common import fail
+
+if TYPE_CHECKING:
+    from wattcap.data import AnyDataset, DataSpec
+    from wattcap.models import ModelSpec
+
+MODEL_HELP = ("Registered model name, or your own: path/to/file.py:factory or "
+              "package.module:factory (a callable returning an nn.Module).")
+DATA_HELP = ("A bundled dataset, or FORMAT:PATH with FORMAT one of cifar10, cifar100, svhn, "
+             "mnist, fashion-mnist, stl10, imagefolder, text (the official training files).")
+
+# Typer options shared by the commands (the same names and help everywhere).
+INPUT_SHAPE = typer.Option(None, "--input-shape", help="The model's input shape, C x H x W "
+                           "(e.g. 3x32x32) or a context length for a char model: your own "
+                           "model's where it cannot be inferred, and images are converted to "
+                           "it (1<->3 channels, any size).", rich_help_panel="Model and data")
+NUM_CLASSES = typer.Option(None, "--num-classes", help="Your own model's number of classes, "
+                           "where it cannot be inferred.", rich_help_panel="Model and data")
+VOCAB_SIZE = typer.Option(None, "--vocab-size", help="Your own char model's vocabulary size "
+                          "(96 for wattcap's text filter); makes it a char-lm model.",
+                          rich_help_panel="Model and data")
+SUBSET_FRACTION = typer.Option(None, "--subset-fraction", help="Keep this seeded share of the "
+                               "data (e.g. 0.25: the paper's quarter of SVHN and CINIC-10).",
+                               rich_help_panel="Model and data")
+TEST_FRACTION = typer.Option(None, "--test-fraction", help="Share held out for testing "
+                             "(default 0.2 for images, 0.1 for text files).",
+                             rich_help_panel="Model and data")
+WORKERS = typer.Option(0, "--workers", help="DataLoader worker processes that prepare batches.",
+                       rich_help_panel="Model and data")
+
+
+def check_target_accuracy(value: float, option: str = "--target-accuracy") -> None:
+    """A fraction in (0, 1]: refuse 90 (meant as %) before anything runs."""
+    if not 0 < value <= 1:
+        hint = f"; {value:g} % is {value / 100:g}" if 1 < value <= 100 else ""
+        fail(f"{option} is a fraction in (0, 1], got {value:g}{hint}")
+
+
+def check_workers(value: int) -> None:
+    """Worker processes: zero or more."""
+    if value < 0:
+        fail(f"--workers must be >= 0, got {value}")
+
+
+def resolve_model(
+    model: str,
+    input_shape: str | None = None,
+    num_classes: int | None = None,
+    vocab_size: int | None = None,
+) -> ModelSpec:
+    """The ModelSpec of ``--model`` (its ``name`` is what files record: a user model's
+    canonical text, with an absolute path and the options)."""
+    from wattcap.models import UserModelError, get_model_spec, user_model_text
+    from wattcap.models.user import looks_like_user_model
+
+    if num_classes is not None and vocab_size is not None:
+        fail("give --num-classes or --vocab-size, not both")
+    try:
+        if looks_like_user_model(model):
+            text = user_model_text(
+                model, input_shape=input_shape,
+                num_classes=vocab_size if vocab_size is not None else num_classes,
+                task="char-lm" if vocab_size is not None else None)
+            return get_model_spec(text)
+        spec = get_model_spec(model)
+    except KeyError as err:
+        fail(str(err).strip("'\""))
+    except UserModelError as err:
+        fail(str(err))
+    if num_classes is not None or vocab_size is not None:
+        fail(f"--num-classes and --vocab-size are for your own model (file.py:factory); "
+             f"{model}'s head is sized from the data")
+    if input_shape is not None:
+        wanted = _shape(input_shape)
+        if wanted != tuple(spec.input_shape):
+            fail(f"model {model} takes input shape {'x'.join(map(str, spec.input_shape))}; "
+                 f"--input-shape {input_shape} does not fit it")
+    return spec
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(p) for p in text.lower().replace(",", "x").split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        fail(f"--input-shape must be positive integers like 3x32x32 (or 64 for a char model), "
+             f"got {text!r}")
+    return shape
+
+
+def check_weights(path: Path | None, model: str) -> None:
+    """A weights file that exists, is safetensors and was saved for this model."""
+    if path is None:
+        return
+    from wattcap.schema import WattcapFileError
+    from wattcap.weights import read_metadata
+
+    if not Path(path).is_file():
+        fail(f"--weights {path}: no such file")
+    try:
+        saved_for = read_metadata(path).get("model")
+    except WattcapFileError as err:
+        fail(f"--weights {err}")
+    if saved_for is not None and saved_for != model:
+        fail(f"--weights {path}: weights are for model {saved_for!r}, not {model!r}")
+
+
+def check_data(text: str, option: str = "--data") -> DataSpec:
+    """Parse a data spec and look at its path (cheap: no data is read)."""
+    from wattcap.data import DatasetFormatError, DataSpecError, parse_data_spec
+
+    try:
+        spec = parse_data_spec(text)
+        spec.check()
+    except (DataSpecError, DatasetFormatError) as err:
+        fail(f"{option}: {err}")
+    return spec
+
+
+def data_options(
+    model: ModelSpec,
+    input_shape: str | None = None,
+    subset_fraction: float | None = None,
+    test_fraction: float | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for wattcap.data.load_splits; ranges checked now."""
+    if subset_fraction is not None and not 0 < subset_fraction <= 1:
+        fail(f"--subset-fraction must be in (0, 1], got {subset_fraction:g}")
+    if test_fraction is not None and not 0 < test_fraction < 1:
+        fail(f"--test-fraction must be in (0, 1), got {test_fraction:g}")
+    options: dict[str, Any] = {"subset_fraction": subset_fraction,
+                               "test_fraction": test_fraction}
+    if model.task == "char-lm":
+        options["context"] = int(model.input_shape[0])  # windows as long as the model reads
+    elif input_shape is not None:
+        options["input_shape"] = tuple(model.input_shape)
+    return options
+
+
+def load_data(
+    spec: DataSpec, model: ModelSpec, options: dict[str, Any], seed: int = 0,
+    option: str = "--data",
+) -> tuple[AnyDataset, AnyDataset]:
+    """Load the (train, test) splits and refuse data the model cannot train on."""
+    from wattcap.data import (
+        DataMismatchError,
+        DatasetFormatError,
+        DataSpecError,
+        check_data_fits_model,
+        load_splits,
+    )
+
+    try:
+        train, test = load_splits(spec, seed=seed, **options)
+        check_data_fits_model(train, model)
+    except (DataSpecError, DatasetFormatError, DataMismatchError) as err:
+        fail(f"{option}: {err}")
+    try:  # the head must fit the data's classes (a user's factory may fix its own)
+        model.build(num_classes=train.num_classes)
+    except ValueError as err:
+        fail(f"{option}: {err}")
+    return train, test
