@@ -227,3 +227,75 @@ def test_hf_callback_restores_when_training_raises(tmp_path) -> None:  # noqa: A
         transformers.Trainer(model=Exploding(), args=args, train_dataset=DictData(tiny_data()),
                              callbacks=[callback]).train()
     assert device.current_frequency_hz() == initial_hz
+
+
+# -- a moving cap through the frameworks ---------------------------------------------------------
+
+
+def tiny_profile():  # noqa: ANN201
+    from wattcap.profiling import Profiler
+    from wattcap.workload import measure_workload
+
+    workload = measure_workload(nn.Linear(16, 2), torch.randn(4, 16), None,
+                                lambda out, _t: out.sum(), "tiny-linear")
+    return Profiler(EmulatedDevice("jetson-nano"), "tiny-linear", workload=workload,
+                    batch_sizes=(8,)).run(exhaustive=True)
+
+
+def test_lightning_pauses_and_resumes_under_a_moving_cap(tmp_path) -> None:  # noqa: ANN001
+    pl = pytest.importorskip("lightning.pytorch")
+    from wattcap.caps import ScheduleCap
+    from wattcap.integrations.lightning import WattcapCallback
+
+    device = EmulatedDevice("jetson-nano")
+    initial_hz = device.current_frequency_hz()
+    profile = tiny_profile()
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+            self.example_input_array = torch.randn(4, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
+            x, y = batch
+            return nn.functional.cross_entropy(self(x), y)
+
+        def configure_optimizers(self):  # noqa: ANN201
+            return torch.optim.Adam(self.parameters())
+
+    # 1 W is below every configuration (and the idle power): training pauses from the tick at
+    # 0.05 s until the one at 0.20 s reads 5 W again
+    callback = WattcapCallback(device=device, model_name="tiny-linear", profile=profile,
+                               power_cap=ScheduleCap([(0, 5.0), (0.03, 1.0), (0.18, 5.0)]))
+    assert callback.session.cap_policy == "frequency"  # the dataloader keeps its batch size
+    trainer = pl.Trainer(max_steps=12, accelerator="cpu", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0,
+                         default_root_dir=str(tmp_path), callbacks=[callback])
+    trainer.fit(Module(), DataLoader(tiny_data(), batch_size=callback.batch_size))
+    record = callback.record
+    assert record is not None and record.steps == 12
+    assert [s.paused for s in record.segments] == [False, True, False]
+    assert {s.batch_size for s in record.segments} == {8}
+    pause = record.segments[1]
+    assert pause.start_s == pytest.approx(0.05) and pause.end_s == pytest.approx(0.20)
+    assert pause.steps <= 1  # at most the step in flight when the cap fell
+    assert record.paused_s > 0.1
+    assert any("no setting can meet it" in e for e in record.events)  # 1 W < idle power
+    assert device.current_frequency_hz() == initial_hz
+
+
+def test_hf_callback_keeps_the_trainers_batch_size_under_a_moving_cap() -> None:
+    pytest.importorskip("transformers")
+    from wattcap.integrations.huggingface import WattcapTrainerCallback
+
+    callback = WattcapTrainerCallback(device=EmulatedDevice("jetson-nano"),
+                                      model_name="tiny-linear", profile=tiny_profile(),
+                                      example_input=torch.randn(4, 16),
+                                      power_cap="solar:seed=2,day_s=60")
+    assert callback.session.cap_policy == "frequency"
+    assert callback.session.cap_source is not None

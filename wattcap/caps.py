@@ -134,6 +134,12 @@ class CapSource(ABC):
         self._has_read = True
         return reading
 
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        """Whether the cap may still rise above `watts` after `now_s` (False: it never will,
+        e.g. a battery that only drains). A paused run that can never resume stops on False;
+        sources that cannot know (a polled file, a function) say True."""
+        return True
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-compatible state for a checkpoint."""
         return {"last_read_w": self._last_read_w, "has_read": self._has_read}
@@ -157,6 +163,9 @@ class ConstantCap(CapSource):
 
     def cap_w(self, now_s: float) -> float | None:
         return self.watts
+
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        return self.watts is None or self.watts > watts
 
     def describe(self) -> str:
         return "no cap" if self.watts is None else f"constant {self.watts:.2f} W"
@@ -198,6 +207,9 @@ class LowestCap(CapSource):
     def record_energy(self, energy_j: float, now_s: float) -> None:
         for source in self.sources:
             source.record_energy(energy_j, now_s)
+
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        return all(source.may_exceed(watts, now_s) for source in self.sources)
 
     def describe(self) -> str:
         return "lowest of: " + "; ".join(s.describe() for s in self.sources)
@@ -256,6 +268,10 @@ class ScheduleCap(CapSource):
         """Device time of the next entry after `now_s`, None after the last one."""
         index = bisect.bisect_right(self.times_s, now_s)
         return self.times_s[index] if index < len(self.times_s) else None
+
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        index = max(bisect.bisect_right(self.times_s, now_s) - 1, 0)
+        return any(cap is None or cap > watts for cap in self.watts[index:])
 
     def describe(self) -> str:
         return f"schedule {self.source} ({len(self.times_s)} entries)"
@@ -502,6 +518,10 @@ class BatteryCap(CapSource):
             raise CapSourceError(f"battery: energy drawn must be ≥ 0 J, got {energy_j}")
         self.drawn_j += energy_j / self.converter_efficiency
 
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        # the model has no charging: the cap only falls from here
+        return self.cap_w(now_s) > watts
+
     def describe(self) -> str:
         return (f"battery {self.capacity_wh:g} Wh, {100 * self.state_of_charge:.0f} % charged, "
                 f"{self.max_power_w:g} W when full")
@@ -641,6 +661,12 @@ class SolarCap(CapSource):
         if now_s < 0:
             raise CapSourceError(f"solar: device time must be ≥ 0 s, got {now_s}")
         return max(self.panel_power_w(now_s) - self.base_load_w, 0.0)
+
+    def may_exceed(self, watts: float, now_s: float) -> bool:
+        # tomorrow's clear noon is the most the panel ever gives
+        noon_w = clear_sky_ghi_w_m2(self.cos_zenith_noon) * self.panel_area_m2 \
+            * self.panel_efficiency
+        return noon_w - self.base_load_w > watts
 
     def describe(self) -> str:
         return (f"solar seed {self.seed}: {self.panel_area_m2:g} m² at "

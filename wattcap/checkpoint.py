@@ -40,6 +40,8 @@ class SessionState(BaseModel):
     drift_events: list[DriftEvent] = []
     replans: list[Replan] = []
     extra: dict[str, Any] = {}
+    #: a moving cap's follower: its source's state, plan, segments and the run's clock
+    cap: dict[str, Any] | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.cap_history import CapTimeline, Segment
 from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.runtime import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.schema import VersionedFile
@@ -73,7 +74,8 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 3  # 3: architecture_fingerprint
+    SCHEMA_VERSION = 4  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
+    #                     timeline, paused_s, stop_reason (a moving cap)
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
@@ -114,3 +116,14 @@ class RunRecord(VersionedFile):
     weights_source: str | None = None
     #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
     architecture_fingerprint: str | None = None
+    #: what the selection minimised ("time", "energy within 300 s", ...)
+    objective: str | None = None
+    #: a moving cap: its source, the run's segments of constant plan (`power_cap_w`,
+    #: `batch_size` and `frequency_hz` above are then those at the end), a compact series of
+    #: power, cap, frequency and batch size, the device seconds spent paused (included in
+    #: `device_time_s`) and why the cap ended the run, if it did
+    cap_source: str | None = None
+    segments: list[Segment] = []
+    timeline: CapTimeline | None = None
+    paused_s: float = 0.0
+    stop_reason: str | None = None

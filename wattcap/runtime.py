@@ -106,7 +106,11 @@ class CapWatchdog:
     again after a step back up doubles the wait before the next try, so a level that really
     breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
     cannot do (already at the lowest frequency, the device refused the change) goes to
-    `notes`. Clock changes hold the device's `clock_lock`."""
+    `notes`. Clock changes hold the device's `clock_lock`.
+
+    `hold(reason)` keeps recording violations but leaves the frequency alone (a moving cap
+    fell below every configuration: the step in flight finishes at the frequency that
+    overdraws least, and stepping down would only stretch it); `hold(None)` releases."""
 
     device: Device
     power_cap_w: float | None
@@ -124,6 +128,7 @@ class CapWatchdog:
     _typical_w: dict[int, tuple[float, float]] = field(default_factory=dict)
     _under: int = 0
     _wait: dict[int, int] = field(default_factory=dict)
+    _held: str | None = None
 
     def __call__(self, reading: PowerReading) -> None:
         if self.power_cap_w is None:
@@ -137,12 +142,17 @@ class CapWatchdog:
                 self._under = 0
                 self._run.append(reading)
                 if len(self._run) >= 2:
-                    self._step_down(reading)
+                    if self._held is None:
+                        self._step_down(reading)
+                    else:
+                        self._note(f"held: {self._held}", f"power above the cap, frequency "
+                                   f"held: {self._held}")
                 return
             if self._run:
                 self._close_run()
             self._under += 1
-            self._maybe_step_up(reading, current)
+            if self._held is None:
+                self._maybe_step_up(reading, current)
 
     def _step_down(self, reading: PowerReading) -> None:
         with self.device.clock_lock:
@@ -242,6 +252,18 @@ class CapWatchdog:
             self._wait.clear()
             self._under = 0
 
+    def hold(self, reason: str | None) -> None:
+        """Record violations without changing the frequency (None: act again)."""
+        with self._lock:
+            self._held = reason
+            self._under = 0
+
+    def update_cap(self, power_cap_w: float | None) -> None:
+        """The cap moved a little but the plan stays (a battery draining): judge the next
+        readings against it, keeping what was learnt about each level."""
+        with self._lock:
+            self.power_cap_w = power_cap_w
+
     def set_ceiling_hz(self, ceiling_hz: int) -> None:
         """The plan changed the frequency (a re-plan after drift): never step back up above it."""
         with self._lock:
@@ -332,17 +354,21 @@ class DriftMonitor:
         self._window_busy_s = 0.0
         self._window_power_w: list[float] = []
 
-    def on_step(self, start_s: float, end_s: float, busy_s: float) -> DriftEvent | None:
+    def on_step(self, start_s: float, end_s: float, busy_s: float,
+                samples: int | None = None) -> DriftEvent | None:
         """Account one training step that ran over device time [start_s, end_s] and took
         `busy_s` device seconds; returns the drift event if this step completed a window that
-        left the tolerance."""
+        left the tolerance. A step of another size than the batch size (`samples`: a short
+        last batch) is not the profile's point: the window restarts after it."""
         frequency_hz = self._table_frequency(self.device.current_frequency_hz())
         period_s = self.device.sensor_period_s
         with self._lock:
             incoming, self._incoming = self._incoming, []
-        if frequency_hz != self._window_hz:
-            # The frequency changed (watchdog, re-plan) during or before this step: its time
-            # and readings mix two frequencies, so the window restarts after it.
+        if frequency_hz != self._window_hz or (samples is not None
+                                               and samples != self.batch_size):
+            # The frequency changed (watchdog, re-plan) during or before this step (its time
+            # and readings mix two frequencies), or the step was not of the batch size: the
+            # window restarts after it.
             self._reset_window(frequency_hz, end_s)
             return None
         for reading in incoming:
@@ -453,6 +479,15 @@ class DriftMonitor:
         self.replans.append(replan)
         self._reset_window(None, self.device.now_s())
         return replan
+
+    def follow(self, batch_size: int, power_cap_w: float | None) -> None:
+        """The run moved to another batch size or cap (a moving cap): compare the new point
+        from the next window on, and re-plan for the new cap."""
+        with self._lock:
+            self._incoming.clear()
+        self.batch_size = batch_size
+        self.power_cap_w = power_cap_w
+        self._reset_window(None, self.device.now_s())
 
     def adopt(self, replans: list[Replan]) -> None:
         """Take the re-measured points of earlier re-plans (a resumed run) as the reference."""

@@ -37,6 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wattcap.cap_follower import (
+    CAP_POLICIES,
+    CapFollower,
+    CapPolicy,
+    ConfigChooser,
+    Target,
+    resolve_cap_source,
+)
+from wattcap.caps import CapSource, CapSourceError, ConstantCap
 from wattcap.checkpoint import Checkpoint, SessionState
 from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 from wattcap.devices.base import Device, DeviceError, out_of_memory_as_device_error
@@ -48,6 +57,7 @@ from wattcap.model_source import (
     move_to_device,
     resolve_model,
 )
+from wattcap.objectives import Objective, ObjectiveError
 from wattcap.run import (
     CurvePoint,
     RunRecord,
@@ -94,6 +104,8 @@ class SessionStatus:
     frequency_hz: int | None
     batch_size: int
     sample_budget: int | None
+    #: training is paused: the cap is below what any configuration can meet
+    paused: bool = False
 
 
 ProgressCallback = Callable[[SessionStatus], None]
@@ -124,6 +136,25 @@ class Session:
             model workload and cap.
         power_cap_w: the cap in watts (None: no cap). `reference_profiles` gives the
             baselines' safe frequency (default: computed for emulated devices).
+        power_cap: instead of `power_cap_w`, a cap that may move during the run: a
+            `wattcap.caps.CapSource`, a spec for `parse_cap_source` ("solar:seed=3",
+            "battery:capacity_wh=2,max_w=9", "schedule:caps.json", "file:/run/cap") or a
+            number. It is read once per sensor period on the device clock; on every change
+            the selection re-runs (`cap_policy`), a lower cap is obeyed within one period by
+            lowering the frequency at once, and the batch size (with its learning rate)
+            changes at the next step boundary: read `batch_size` each iteration (or use
+            `wattcap.sampling.SessionBatchSampler`) and call `apply_learning_rate(optimizer)`.
+            A cap below every configuration pauses training (the device idles at its lowest
+            frequency between steps) until it rises; `max_pause_s` ends a pause that lasts
+            too long, and a cap that can never rise again (an empty battery) ends the run:
+            `done` turns true.
+        objective: what the selection minimises under the cap: an `Objective` or its name
+            ("time", the paper's, by default; "energy"; "cost" needs an `Objective` with eta).
+        cap_policy: how a moving cap is followed: "replan" (batch size and frequency, the
+            default when the session plans the batch size), "frequency" (the batch size
+            stays, the default when it is given), "safe-frequency" (the baselines' rule, the
+            default for them) or "fixed" (nothing changes; paused while the cap is below the
+            run's configuration).
         batch_size, frequency_hz: a given configuration; each overrides the plan's. With a
             batch size and a profile but no frequency, f*(b) under the cap is used. Without a
             profile and without a frequency the device's clock is left as it is.
@@ -156,6 +187,10 @@ class Session:
         profile: ProfileTable | str | Path | None = None,  # or "auto"
         efficiency: EfficiencyVector | str | Path | None = None,
         power_cap_w: float | None = None,
+        power_cap: CapSource | str | float | None = None,
+        objective: Objective | str | None = None,
+        cap_policy: CapPolicy | None = None,
+        max_pause_s: float | None = None,
         method: str = "wattcap",
         reference_profiles: list[ProfileTable] | None = None,
         batch_size: int | None = None,
@@ -248,6 +283,9 @@ class Session:
         if self.profile is not None and self.model_name is not None:
             self.profile.check_matches(model=self.model_name, source="profile",
                                        architecture_fingerprint=self.architecture_fingerprint)
+        self._reference_profiles = reference_profiles
+        self._init_moving_cap(power_cap, objective, cap_policy, max_pause_s,
+                              batch_size_given=batch_size is not None)
         self.plan: Plan | None = None
         self.choice: Choice | None = None
         self.batch_size, self.frequency_hz = self._decide(
@@ -314,7 +352,8 @@ class Session:
                 reference_profiles_for(profile)
             try:
                 self.plan = plan(profile, self.power_cap_w, efficiency=self.efficiency,
-                                 reference_profiles=refs, margin_sigmas=self.margin_sigmas)
+                                 reference_profiles=refs, objective=self.objective,
+                                 margin_sigmas=self.margin_sigmas)
             except InfeasibleCapError as err:
                 raise SessionError(str(err)) from None
             self.events += [f"plan: {note}" for note in self.plan.notes]
@@ -425,6 +464,7 @@ class Session:
                     self._monitor = self._make_monitor()
                     if self._monitor is not None:
                         stack.enter_context(device.sensor_ticks(self._monitor))
+                self._start_cap_follower(stack)
         except BaseException:
             stack.close()
             raise
@@ -474,6 +514,7 @@ class Session:
                 self._guard.finish()
             try:
                 self.record = self._build_record()
+                self._add_cap_history(self.record)
             except Exception:  # noqa: BLE001 - a failed run must still restore the device
                 if not failed:
                     raise
@@ -518,13 +559,15 @@ class Session:
             self._costs[batch_size] = cost
         return cost
 
-    def begin_step(self) -> None:
-        """Mark the start of one optimiser step (for loops that cannot use `step()`)."""
+    def begin_step(self, samples: int | None = None) -> None:
+        """Mark the start of one optimiser step (for loops that cannot use `step()`); its
+        device cost is that of a batch of `samples` (default: the batch size)."""
         if not self._open:
             raise SessionError("use the session in a `with` block (or call start()) first")
+        self._cap_before_step()
         if self.device is not None:
             self._step_start_s = self.device.now_s()
-            self._timer = self.device.begin_step(self._cost(self.batch_size))
+            self._timer = self.device.begin_step(self._cost(samples or self.batch_size))
 
     def end_step(self, samples: int | None = None) -> float:
         """Account the step begun with `begin_step`: `samples` trained (default: the batch
@@ -537,11 +580,14 @@ class Session:
             self.device_time_s += busy_s
             if self._monitor is not None and not self.measuring_noise_scale:
                 # a measured step runs chunked: slower than the profile's step, not drift
-                self._monitor.on_step(self._step_start_s, device.now_s(), busy_s)
+                self._monitor.on_step(self._step_start_s, device.now_s(), busy_s,
+                                      samples=samples)
             device.check_watch(self.power_cap_w)
-        self.samples += self.batch_size if samples is None else samples
+        trained = self.batch_size if samples is None else samples
+        self.samples += trained
         self.steps += 1
         self._steps_since_report += 1
+        self._cap_after_step(trained, busy_s)
         if self._monitor is not None and self._monitor.pending is not None \
                 and self._steps_since_report >= REPLAN_WITHOUT_REPORT_STEPS:
             self._replan_if_due()  # a loop that never reports still gets its re-plan
@@ -551,8 +597,9 @@ class Session:
 
     @contextmanager
     def step(self, samples: int | None = None) -> Iterator[None]:
-        """Wrap one optimiser step: `with session.step(): loss.backward(); opt.step()`."""
-        self.begin_step()
+        """Wrap one optimiser step: `with session.step(): loss.backward(); opt.step()`.
+        `samples`: the samples in the batch (default: the batch size)."""
+        self.begin_step(samples)
         with out_of_memory_as_device_error(self._costs.get(self.batch_size)):
             yield
         self.end_step(samples)
@@ -573,6 +620,7 @@ class Session:
                            accuracy=float(accuracy), device_time_s=self.device_time_s)
         self.curve.append(point)
         self._steps_since_report = 0
+        self._cap_take_pending()  # between steps: the next batch is fetched after this
         if not self.reached:
             self._replan_if_due()
         self._gns_replan_if_due()
@@ -590,6 +638,7 @@ class Session:
             # The re-measure interrupted training; its device time is paid by this run.
             self.device_time_s += replan.remeasure_device_s
             self.frequency_hz = replan.to_hz
+            self._cap_after_drift_replan(replan.to_hz)
 
     @property
     def reached(self) -> bool:
@@ -599,9 +648,10 @@ class Session:
 
     @property
     def done(self) -> bool:
-        """The target was reached or the sample budget is spent."""
+        """The target was reached, the sample budget is spent, or a moving cap stopped the
+        run (it can never rise again to what training needs)."""
         return self.reached or (self.sample_budget is not None
-                                and self.samples >= self.sample_budget)
+                                and self.samples >= self.sample_budget) or self.cap_stopped
 
     @property
     def samples_to_target(self) -> float | None:
@@ -632,7 +682,8 @@ class Session:
             target_accuracy=self.target_accuracy,
             power_w=last.power_w if last is not None else None, power_cap_w=self.power_cap_w,
             frequency_hz=self.device.current_frequency_hz() if self.device else None,
-            batch_size=self.batch_size, sample_budget=self.sample_budget)
+            batch_size=self.batch_size, sample_budget=self.sample_budget,
+            paused=self._follower is not None and self._follower.paused)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
@@ -668,7 +719,8 @@ class Session:
             cap_violations=guard.violations if guard else [],
             frequency_steps=guard.steps if guard else [],
             drift_events=monitor.events if monitor else [],
-            replans=monitor.replans if monitor else [], extra=extra)
+            replans=monitor.replans if monitor else [], extra=extra,
+            cap=self._follower.state_dict() if self._follower is not None else None)
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                ) -> SessionState:
@@ -714,6 +766,7 @@ class Session:
             self.frequency_hz = saved_hz
             if self._guard is not None:
                 self._guard.set_ceiling_hz(saved_hz)
+        self._resume_moving_cap(state)
         return state
 
     # -- r_b from the gradient noise scale (efficiency="gns") ----------------------------------
@@ -861,6 +914,206 @@ class Session:
             weights_source=self.weights_source,
             architecture_fingerprint=self.architecture_fingerprint,
         )
+
+    # -- a moving cap (issue 19) -----------------------------------------------------------------
+    def _init_moving_cap(self, power_cap: CapSource | str | float | None,
+                         objective: Objective | str | None, cap_policy: CapPolicy | None,
+                         max_pause_s: float | None, batch_size_given: bool) -> None:
+        """Resolve the cap source, the objective and the policy; set `power_cap_w` to the cap
+        the first plan is made for."""
+        try:
+            self.objective = objective if isinstance(objective, Objective) else \
+                Objective.of(objective or "time")
+        except ObjectiveError as err:
+            raise SessionError(str(err)) from None
+        if max_pause_s is not None and not max_pause_s > 0:
+            raise SessionError(f"max_pause_s must be a positive number of seconds, got "
+                               f"{max_pause_s!r}")
+        if cap_policy is not None and cap_policy not in CAP_POLICIES:
+            raise SessionError(f"unknown cap_policy {cap_policy!r}; expected one of "
+                               f"{', '.join(CAP_POLICIES)}")
+        self.max_pause_s = max_pause_s
+        self.cap_source: CapSource | None = None
+        self._follower: CapFollower | None = None
+        self.cap_policy: CapPolicy = cap_policy or (
+            "safe-frequency" if self.method in ("baseline-1", "baseline-2")
+            else "frequency" if batch_size_given else "replan")
+        if power_cap is None:
+            return
+        if self.power_cap_w is not None:
+            raise SessionError("give power_cap_w (a constant cap) or power_cap (a cap source), "
+                               "not both")
+        try:
+            source = resolve_cap_source(power_cap)
+            initial_w = source.cap_w(0.0) if source is not None else None
+        except CapSourceError as err:
+            raise SessionError(str(err)) from None
+        if isinstance(source, ConstantCap):
+            if initial_w is not None and not initial_w > 0:
+                raise SessionError(f"the power cap must be a positive number of watts or None, "
+                                   f"got {initial_w!r}")
+            self.power_cap_w = initial_w
+            return
+        if self.device is None:
+            raise SessionError("a moving power cap needs a device: its sensor ticks read the "
+                               "cap and keep it")
+        self.cap_source = source
+        if self.profile is not None and initial_w is not None:
+            # a run that starts below every configuration starts paused, but still needs a
+            # first plan: the one for the lowest cap anything meets (with the margin)
+            from wattcap.planner import with_power_margin
+
+            margined = with_power_margin(self.profile, self.margin_sigmas)
+            initial_w = max(initial_w, min(p.peak_power_w for p in margined.points))
+        self.power_cap_w = initial_w
+
+    def _start_cap_follower(self, stack: ExitStack) -> None:
+        device, source = self.device, self.cap_source
+        if device is None or source is None:
+            return
+        chooser = None
+        if self.profile is not None:
+            refs = self._reference_profiles
+            if refs is None and self.cap_policy == "safe-frequency":
+                from wattcap.references import reference_profiles_for
+
+                refs = reference_profiles_for(self.profile)
+            chooser = ConfigChooser(
+                self.profile, self.cap_policy, self.batch_size,
+                self.frequency_hz or device.current_frequency_hz(),
+                efficiency=self.efficiency, objective=self.objective,
+                reference_profiles=refs, margin_sigmas=self.margin_sigmas)
+        else:
+            self.events.append("no profile: the moving cap is kept by the watchdog alone "
+                               "(no re-plan, no pause)")
+        follower = CapFollower(source, device, chooser, self.batch_size,
+                               device.current_frequency_hz(), watchdog=self._guard)
+        self._follower = follower
+        self._adopt_target(follower.begin())
+        stack.enter_context(device.sensor_ticks(follower))
+
+    def _adopt_target(self, target: Target) -> None:
+        follower = self._follower
+        assert follower is not None and self.device is not None
+        changed_b = target.batch_size != self.batch_size
+        self.batch_size = target.batch_size
+        self.frequency_hz = self.device.current_frequency_hz()
+        self.power_cap_w = follower.cap_w
+        if self._monitor is not None and changed_b:
+            self._monitor.follow(self.batch_size, self.power_cap_w)
+
+    @property
+    def cap_stopped(self) -> bool:
+        """A moving cap ended the run (see `stop_reason`)."""
+        return self._follower is not None and self._follower.stopped is not None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a moving cap ended the run, if it did."""
+        return self._follower.stopped if self._follower is not None else None
+
+    @property
+    def paused(self) -> bool:
+        """Training waits for a moving cap to rise."""
+        return self._follower is not None and self._follower.paused
+
+    def apply_learning_rate(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Set every parameter group's learning rate to `learning_rate` (the √ rule at the
+        current batch size), keeping the optimiser's state (Adam's moments); True when it
+        changed. Call it every iteration under a moving cap (it overrides a scheduler's
+        rate)."""
+        rate = self.learning_rate
+        changed = False
+        for group in optimizer.param_groups:
+            if group["lr"] != rate:
+                group["lr"] = rate
+                changed = True
+        return changed
+
+    def _cap_before_step(self) -> None:
+        if self._follower is None:
+            return
+        self._cap_wait_while_paused()
+        if self._follower.stopped is not None:
+            raise SessionError(f"the run has stopped: {self._follower.stopped} (check "
+                               "`session.done` after each step)")
+
+    def _cap_after_step(self, samples: int, busy_s: float) -> None:
+        follower = self._follower
+        if follower is None:
+            return
+        follower.on_step(samples, busy_s)
+        self._cap_wait_while_paused()
+        self._cap_take_pending()
+
+    def _cap_take_pending(self) -> None:
+        follower = self._follower
+        if follower is None:
+            return
+        target = follower.take_pending()
+        if target is not None:
+            self._adopt_target(target)
+        self.power_cap_w = follower.cap_w
+        if self._monitor is not None:
+            self._monitor.power_cap_w = follower.cap_w
+
+    def _cap_wait_while_paused(self) -> None:
+        """Idle the device, one sensor period at a time, while the cap is below every
+        configuration (the ticks read the cap meanwhile)."""
+        follower, device = self._follower, self.device
+        if follower is None or device is None or not follower.paused:
+            return
+        follower.start_idling()
+        if self.progress is not None:
+            self.progress(self.status())
+        periods = 0
+        while follower.paused and follower.stopped is None:
+            before_s = device.now_s()
+            device.idle(device.sensor_period_s)
+            idled_s = device.now_s() - before_s
+            self.device_time_s += idled_s
+            follower.on_idle(idled_s)
+            device.check_watch()
+            periods += 1
+            if self.max_pause_s is not None and follower.pause_s >= self.max_pause_s:
+                follower.stop(follower.run_s(), f"paused for {follower.pause_s:.1f} s, "
+                              f"longer than max_pause_s ({self.max_pause_s:g} s)")
+            if self.progress is not None and periods % self.progress_every == 0:
+                self.progress(self.status())
+        if self.progress is not None:
+            self.progress(self.status())
+
+    def _cap_after_drift_replan(self, frequency_hz: int) -> None:
+        follower = self._follower
+        if follower is None or self._monitor is None:
+            return
+        if follower.chooser is not None:
+            follower.chooser = follower.chooser.with_profile(self._monitor.reference)
+        follower.adopt_frequency(frequency_hz)
+
+    def _resume_moving_cap(self, state: SessionState) -> None:
+        follower = self._follower
+        if follower is None:
+            return
+        if state.cap is None:
+            raise WattcapFileError(
+                f"{self._checkpoint.folder if self._checkpoint else 'the checkpoint'}: it was "
+                "written without a moving cap; use another checkpoint folder or delete it")
+        follower.load_state_dict(state.cap)
+        self._adopt_target(Target(follower.batch_size, follower.target.frequency_hz))
+
+    def _add_cap_history(self, record: RunRecord) -> None:
+        record.objective = self.objective.describe()
+        follower = self._follower
+        if follower is None:
+            return
+        segments, timeline = follower.finish()
+        record.cap_source = follower.source.describe()
+        record.segments = segments
+        record.timeline = timeline
+        record.paused_s = follower.paused_s
+        record.stop_reason = follower.stopped
+        record.events = record.events + follower.events
 
 
 def _mhz(frequency_hz: int | None) -> str:

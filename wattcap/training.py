@@ -4,9 +4,12 @@ It is a client of `wattcap.Session` like any user's loop: the Session applies th
 accounts device time, power and energy, keeps the cap and watches for drift, checkpoints and
 restores; this module only decides what a step and an evaluation are. Evaluation happens at the
 same sample counts for every batch size (every `eval_every_samples`, which every batch size
-divides), so no batch size is favoured by the resolution of the curve. Batches are drawn from a
-seeded stream of epoch permutations, so a run is a pure function of its seed, and a checkpointed
-run resumes into exactly the same sequence.
+divides), so no batch size is favoured by the resolution of the curve. Under a moving cap the
+batch size may change between steps; the cadence holds by one rule: a step never crosses an
+evaluation point — when fewer samples than the batch size remain before the next evaluation,
+the step trains on just those (a smaller batch, costed as such, at the current learning rate).
+Batches are drawn from a seeded stream of epoch permutations, so a run is a pure function of its
+seed, and a checkpointed run resumes into exactly the same sequence.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from wattcap.cap_follower import CapPolicy
+from wattcap.caps import CapSource
 from wattcap.checkpoint import Checkpoint
 from wattcap.data import Dataset, check_data_fits_model
 from wattcap.data.loader import StreamBatches, iterate_batches
@@ -28,8 +33,10 @@ from wattcap.gns_replan import GnsSettings
 from wattcap.meter import PowerMeter
 from wattcap.model_source import move_to_device
 from wattcap.models import ModelSpec, get_model_spec, model_fingerprint
+from wattcap.objectives import Objective
 from wattcap.profiling import ProfileTable
 from wattcap.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
+from wattcap.sampling import BatchStream
 from wattcap.session import Session
 from wattcap.weights import load_weights
 
@@ -37,27 +44,6 @@ __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
     "evaluate", "evaluate_dataset", "pretrain", "scaled_learning_rate", "train_to_accuracy",
 ]
-
-
-class BatchStream:
-    """Batches of b samples from seeded epoch permutations, crossing epoch boundaries so that
-    every batch size sees exactly the same sample order."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        self.n = n
-        self.seed = seed
-
-    def indices(self, start: int, count: int) -> np.ndarray:
-        """Sample indices at stream positions [start, start + count)."""
-        out = np.empty(count, dtype=np.int64)
-        filled = 0
-        while filled < count:
-            epoch, offset = divmod(start + filled, self.n)
-            perm = np.random.default_rng((self.seed, epoch)).permutation(self.n)
-            take = min(count - filled, self.n - offset)
-            out[filled:filled + take] = perm[offset:offset + take]
-            filled += take
-        return out
 
 
 @torch.no_grad()
@@ -108,6 +94,14 @@ def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.
     return cls(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
 
 
+def _draw_batch(data: Dataset, stream: BatchStream, position: int, count: int,
+                torch_device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `count` samples at stream `position`, as tensors on `torch_device`."""
+    x, y = data.batch(stream.indices(position, count))
+    return (move_to_device(torch.from_numpy(np.ascontiguousarray(x)), torch_device),
+            move_to_device(torch.from_numpy(np.ascontiguousarray(y)), torch_device))
+
+
 def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.optim.Optimizer,
                     inputs: torch.Tensor, targets: torch.Tensor,
                     session: Session | None = None) -> None:
@@ -137,6 +131,10 @@ def train_to_accuracy(
     drift_tolerance: float = 0.1,
     progress: Callable[..., None] | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    power_cap: CapSource | str | float | None = None,
+    objective: Objective | str | None = None,
+    cap_policy: CapPolicy | None = None,
+    reference_profiles: list[ProfileTable] | None = None,
     num_workers: int = 0,
     efficiency: EfficiencyVector | GnsSettings | str | None = None,
 ) -> RunRecord:
@@ -165,6 +163,17 @@ def train_to_accuracy(
     after the gradient noise scale is measured (`wattcap.gns_replan`) it re-plans with
     Algorithm 1 and goes on at the chosen batch size and frequency, learning rate √-scaled,
     optimiser state kept; every profile batch size must divide `eval_every_samples`.
+
+    `power_cap`, instead of `power_cap_w`, is a cap that may move (a `CapSource` or a spec such
+    as "solar:seed=3"; see `Session`): with the `profile` (and the proxy `efficiency`, the
+    `objective`), the selection re-runs on every change under `cap_policy` (default: "replan",
+    batch size and frequency; "safe-frequency" for the baselines). The loop follows the
+    batch size from the next step on, re-scales the learning rate by the √ rule and keeps the
+    optimiser's state; evaluation stays at the same sample counts (see the module docstring).
+    A pause idles the device; a cap that can never rise again ends the run, not reached,
+    without an evaluation off the cadence. Under a moving cap batches are drawn in this
+    process one at a time (their size is known only when they are due): `num_workers` then
+    has no effect.
     """
     config.check()
     spec = get_model_spec(config.model)
@@ -179,14 +188,18 @@ def train_to_accuracy(
         if odd:
             raise ValueError(f"with efficiency='gns' every profile batch size must divide "
                              f"eval_every_samples ({config.eval_every_samples}): not {odd}")
+    if cap_policy is None:
+        cap_policy = "safe-frequency" if method in ("baseline-1", "baseline-2") else "replan"
     session = Session(
-        device, model=spec, profile=profile, power_cap_w=power_cap_w,
+        device, model=spec, profile=profile, power_cap_w=power_cap_w, power_cap=power_cap,
+        efficiency=efficiency, objective=objective, cap_policy=cap_policy,
+        reference_profiles=reference_profiles,
         method=method or "wattcap", batch_size=config.batch_size,
         frequency_hz=device.current_frequency_hz() if device is not None else None,
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
-        margin_sigmas=margin_sigmas, efficiency=efficiency,
+        margin_sigmas=margin_sigmas,
         checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
@@ -208,17 +221,19 @@ def train_to_accuracy(
         optimizer = _make_optimizer(config, model)
         session.attach(model, optimizer)
         stream = BatchStream(len(train), config.seed)
+        every = config.eval_every_samples
 
         def batches_of(b: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
             # Enough batches for the rest of the budget, rounded up to whole evaluation rounds.
             left = -(-(config.sample_budget - session.samples) // b)
             return iterate_batches(
-                train, StreamBatches(stream, session.samples, b,
-                                     max(0, left) + config.eval_every_samples // b),
+                train, StreamBatches(stream, session.samples, b, max(0, left) + every // b),
                 num_workers=num_workers, torch_device=torch_device)
 
+        # One batch size until a re-plan: the loader prepares the batches ahead (workers).
+        # Under a moving cap the size of the next batch is known only when it is due.
         b = session.batch_size
-        batches = batches_of(b)
+        batches = batches_of(b) if session.cap_source is None else None
         past_target = 0
         try:
             while not session.done or (session.reached
@@ -226,21 +241,31 @@ def train_to_accuracy(
                                        and session.samples < config.sample_budget):
                 if session.reached:
                     past_target += 1
-                if session.batch_size != b:  # a GNS re-plan at the last report
+                if batches is not None and session.batch_size != b:  # a GNS re-plan
                     batches.close()
                     b = session.batch_size
                     batches = batches_of(b)
-                for _ in range(config.eval_every_samples // b):
-                    inputs, targets = next(batches)
-                    with session.step():
+                next_eval = (session.samples // every + 1) * every
+                while session.samples < next_eval and not session.cap_stopped:
+                    count = min(session.batch_size, next_eval - session.samples)
+                    if batches is not None:
+                        inputs, targets = next(batches)
+                    else:
+                        inputs, targets = _draw_batch(train, stream, session.samples, count,
+                                                      torch_device)
+                    session.apply_learning_rate(optimizer)
+                    with session.step(samples=count):
                         _optimizer_step(model, spec, optimizer, inputs, targets, session)
+                if session.cap_stopped:
+                    break  # no evaluation off the cadence
                 point = session.report(evaluate_dataset(
                     model, spec, test, torch_device=torch_device,
                     max_samples=config.max_eval_samples))
                 if on_eval is not None:
                     on_eval(point)
         finally:
-            batches.close()  # stops the loader's workers
+            if batches is not None:
+                batches.close()  # stops the loader's workers
     assert session.record is not None
     return session.record
 

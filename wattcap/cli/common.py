@@ -16,8 +16,10 @@ from rich.markup import escape
 from wattcap.console import make_console
 
 if TYPE_CHECKING:
+    from wattcap.caps import CapSource
     from wattcap.devices import Drift
     from wattcap.executors import Executor
+    from wattcap.objectives import Objective
     from wattcap.progress import ProgressReporter
     from wattcap.schema import VersionedFile
 
@@ -56,6 +58,36 @@ def parse_cap(value: str | None) -> float | None:
     if not math.isfinite(cap) or cap <= 0:  # nan would compare false with every power
         fail(f"--power-cap must be a positive, finite number of watts or 'none', got {value}")
     return cap
+
+
+def parse_cap_spec(value: str) -> float | None | CapSource:
+    """`--power-cap` of `train`: watts or 'none' (a constant cap), or a cap source that moves
+    during the run ('solar:seed=3,day_s=600', 'battery:capacity_wh=2,max_w=9',
+    'schedule:caps.json', 'file:/run/cap')."""
+    if ":" not in value:
+        return parse_cap(value)
+    from wattcap.caps import CapSourceError, parse_cap_source
+
+    try:
+        return parse_cap_source(value)
+    except CapSourceError as err:
+        fail(f"--power-cap: {err}")
+
+
+OBJECTIVE_HELP = ("What the selection minimises under the cap: time (the paper's), energy, or "
+                  "cost (Zeus's eta*E + (1-eta)*P_max*T, with --eta).")
+
+
+def parse_objective(name: str, eta: float | None, max_energy: float | None,
+                    deadline: float | None) -> Objective:
+    """--objective, --eta, --max-energy and --deadline as one `Objective`; a clear exit on a
+    combination that does not make sense."""
+    from wattcap.objectives import Objective, ObjectiveError
+
+    try:
+        return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline)
+    except ObjectiveError as err:
+        fail(str(err))
 
 
 def parse_batch_sizes(value: str, option: str = "--batch-sizes") -> tuple[int, ...]:

@@ -9,10 +9,19 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import MARGIN_HELP, console, fail, load_or_fail, parse_cap
+from wattcap.cli.common import (
+    MARGIN_HELP,
+    OBJECTIVE_HELP,
+    console,
+    fail,
+    load_or_fail,
+    parse_cap,
+    parse_objective,
+)
 from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
+    from wattcap.objectives import Objective
     from wattcap.planner import Plan
 
 
@@ -22,6 +31,7 @@ def make_plan(
     cap: float | None,
     reference_profiles: Path | None = None,
     target_efficiency_path: Path | None = None,
+    objective: Objective | None = None,
     margin_sigmas: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit."""
@@ -39,7 +49,7 @@ def make_plan(
         refs = reference_profiles_for(table, reference_profiles)
         margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
         return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
-                    **margin)
+                    objective=objective, **margin)
     except (InfeasibleCapError, WattcapFileError, ValueError) as err:
         fail(str(err))
 
@@ -72,6 +82,8 @@ def plan_to_json(result: Plan) -> dict:
         },
         "unavailable": result.unavailable,
         "notes": result.notes,
+        "objective": result.objective.model_dump(),
+        "pareto_front": [p.model_dump() for p in result.pareto_front],
     }
 
 
@@ -80,7 +92,9 @@ def print_plan(result: Plan, title: str | None = None) -> None:
     from wattcap.planner import METHODS
 
     cap = "no cap" if result.power_cap_w is None else f"cap {result.power_cap_w:g} W"
-    table = Table(title=title or f"{result.model} on {result.device}, {cap}")
+    objective = "" if result.objective.is_paper_time else \
+        f", objective {result.objective.describe()}"
+    table = Table(title=title or f"{result.model} on {result.device}, {cap}{objective}")
     for column in ("method", "batch", "MHz", "peak W", "avg W", "r_b", "pred. time (s)",
                    "pred. energy (J)", "wattcap speed-up"):
         table.add_column(column, justify="right" if column != "method" else "left")
@@ -101,6 +115,31 @@ def print_plan(result: Plan, title: str | None = None) -> None:
         console.print(f"  [dim]note: {note}[/]")
 
 
+def print_pareto_front(result: Plan) -> None:
+    """The time/energy Pareto front of the feasible choices, each method's point marked."""
+    table = Table(title="Time/energy Pareto front of the feasible choices (predicted, proxy r_b)")
+    for column in ("batch", "MHz", "pred. time (s)", "pred. energy (J)", "peak W", "avg W",
+                   "methods here"):
+        table.add_column(column, justify="left" if column == "methods here" else "right")
+    at = {}
+    for name, choice in result.choices.items():
+        at.setdefault((choice.batch_size, choice.frequency_hz), []).append(name)
+    for point in result.pareto_front:
+        here = at.get((point.batch_size, point.frequency_hz), [])
+        table.add_row(str(point.batch_size), f"{point.frequency_hz / 1e6:.1f}",
+                      f"{point.predicted_time_s:.1f}", f"{point.predicted_energy_j:.0f}",
+                      f"{point.peak_power_w:.2f}", f"{point.avg_power_w:.2f}", ", ".join(here))
+    console.print(table)
+    off = [name for name, c in result.choices.items() if not c.on_pareto_front]
+    for name in off:
+        c = result.choices[name]
+        console.print(f"  [dim]{name} (b={c.batch_size}, {c.frequency_hz / 1e6:.1f} MHz: "
+                      f"{c.predicted_time_s:.1f} s, {c.predicted_energy_j:.0f} J) is off the "
+                      "front: another choice is both faster and thriftier"
+                      + (" (the oracle's point uses the target's r_b)" if name == "fastest"
+                         else "") + "[/]")
+
+
 def plan_command(
     profile: Path | None = typer.Option(None, help="ProfileTable JSON (required unless --server "
                                         "fetches it)."),
@@ -110,6 +149,17 @@ def plan_command(
                                                   "adds the fastest-configuration oracle."),
     reference_profiles: Path | None = typer.Option(None, help="Folder of reference-model "
                                                    "profiles for the baselines' safe frequency."),
+    objective: str = typer.Option("time", help=OBJECTIVE_HELP),
+    eta: float | None = typer.Option(None, help="With --objective cost: weight of energy "
+                                     "against time, in [0, 1]."),
+    max_energy: float | None = typer.Option(None, help="With --objective time: the fastest "
+                                            "choice that reaches the target within this many "
+                                            "joules."),
+    deadline: float | None = typer.Option(None, help="With --objective energy: the thriftiest "
+                                          "choice that reaches the target within this many "
+                                          "seconds."),
+    plot: Path | None = typer.Option(None, help="Write the Pareto front with each method's "
+                                     "point as a PNG."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     out: Path | None = typer.Option(None, help="Also write the Plan file."),
     margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
@@ -149,11 +199,19 @@ def plan_command(
             model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
     elif profile is None:
         fail("--profile is required (or --server URL with --device-name and --model)")
+    goal = parse_objective(objective, eta, max_energy, deadline)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
-                       target_efficiency, margin_sigmas=margin_sigmas)
+                       target_efficiency, objective=goal, margin_sigmas=margin_sigmas)
     if out:
         result.save(out)
+    if plot:
+        from wattcap.experiments.pareto import plot_pareto
+
+        plot_pareto(result, plot)
     if as_json:
         print(json.dumps(plan_to_json(result), indent=2))
     else:
         print_plan(result)
+        print_pareto_front(result)
+        if plot:
+            console.print(f"wrote {plot}")

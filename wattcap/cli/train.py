@@ -10,14 +10,16 @@ import typer
 from wattcap.cli.common import (
     DEVICE_HELP,
     MARGIN_HELP,
+    OBJECTIVE_HELP,
     RAY_HELP,
     console,
     executor_or_fail,
     fail,
     load_or_fail,
     parse_batch_sizes,
-    parse_cap,
+    parse_cap_spec,
     parse_drift,
+    parse_objective,
     progress,
 )
 from wattcap.cli.inputs import (
@@ -297,7 +299,11 @@ def train(
     device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
     profile: Path | None = typer.Option(None, help="ProfileTable JSON of this device and model "
                                         "(required unless --server fetches it)."),
-    power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
+    power_cap: str = typer.Option(..., help="Cap in watts, or 'none', or a cap that moves "
+                                  "during the run: solar:seed=N[,day_s=..,start=..,clouds=..], "
+                                  "battery:capacity_wh=WH,max_w=W[,soc=..], schedule:FILE "
+                                  "(.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a "
+                                  "file another process rewrites)."),
     model: str = typer.Option(..., help=MODEL_HELP),
     data: str = typer.Option(..., help=f"Target dataset. {DATA_HELP}"),
     target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
@@ -319,6 +325,15 @@ def train(
     weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
     checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
     out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
+    objective: str = typer.Option("time", help=OBJECTIVE_HELP),
+    eta: float | None = typer.Option(None, help="With --objective cost: weight of energy "
+                                     "against time, in [0, 1]."),
+    max_energy: float | None = typer.Option(None, help="With --objective time: at most this "
+                                            "many joules to the target (predicted)."),
+    deadline: float | None = typer.Option(None, help="With --objective energy: reach the target "
+                                          "within this many seconds (predicted)."),
+    plot: Path | None = typer.Option(None, help="With a moving cap: write power, cap, frequency "
+                                     "and batch size over the run as a PNG."),
     dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
     drift_tolerance: float = typer.Option(0.1, help="Relative difference of measured step "
                                           "time or power from the profile that counts as "
@@ -353,10 +368,16 @@ def train(
 ) -> None:
     """Select (b, f) under the cap, apply the frequency, train to the target, restore.
 
+    Under a cap that moves (--power-cap solar:seed=3,day_s=600, battery:..., schedule:FILE,
+    file:PATH) the selection re-runs at every change: the frequency drops within one sensor
+    period, the batch size (and its learning rate) changes at the next step, training pauses
+    while nothing fits and resumes when the cap rises.
+
     With --server URL the device fetches what it needs: e.g. `wattcap train --server URL
     --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
     0.8` gets the profile of this device model, the efficiency vector and the weights.
     """
+    from wattcap.caps import CapSource, CapSourceError
     from wattcap.cli.plan import make_plan
     from wattcap.devices import DeviceError, get_device
     from wattcap.efficiency import EfficiencyVector
@@ -368,7 +389,13 @@ def train(
     # Every argument is checked before any work starts (no plan printed for a bad one).
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
-    cap = parse_cap(power_cap)
+    goal = parse_objective(objective, eta, max_energy, deadline)
+    cap_spec = parse_cap_spec(power_cap)
+    source = cap_spec if isinstance(cap_spec, CapSource) else None
+    cap = None if source is not None else cap_spec
+    if plot is not None and source is None:
+        fail("--plot draws a run under a moving cap: give --power-cap a cap source (e.g. "
+             "solar:seed=3)")
     check_target_accuracy(target_accuracy)
     check_workers(workers)
     if sample_budget < 1 or eval_every < 1:
@@ -407,8 +434,21 @@ def train(
     except WattcapFileError as err:
         fail(str(err))
     train_split, test_split = load_data(data_spec, spec, options)
-    result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency,
-                       margin_sigmas=margin_sigmas)
+    plan_cap = cap
+    if source is not None:
+        try:
+            plan_cap = source.cap_w(0.0)
+        except CapSourceError as err:
+            fail(f"--power-cap: {err}")
+        if plan_cap is not None and table.points:
+            # a run that starts below every configuration starts paused, with the plan for
+            # the lowest cap anything meets
+            from wattcap.planner import with_power_margin
+
+            margined = with_power_margin(table, margin_sigmas)
+            plan_cap = max(plan_cap, min(p.peak_power_w for p in margined.points))
+    result = make_plan(profile, efficiency, plan_cap, target_efficiency_path=target_efficiency,
+                       objective=goal, margin_sigmas=margin_sigmas)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
@@ -428,9 +468,17 @@ def train(
         config.check()
     except ValueError as err:
         fail(str(err))
+    under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
+             else f", cap {cap:g} W)" if cap else ", no cap)")
     console.print(f"{method}: batch size {choice.batch_size} at "
                   f"{choice.frequency_hz / 1e6:.1f} MHz (profile peak {choice.peak_power_w:.2f} W"
-                  + (f", cap {cap:g} W)" if cap else ", no cap)"))
+                  + under)
+    replan_efficiency = None
+    if source is not None:
+        # the r_b the run re-plans with: the oracle's for fastest, the proxy's otherwise
+        vector_path = target_efficiency if method == "fastest" else efficiency
+        replan_efficiency = load_or_fail(EfficiencyVector, vector_path) if vector_path \
+            else None
     if dry_run:
         console.print("dry run: nothing changed, no training")
         return
@@ -444,9 +492,10 @@ def train(
             dev.set_frequency_hz(choice.frequency_hz)
             record = train_to_accuracy(
                 config, train_split, test_split, device=dev, weights=weights, power_cap_w=cap,
+                power_cap=source, efficiency=replan_efficiency, objective=goal,
                 checkpoint_dir=checkpoint_dir, method=method,
                 progress=lambda status: report.update(status.samples, _status_detail(status)),
-                profile=table if drift_tolerance > 0 else None,
+                profile=table if drift_tolerance > 0 or source is not None else None,
                 drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas,
                 num_workers=workers)
     except (DeviceError, WattcapFileError, ValueError) as err:
@@ -454,11 +503,16 @@ def train(
     if out:
         record.save(out)
     print_run(record)
+    if plot is not None:
+        from wattcap.experiments.cap_run import plot_cap_run
+
+        plot_cap_run(record, plot)
+        console.print(f"wrote {plot}")
 
 
 def _status_detail(status: SessionStatus) -> str:
     """One progress line's detail: accuracy vs target, power vs cap, clock, device time."""
-    parts = []
+    parts = ["paused: the cap is below every configuration"] if status.paused else []
     if status.accuracy is not None:
         parts.append(f"accuracy {status.accuracy:.1%}"
                      + (f" (target {status.target_accuracy:.0%})"
@@ -478,15 +532,48 @@ def print_run(record: RunRecord) -> None:
     target = record.target_accuracy
     console.print(
         f"[bold]{record.method or 'run'}[/] b={record.batch_size}: "
-        + (f"reached {target:.0%} after {record.samples_to_target} samples"
+        + (f"reached {target:.0%} after {record.samples_to_target:.0f} samples"
            f", time-to-accuracy {tta:.1f} s (device)" if record.reached and target and tta
-           else f"did not reach {target or 0:.0%} within "
-           f"{record.sample_budget} samples (final {record.final_accuracy:.1%})")
+           else f"did not reach {target or 0:.0%} "
+           + (f"({record.stop_reason})" if record.stop_reason
+              else f"within {record.sample_budget} samples")
+           + f" (final {record.final_accuracy:.1%})")
         + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
-        + (f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
+        + (f" under {record.cap_source}" if record.cap_source else
+           f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
     )
+    if record.segments:
+        print_segments(record)
     for step in record.frequency_steps:
         console.print(f"  [yellow]watchdog[/] t={step.time_s:.1f} s: {step.from_hz / 1e6:.1f} -> "
                       f"{step.to_hz / 1e6:.1f} MHz ({step.reason})")
     for event in record.events:
         console.print(f"  [dim]{event}[/]")
+
+
+#: segments printed in full; a longer run shows its first and last ones
+MAX_SEGMENT_ROWS = 24
+
+
+def print_segments(record: RunRecord) -> None:
+    """The segments of a run under a moving cap: one row per plan."""
+    from rich.table import Table
+
+    table = Table(title=f"segments under {record.cap_source} ({record.paused_s:.1f} s paused)")
+    for column in ("from (s)", "to (s)", "cap (W)", "batch", "MHz", "samples", "energy (J)",
+                   "peak W", "note"):
+        table.add_column(column, justify="left" if column == "note" else "right")
+    segments = record.segments
+    shown = segments if len(segments) <= MAX_SEGMENT_ROWS else \
+        segments[:MAX_SEGMENT_ROWS // 2] + [None] + segments[-MAX_SEGMENT_ROWS // 2:]
+    for segment in shown:
+        if segment is None:
+            table.add_row("...", "", "", "", "", "", "", "",
+                          f"{len(segments) - MAX_SEGMENT_ROWS} more")
+            continue
+        cap = "none" if segment.cap_w is None else f"{segment.cap_w:.2f}"
+        table.add_row(f"{segment.start_s:.1f}", f"{segment.end_s:.1f}", cap,
+                      str(segment.batch_size), f"{segment.frequency_hz / 1e6:.1f}",
+                      str(segment.samples), f"{segment.energy_j:.1f}",
+                      f"{segment.peak_power_w or 0:.2f}", "paused" if segment.paused else "")
+    console.print(table)

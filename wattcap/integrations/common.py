@@ -20,13 +20,23 @@ class SessionDriver:
     `accuracy_metric` names the logged metric that is the test accuracy (a fraction in
     [0, 1]). With `set_batch_size`, the framework's batch size is set to the plan's where the
     framework allows it; otherwise a different batch size is an error (the plan would not
-    hold)."""
+    hold).
+
+    Under a moving cap (`power_cap=` a cap source), a framework's dataloader keeps its batch
+    size, so by default only the frequency follows the cap (cap_policy "frequency": f
+    re-selected for the plan's batch size, pauses when nothing fits). `follow_batch_size=True`
+    re-plans the batch size too (cap_policy "replan"): the dataloader must then draw its
+    batches with `wattcap.sampling.SessionBatchSampler`."""
 
     def __init__(self, session: Session | None, accuracy_metric: str | None,
                  set_batch_size: bool, set_learning_rate: bool,
-                 session_kwargs: dict[str, Any]) -> None:
+                 session_kwargs: dict[str, Any], follow_batch_size: bool = False) -> None:
         if session is not None and session_kwargs:
             raise SessionError("give either a Session or the arguments to build one, not both")
+        if session is None and session_kwargs.get("power_cap") is not None:
+            session_kwargs.setdefault("cap_policy",
+                                      "replan" if follow_batch_size else "frequency")
+        self.follow_batch_size = follow_batch_size
         self.session: Session = session if session is not None else Session(**session_kwargs)
         self.accuracy_metric = accuracy_metric
         self.set_batch_size = set_batch_size
@@ -49,7 +59,8 @@ class SessionDriver:
         return self.session
 
     def check_batch_size(self, batch_size: int | None, where: str) -> None:
-        """Refuse a framework batch size that is not the plan's."""
+        """Refuse a framework batch size that is not the plan's (a dataloader with a
+        `SessionBatchSampler` has none: it follows the session)."""
         session = self.session
         if batch_size is not None and batch_size != session.batch_size:
             raise SessionError(

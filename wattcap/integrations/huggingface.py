@@ -20,6 +20,10 @@ the accuracy metric of every evaluation, stops training when the target is reach
 restores the device when training ends. The Trainer calls no callback when training raises:
 use the callback as a context manager (as above), or rely on the restore at interpreter exit.
 
+Under a moving cap (`power_cap="battery:capacity_wh=20,max_w=9"`, a `CapSource`, ...) the
+Trainer's batch size stays; the frequency follows the cap (f re-selected for that batch size)
+and training pauses while nothing fits.
+
 Install with `pip install 'wattcap[hf]'` (transformers and accelerate).
 """
 

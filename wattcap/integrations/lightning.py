@@ -17,6 +17,12 @@ the module's `batch_size` attribute with `set_batch_size=True`), optionally writ
 accuracy metric after each validation, stops training when the target is reached, and restores
 the device at the end of fitting, on an exception and on SIGINT/SIGTERM/SIGHUP.
 
+Under a moving cap (`power_cap="solar:seed=3"`, a `CapSource`, ...) the frequency follows the
+cap and training pauses while nothing fits; with `follow_batch_size=True` the batch size is
+re-planned too: build the training dataloader with
+`batch_sampler=SessionBatchSampler(callback.session, len(train_set))` and pass
+`set_learning_rate=True`, which then re-scales the learning rate at every batch.
+
 Install with `pip install 'wattcap[lightning]'`.
 """
 
@@ -44,10 +50,11 @@ class WattcapCallback(pl.Callback):
 
     def __init__(self, session: Session | None = None, *, accuracy_metric: str | None = None,
                  set_batch_size: bool = False, set_learning_rate: bool = False,
-                 **session_kwargs: Any) -> None:
+                 follow_batch_size: bool = False, **session_kwargs: Any) -> None:
         super().__init__()
         self._driver = SessionDriver(session, accuracy_metric, set_batch_size,
-                                     set_learning_rate, session_kwargs)
+                                     set_learning_rate, session_kwargs,
+                                     follow_batch_size=follow_batch_size)
 
     @property
     def session(self) -> Session:
@@ -95,7 +102,10 @@ class WattcapCallback(pl.Callback):
                              batch: Any, batch_idx: int) -> None:
         inputs = first_tensor(batch)
         self.session.provide_example_input(pl_module, inputs)
-        self.session.begin_step()
+        if self._driver.set_learning_rate and self._driver.follow_batch_size:
+            for optimizer in trainer.optimizers:
+                self.session.apply_learning_rate(optimizer)
+        self.session.begin_step(samples=int(inputs.shape[0]) if inputs is not None else None)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
