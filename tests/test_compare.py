@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wattcap.cli import app
+from wattcap.efficiency import EfficiencyVector
 from wattcap.experiments.compare import Comparison
 from wattcap.planner import METHODS
 from wattcap.profiling import ProfileTable
@@ -74,7 +75,8 @@ def test_fastest_is_never_slower_on_its_own_r(compared):
     for path in (out / "runs").glob("math-digits-5-9-*.json"):
         record = RunRecord.load(path)
         runs[(record.config.batch_size, record.config.seed)] = record
-    target_r = efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8])
+    target_r = efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
+                                    measured=True)
 
     def time_on_target(r) -> float:
         point = profile.lookup(r.batch_size, r.frequency_hz)
@@ -98,3 +100,91 @@ def test_resumed_comparison_reuses_recorded_runs(compared):
     _, first, second = compared
     assert "0 reused" in first and "0 training runs trained" not in first
     assert "0 training runs trained" in second
+
+
+def test_the_proxy_has_its_own_target_and_the_report_says_how_many_seeds(compared):
+    out, first, _ = compared
+    comparison = Comparison.load(out / "comparison.json")
+    proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
+    assert proxy.target_accuracy_source == "auto" and proxy.target_accuracy_rule
+    assert comparison.proxy_target_accuracy == proxy.target_accuracy
+    assert proxy.target_accuracy != comparison.target_accuracy
+    assert "proxy digits-rotated: target accuracy" in first
+    report = (out / "report.md").read_text()
+    assert f"{proxy.target_accuracy:.2%}" in report and "2 seed(s) behind every number" in report
+    assert "(2 seeds)" in report and "(1 seed)" not in report
+
+
+def test_the_oracle_is_the_brute_force_over_measured_means(compared):
+    """The fastest configuration knows the target through the measured mean samples of the
+    batch sizes that reached the target in every seed: nothing modelled."""
+    out, _, _ = compared
+    from wattcap.experiments.compare import efficiency_from_runs
+    from wattcap.training import RunRecord
+
+    runs = {}
+    for path in (out / "runs").glob("math-digits-5-9-*.json"):
+        record = RunRecord.load(path)
+        runs[(record.config.batch_size, record.config.seed)] = record
+    oracle = efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
+                                  measured=True)
+    assert oracle.ratio_source == "mean"
+    for b in sorted({b for b, _ in runs}):
+        reached = [runs[(b, seed)].samples_to_target for seed in range(2)]
+        entry = oracle.entry(b)
+        if None in reached:
+            assert entry is None  # never picked on a model of what it would have needed
+        else:
+            assert entry.samples == pytest.approx(sum(reached) / 2, rel=1e-6)
+
+
+def test_one_seed_shows_no_spread_rather_than_a_false_zero():
+    from wattcap.experiments.compare import MethodResult
+    from wattcap.experiments.report import table_rows
+
+    def result(method: str, t: float) -> MethodResult:
+        return MethodResult(device="jetson-nano", power_cap_w=None, target="t", method=method,
+                            batch_size=32, frequency_hz=921_600_000, predicted_time_s=t,
+                            time_s=[t], energy_j=[10 * t], peak_power_w=5.0,
+                            cap_violations=0, frequency_steps=0)
+
+    comparison = Comparison(model="m", proxy="p", targets=["t"], devices=["jetson-nano"],
+                            seeds=1, target_accuracy=0.9,
+                            results=[result(m, 2.0 + i) for i, m in enumerate(METHODS)])
+    _, rows = table_rows(comparison)
+    text = " ".join(rows[0])
+    assert "± 0.00" not in text and "(1 seed)" in text and "1 seed: no spread" in text
+
+
+@pytest.mark.parametrize("command", ["compare", "sensitivity"])
+def test_zero_seeds_are_refused_by_name(command, tmp_path):
+    result = runner.invoke(app, [command, "--out", str(tmp_path), "--seeds", "0"])
+    assert result.exit_code != 0 and "--seeds must be at least 1, got 0" in result.output
+
+
+def test_a_recorded_run_is_reused_only_when_every_input_matches(tmp_path):
+    """Same model, weights (by content), data, budget, seed and target: reused; any of them
+    changed: trained again."""
+    from wattcap.experiments.compare import math_runs
+
+    weights = tmp_path / "w.safetensors"
+    pretrain("digits-cnn", "digits-0-4", weights, epochs=1)
+    out = tmp_path / "out"
+
+    def sweep(**changes) -> dict:
+        settings = {"weights": weights, "dataset": "digits", "target_accuracy": 0.5,
+                    "sample_budget": 512, **changes}
+        counters = {"trained": 0, "reused": 0}
+        math_runs(out, "digits-cnn", settings["weights"], settings["dataset"], (32,), 1,
+                  settings["target_accuracy"], settings["sample_budget"], True, counters)
+        return counters
+
+    assert sweep() == {"trained": 1, "reused": 0}
+    assert sweep() == {"trained": 0, "reused": 1}
+    assert sweep(sample_budget=768) == {"trained": 1, "reused": 0}
+    assert sweep(target_accuracy=0.55) == {"trained": 1, "reused": 0}
+    assert sweep(dataset="digits-rotated") == {"trained": 1, "reused": 0}
+    assert sweep(weights=None) == {"trained": 1, "reused": 0}
+    pretrain("digits-cnn", "digits-0-4", weights, epochs=1, seed=1)  # same path, new content
+    assert sweep() == {"trained": 1, "reused": 0}
+    assert sweep() == {"trained": 0, "reused": 1}

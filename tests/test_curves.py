@@ -118,3 +118,17 @@ def test_smoothing_is_monotone_and_keeps_a_monotone_curve() -> None:
     noisy = smooth_accuracy([0.5, 0.7, 0.6, 0.9, 0.8])
     assert np.all(np.diff(noisy) >= 0)
     assert noisy.mean() == pytest.approx(np.mean([0.5, 0.7, 0.6, 0.9, 0.8]))
+
+
+def test_a_run_stops_where_the_smoothed_curve_stays_crossed() -> None:
+    """A lucky evaluation taken back by the next ones does not stop the run; once the smoothed
+    curve crosses, the run makes `evals_past_target` more evaluations."""
+    from wattcap.curves import stopped_curve
+
+    accuracy = [0.5, 0.82, 0.7, 0.7, 0.9, 0.92, 0.93, 0.95]
+    curve = [(EVERY * (k + 1), a) for k, a in enumerate(accuracy)]
+    assert samples_to_target(curve[:4], 0.8) is None  # stopping at 0.82 would record a miss
+    stopped = stopped_curve(curve, 0.8, 2)
+    assert stopped == curve[:7]
+    assert samples_to_target(stopped, 0.8) == samples_to_target(curve[:5], 0.8)
+    assert stopped_curve(curve, 0.99, 2) == curve  # never crossed: the whole run

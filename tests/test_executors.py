@@ -16,6 +16,7 @@ from wattcap.cli import app
 from wattcap.efficiency import EfficiencyVector, estimate_efficiency
 from wattcap.executors import (
     ExecutorError,
+    ProcessExecutor,
     RayExecutor,
     SerialExecutor,
     get_executor,
@@ -177,3 +178,25 @@ def test_server_jobs_hand_their_trainings_to_ray(ray_executor, tmp_path) -> None
         body, _ = store.get_efficiency(stored.id)
         vectors[name] = _untimed(json.loads(body))
     assert vectors["ray"] == vectors["serial"]
+
+
+def test_local_processes_give_the_serial_files(tmp_path) -> None:
+    """The demo's executor: the same records as the serial path, each reported once, in the
+    items' order."""
+    assert isinstance(get_executor("processes:2"), ProcessExecutor)
+    with pytest.raises(ExecutorError):
+        get_executor("processes:two")
+    records = {}
+    for name, executor in (("serial", SerialExecutor()), ("processes", ProcessExecutor(2))):
+        counters = {"trained": 0, "reused": 0}
+        out = tmp_path / name
+        with executor:
+            seen = []
+            runs = math_runs(out, "digits-cnn", None, "digits", (16, 32), 1, 0.8, 512, True,
+                             counters, executor=executor,
+                             on_run=lambda record: seen.append(record.batch_size))
+        assert counters == {"trained": 2, "reused": 0} and list(runs) == [(16, 0), (32, 0)]
+        assert sorted(seen) == [16, 32]
+        records[name] = {p.name: _untimed(json.loads(p.read_text()))
+                         for p in sorted((out / "runs").iterdir())}
+    assert records["processes"] == records["serial"] and len(records["serial"]) == 2

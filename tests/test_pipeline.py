@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from wattcap.cli import app
-from wattcap.demo import DEMO_MODEL, DEVICE, PIPELINE_CAPS_W
+from wattcap.demo import DEVICE, PIPELINE_CAPS_W, TASK
 from wattcap.devices import EmulatedDevice
 from wattcap.efficiency import EfficiencyVector
 from wattcap.planner import plan
@@ -70,7 +70,7 @@ def test_train_refuses_a_profile_of_another_model(tmp_path):
 
 def test_demo_model_genuinely_loads_the_emulated_nano():
     """At the demo's tighter cap, baseline-1's choice differs from wattcap's."""
-    profile = Profiler(EmulatedDevice(DEVICE), DEMO_MODEL).run(exhaustive=True)
+    profile = Profiler(EmulatedDevice(DEVICE), TASK.model).run(exhaustive=True)
     references = emulated_reference_profiles(DEVICE)
     tight = min(c for c in PIPELINE_CAPS_W if c is not None)
     result = plan(profile, tight, reference_profiles=references)

@@ -483,3 +483,20 @@ def test_the_example_trains_a_user_model_through_a_session(tmp_path: Path) -> No
     assert "plan: batch size" in run.stdout
     assert "reached 30%: True" in run.stdout
     assert list((tmp_path / "profiles").glob("jetson-nano-my-net-*.json"))  # profiled, cached
+
+
+def test_one_lucky_evaluation_is_not_the_target_reached() -> None:
+    """The run goes on until the smoothed curve crosses the target: an evaluation above it
+    that the next ones take back would otherwise end the run and record a miss."""
+    session = Session(None, batch_size=8, target_accuracy=0.8, sample_budget=10_000)
+    with session:
+        for accuracy in (0.5, 0.82, 0.7, 0.7):
+            session.samples += 256
+            session.report(accuracy)
+        assert not session.reached and not session.done and session.samples_to_target is None
+        for accuracy in (0.9, 0.9):
+            session.samples += 256
+            session.report(accuracy)
+        assert session.reached and session.done
+        assert 256 * 4 < session.samples_to_target <= 256 * 6
+    assert session.record is not None and session.record.reached

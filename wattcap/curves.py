@@ -81,6 +81,21 @@ def samples_to_target(curve: CurveLike, target: float) -> float | None:
     return float(samples[i - 1] + share * (samples[i] - samples[i - 1]))
 
 
+def stopped_curve(curve: Sequence, target: float, evals_past_target: int) -> list:
+    """The part of a longer run's curve that a run stopping at the target would have made:
+    wattcap's loop trains on until the smoothed curve crosses the target, then for
+    `evals_past_target` more evaluations while it stays crossed (`Session.reached`)."""
+    past = 0
+    for n in range(1, len(curve) + 1):
+        if samples_to_target(curve[:n], target) is None:
+            past = 0
+        elif past >= evals_past_target:
+            return list(curve[:n])
+        else:
+            past += 1
+    return list(curve)
+
+
 def max_smoothed_accuracy(curve: CurveLike) -> float | None:
     """The highest accuracy of the smoothed curve (its last value), None for an empty curve."""
     _, accuracy = curve_arrays(curve)

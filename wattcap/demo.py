@@ -13,7 +13,10 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -22,17 +25,42 @@ from wattcap.experiments.plots import plot_profile
 from wattcap.planner import METHODS, Plan, plan
 from wattcap.references import emulated_reference_profiles
 
+if TYPE_CHECKING:
+    from wattcap.executors import Executor
+
 DEVICE = "jetson-nano"
 CAPS_W: tuple[float | None, ...] = (5.0, 6.5, None)
 
-DEMO_MODEL = "digits32-cnn"
-PRETRAIN_DATA = "digits-0-4-32"
-PROXY_DATA = "digits-rotated-32"
-TARGET_DATA = "digits-5-9-32"
-TARGET_ACCURACY = 0.9
 PIPELINE_CAPS_W: tuple[float | None, ...] = (4.5, 5.5, None)
 SEEDS = 3
 PRETRAIN_EPOCHS = 2
+
+
+@dataclass(frozen=True)
+class DemoTask:
+    """The model and the bundled data sets of the pipeline part of the demo."""
+
+    model: str
+    pretrain: str
+    proxy: str
+    target: str
+    target_accuracy: float
+
+
+#: the demo's task: a CNN on the digits upsampled to 32x32 (thousands of samples to target)
+TASK = DemoTask("digits32-cnn", "digits-0-4-32", "digits-rotated-32", "digits-5-9-32", 0.9)
+#: `--quick` (the tests): the same pipeline on the 8x8 digits and a 10x cheaper CNN
+QUICK_TASK = DemoTask("digits-cnn", "digits-0-4", "digits-rotated", "digits-5-9", 0.9)
+
+
+def demo_executor() -> Executor:
+    """The demo's trainings are independent: one worker process per core (two at most: the
+    machine the demo targets has two), else one after another here."""
+    from wattcap.executors import ProcessExecutor, SerialExecutor
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return ProcessExecutor(min(2, cores)) if cores > 1 else SerialExecutor()
 
 
 def _cap_label(cap: float | None) -> str:
@@ -87,9 +115,11 @@ def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
 
 
 def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
-                 batch_sizes: tuple[int, ...] | None = None, sample_budget: int = 20_000):
+                 batch_sizes: tuple[int, ...] | None = None, sample_budget: int = 20_000,
+                 task: DemoTask = TASK, executor: Executor | None = None):
     """Pre-train, estimate r_b on the proxy, profile, and measure every method on the target
-    at every cap over `seeds` seeds. Returns the Comparison."""
+    at every cap over `seeds` seeds (the trainings on `executor`, default: one worker process
+    per core). Returns the Comparison."""
     from wattcap.efficiency import estimate_efficiency
     from wattcap.experiments.compare import Scenario, load_or_profile, run_comparison
     from wattcap.experiments.tables import efficiency_table
@@ -98,38 +128,41 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
     from wattcap.workload import DEFAULT_BATCH_SIZES
 
     sizes = tuple(batch_sizes or DEFAULT_BATCH_SIZES)
-    console.rule(f"[bold]3. Pre-train {DEMO_MODEL} on {PRETRAIN_DATA}")
-    weights = out / f"{DEMO_MODEL}-pretrained.safetensors"
-    meta = pretrain(DEMO_MODEL, PRETRAIN_DATA, weights, epochs=PRETRAIN_EPOCHS)
+    console.rule(f"[bold]3. Pre-train {task.model} on {task.pretrain}")
+    weights = out / f"{task.model}-pretrained.safetensors"
+    meta = pretrain(task.model, task.pretrain, weights, epochs=PRETRAIN_EPOCHS)
     console.print(f"test accuracy {float(meta['test_accuracy']):.1%} -> {weights}")
 
-    console.rule(f"[bold]4. Batch-size efficiency r_b on the proxy {PROXY_DATA} "
-                 f"({seeds} seeds, the proxy's own target)")
-    runs = len(sizes) * seeds
-    with make_progress(console, f"estimating r_b on {PROXY_DATA}", runs, "runs") as report:
-        vector = estimate_efficiency(
-            DEMO_MODEL, PROXY_DATA, "auto", weights=weights, batch_sizes=sizes, seeds=seeds,
-            sample_budget=sample_budget,
-            progress=lambda done, total, label: report.update(done, label, total=total))
-    vector.save(out / f"efficiency-{DEMO_MODEL}-{PROXY_DATA}.json")
-    console.print(efficiency_table(vector))
-    for note in vector.ratio_notes():
-        console.print(f"  [dim]{note}[/]")
+    with executor or demo_executor() as where:
+        console.rule(f"[bold]4. Batch-size efficiency r_b on the proxy {task.proxy} "
+                     f"({seeds} seeds, the proxy's own target; trainings: "
+                     f"{where.describe()})")
+        runs = len(sizes) * seeds
+        with make_progress(console, f"estimating r_b on {task.proxy}", runs,
+                           "runs") as report:
+            vector = estimate_efficiency(
+                task.model, task.proxy, "auto", weights=weights, batch_sizes=sizes,
+                seeds=seeds, sample_budget=sample_budget, executor=where,
+                progress=lambda done, total, label: report.update(done, label, total=total))
+        vector.save(out / f"efficiency-{task.model}-{task.proxy}.json")
+        console.print(efficiency_table(vector))
+        for note in vector.ratio_notes():
+            console.print(f"  [dim]{note}[/]")
 
-    console.rule(f"[bold]5. Profile {DEMO_MODEL} on the emulated {DEVICE}; train on "
-                 f"{TARGET_DATA} to {TARGET_ACCURACY:.0%} ({seeds} seeds per batch size)")
-    profile = load_or_profile(out, DEVICE, DEMO_MODEL, sizes)
-    references = emulated_reference_profiles(DEVICE)
-    runs = len(sizes) * seeds
-    with make_progress(console, f"training on {TARGET_DATA}", runs, "runs") as report:
-        comparison = run_comparison(
-            out, DEMO_MODEL, weights, vector, [TARGET_DATA],
-            [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, TARGET_ACCURACY, sizes,
-            sample_budget=sample_budget,
-            on_run=lambda record: report.advance(detail=f"b={record.batch_size}"))
+        console.rule(f"[bold]5. Profile {task.model} on the emulated {DEVICE}; train on "
+                     f"{task.target} to {task.target_accuracy:.0%} ({seeds} seeds per batch "
+                     "size)")
+        profile = load_or_profile(out, DEVICE, task.model, sizes)
+        references = emulated_reference_profiles(DEVICE)
+        with make_progress(console, f"training on {task.target}", runs, "runs") as report:
+            comparison = run_comparison(
+                out, task.model, weights, vector, [task.target],
+                [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, task.target_accuracy,
+                sizes, sample_budget=sample_budget, executor=where,
+                on_run=lambda record: report.advance(detail=f"b={record.batch_size}"))
     for cap in PIPELINE_CAPS_W:
         result = plan(profile, cap, efficiency=vector, reference_profiles=references)
-        plot_profile(profile, out / f"heatmap-{DEMO_MODEL}-{_cap_label(cap).replace(' ', '')}"
+        plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"
                      ".png", power_cap_w=cap, plan=result)
     console.print(measured_table(comparison))
     console.print(
@@ -145,7 +178,8 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
     seeds, against wattcap and the fastest configuration."""
     from wattcap.experiments.significance import compare_times, mean_std_label
 
-    table = Table(title=f"Measured on the target {TARGET_DATA} ({comparison.model}, emulated "
+    target = comparison.targets[0]
+    table = Table(title=f"Measured on the target {target} ({comparison.model}, emulated "
                         f"{DEVICE}, target {comparison.target_accuracy:.0%}, "
                         f"{comparison.seeds} seeds)")
     for column in ("cap", "method", "batch", "MHz", "time-to-acc. (s)", "energy (J)",
@@ -153,9 +187,9 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
         table.add_column(column, justify="left" if column in ("cap", "method") else "right")
     caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
     for cap in caps:
-        ours = comparison.get(DEVICE, cap, TARGET_DATA, "wattcap")
+        ours = comparison.get(DEVICE, cap, target, "wattcap")
         for method in METHODS:
-            r = comparison.get(DEVICE, cap, TARGET_DATA, method)
+            r = comparison.get(DEVICE, cap, target, method)
             if r is None:
                 continue
             times = [t for t in r.time_s if t is not None]
@@ -179,13 +213,14 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
 
 
 def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> None:
-    """Run the demo, writing files and plots into `out` (`quick`: 2 seeds, 3 batch sizes and
-    a smaller budget, for the tests)."""
+    """Run the demo, writing files and plots into `out` (`quick`: the same pipeline on the 8x8
+    digits with a 10x cheaper CNN, 2 seeds and 3 batch sizes, for the tests)."""
     console = console or Console()
     out.mkdir(parents=True, exist_ok=True)
     profile_and_plan(out, console)
     if quick:
-        run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128), sample_budget=12_000)
+        run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128), sample_budget=8192,
+                     task=QUICK_TASK)
     else:
         run_pipeline(out, console)
     console.print(f"\nfiles and plots written to {out}/")

@@ -180,6 +180,7 @@ class EfficiencyVector(VersionedFile):
         samples: dict[int, list[float | None]],
         sample_budget: int,
         budgets: dict[int, list[int]] | None = None,
+        use_fit: bool = True,
         **metadata: object,
     ) -> EfficiencyVector:
         """Build the vector from samples-to-target per batch size and seed (None: that run
@@ -191,7 +192,9 @@ class EfficiencyVector(VersionedFile):
         raw mean. Where a run missed the target r_b is extrapolated from the fit, never below
         the mean that counts the missed run at its budget (a floor the data proves).
         r_b is always relative to the largest batch size, also when it missed the target.
-        Raises ValueError when no run reached the target.
+        `use_fit=False` keeps the raw means of what was measured (the fit is still recorded):
+        the brute-force oracle over measured runs, which must not pick a batch size on a model
+        of its samples. Raises ValueError when no run reached the target.
         """
         if not samples or any(not per_seed for per_seed in samples.values()):
             raise ValueError("samples to target are needed for at least one batch size and seed")
@@ -208,6 +211,8 @@ class EfficiencyVector(VersionedFile):
             per_seed = samples[b]
             reached = [s for s in per_seed if s is not None]
             extended = any(budget > sample_budget for budget in budgets[b])
+            if not use_fit and len(reached) == len(per_seed):
+                return statistics.fmean(reached), "extended-budget" if extended else "mean"
             if len(reached) < len(per_seed):
                 # a missed run needed more than its budget: the mean counting it at its budget
                 # is a hard floor, which keeps a batch size that failed a run from being
@@ -252,7 +257,8 @@ class EfficiencyVector(VersionedFile):
                          "the fit, and every r_b is still relative to it")
         return cls(
             sample_budget=sample_budget, reference_batch_size=reference, fit=fit,
-            ratio_source="fit" if fit.good else "mean", entries=entries, notes=notes,
+            ratio_source="fit" if fit.good and use_fit else "mean", entries=entries,
+            notes=notes,
             **metadata,
         )
 
@@ -295,7 +301,7 @@ def estimate_efficiency(
     largest batch size (seed 0) trains for the whole budget, and the target is
     `auto_target_share` (0.9) of the highest accuracy of its smoothed curve, rounded down to
     0.0001. That run is also the largest batch size's seed-0 run (read up to its first
-    evaluation at the target, as a run stopping there would have been). Samples to target are
+    crossing of the target, as a run stopping there would have been). Samples to target are
     interpolated on each run's smoothed curve. A batch size with a run that missed the target
     re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
     the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
@@ -310,7 +316,7 @@ def estimate_efficiency(
     of them (the auto-target run, the sweep, the retries) as tasks, e.g. a
     `wattcap.executors.RayExecutor`; the vector is the same either way.
     """
-    from wattcap.curves import max_smoothed_accuracy, samples_to_target
+    from wattcap.curves import max_smoothed_accuracy, samples_to_target, stopped_curve
     from wattcap.data import load_splits
     from wattcap.executors import SerialExecutor
     from wattcap.models import get_model_spec, model_fingerprint
@@ -386,8 +392,8 @@ def estimate_efficiency(
         target = math.floor(auto_target_share * best * 1e4) / 1e4
         rule = (f"auto: {auto_target_share:g} x {best:.4f}, the highest smoothed test accuracy "
                 f"of b={b_max} (seed 0) within {sample_budget} samples")
-        first = next(i for i, p in enumerate(curve) if p.accuracy >= target)
-        known[(b_max, 0)] = samples_to_target(curve[:first + 1 + EVALS_PAST_TARGET], target)
+        known[(b_max, 0)] = samples_to_target(
+            stopped_curve(curve, target, EVALS_PAST_TARGET), target)
         report(f"proxy target {target:.4f} ({rule})")
     else:
         target = float(target_accuracy)  # type: ignore[arg-type]

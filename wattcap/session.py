@@ -246,6 +246,7 @@ class Session:
         self.samples = 0
         self.steps = 0
         self.curve: list[CurvePoint] = []
+        self._crossing: tuple[tuple, float | None] | None = None
         self.device_time_s = 0.0
         self.events: list[str] = []
         self.resumed_from_samples: int | None = None
@@ -642,9 +643,10 @@ class Session:
 
     @property
     def reached(self) -> bool:
-        """Whether a reported accuracy reached the target."""
-        return self.target_accuracy is not None and any(
-            p.accuracy >= self.target_accuracy for p in self.curve)
+        """Whether the smoothed accuracy curve crossed the target (`samples_to_target`): one
+        lucky evaluation that the next ones take back is not the target reached, and a run
+        that stopped on it would record a miss."""
+        return self.samples_to_target is not None
 
     @property
     def done(self) -> bool:
@@ -658,11 +660,15 @@ class Session:
         """Samples at which the accuracy curve crosses the target, interpolated on the
         smoothed curve (`wattcap.curves`), not read at the first report past it (reports are
         hundreds of samples apart); None: not reached."""
-        if self.target_accuracy is None:
+        if self.target_accuracy is None or not self.curve:
             return None
-        from wattcap.curves import samples_to_target
+        # asked at every step by loops that test `done`: computed once per report
+        key = (len(self.curve), id(self.curve[-1]), self.target_accuracy)
+        if self._crossing is None or self._crossing[0] != key:
+            from wattcap.curves import samples_to_target
 
-        return samples_to_target(self.curve, self.target_accuracy)
+            self._crossing = (key, samples_to_target(self.curve, self.target_accuracy))
+        return self._crossing[1]
 
     def time_at_samples_s(self, samples: float) -> float:
         """Device seconds when the run had trained `samples` samples (linear between
@@ -735,6 +741,7 @@ class Session:
         self.samples = self.resumed_from_samples = state.samples
         self.steps = state.steps
         self.curve = list(state.curve)
+        self._crossing = None
         self.device_time_s = state.device_time_s
         self._meter.peak_w = state.meter.peak_w
         self._meter.total_w = state.meter.total_w

@@ -239,8 +239,8 @@ def train_to_accuracy(
             while not session.done or (session.reached
                                        and past_target < config.evals_past_target
                                        and session.samples < config.sample_budget):
-                if session.reached:
-                    past_target += 1
+                # evaluations past the crossing, counted while the smoothed curve stays crossed
+                past_target = past_target + 1 if session.reached else 0
                 if batches is not None and session.batch_size != b:  # a GNS re-plan
                     batches.close()
                     b = session.batch_size

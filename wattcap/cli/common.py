@@ -139,7 +139,8 @@ MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) k
 
 RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ray]'): 'local' "
             "starts a local Ray of 2 CPUs ('local:N': N CPUs), anything else is a cluster "
-            "address ('auto', HOST:PORT, ray://HOST:10001). Default: one after another here.")
+            "address ('auto', HOST:PORT, ray://HOST:10001); 'processes:N' runs them in N local "
+            "processes without Ray. Default: one after another here.")
 
 
 def executor_or_fail(spec: str | None) -> Executor:

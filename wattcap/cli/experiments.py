@@ -21,10 +21,12 @@ from wattcap.cli.inputs import (
     VOCAB_SIZE,
     WORKERS,
     check_data,
+    check_seeds,
     check_target_accuracy,
     check_weights,
     check_workers,
     data_options,
+    parse_target,
     resolve_model,
 )
 from wattcap.console import make_console
@@ -43,6 +45,11 @@ DEFAULT_MODEL = "digits32-cnn"
 DEFAULT_PRETRAIN = "digits-0-4-32"
 DEFAULT_PROXY = "digits-rotated-32"
 DEFAULT_TARGETS = "digits-5-9-32,shapes-32"
+
+
+PROXY_TARGET_HELP = ("The proxy's own target accuracy (0-1), or 'auto': 0.9 x the best accuracy "
+                     "the largest batch size reaches on the proxy within the budget (as "
+                     "`wattcap estimate`); --target-accuracy is the target tasks'.")
 
 
 def _split(text: str) -> list[str]:
@@ -72,7 +79,7 @@ def _scenarios(devices: str | None, caps: str | None) -> list[Scenario]:
 
 
 def _check_inputs(
-    model: str, datasets: list[str], target_accuracy: float, workers: int,
+    model: str, datasets: list[str], target_accuracy: float, seeds: int, workers: int,
     input_shape: str | None, num_classes: int | None, vocab_size: int | None,
     subset_fraction: float | None, test_fraction: float | None, weights: Path | None,
 ) -> tuple[str, dict]:
@@ -84,6 +91,7 @@ def _check_inputs(
     from wattcap.experiments.compare import dataset_splits
 
     check_target_accuracy(target_accuracy)
+    check_seeds(seeds)
     check_workers(workers)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     check_weights(weights, spec.name)
@@ -166,10 +174,13 @@ def compare(
     power_caps: str | None = typer.Option(None, help="Comma-separated caps in W or 'none', for "
                                           "every device (default: a grid per device)."),
     seeds: int = typer.Option(3, help="Seeds per configuration."),
-    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach."),
+    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach on the targets."),
+    proxy_target_accuracy: str = typer.Option("auto", help=PROXY_TARGET_HELP),
     sample_budget: int = typer.Option(20_000),
-    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT."),
-    quick: bool = typer.Option(False, help="One seed and the first target only."),
+    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT (only those "
+                                "with the same model, weights, data, budget, seed and target)."),
+    quick: bool = typer.Option(False, help="One seed and the first target only (the tables "
+                               "then show no spread)."),
     ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
     input_shape: str | None = INPUT_SHAPE,
     num_classes: int | None = NUM_CLASSES,
@@ -180,15 +191,18 @@ def compare(
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report."""
-    from wattcap.experiments.compare import efficiency_from_runs, math_runs, run_comparison
+    from wattcap.experiments.compare import estimate_proxy_efficiency, run_comparison
     from wattcap.schema import WattcapFileError
     from wattcap.workload import workload_for
 
     console = make_console()
     target_list = _split(targets)
+    proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
+    check_seeds(seeds)
     if quick:
         seeds, target_list = 1, target_list[:1]
-    model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, workers,
+    model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, seeds,
+                                   workers,
                                    input_shape, num_classes, vocab_size, subset_fraction,
                                    test_fraction, weights)
     out.mkdir(parents=True, exist_ok=True)
@@ -201,27 +215,34 @@ def compare(
         raise typer.Exit(2) from None
     counters = {"trained": 0, "reused": 0}
     sizes = tuple(DEFAULT_BATCH_SIZES)
-    runs = (1 + len(target_list)) * len(sizes) * seeds
     where = executor_or_fail(ray)
-    with where, make_progress(console, f"comparing {model}: training runs (proxy {proxy} and "
-                              f"{len(target_list)} target(s))", runs, "runs") as report:
-        proxy_runs = math_runs(out, model, weights_path, proxy, sizes, seeds, target_accuracy,
-                               sample_budget, resume, counters, _say(report), _run_done(report),
-                               options, workers, where)
-        input_shape = list(workload_for(model).input_shape)
-        proxy_vector = efficiency_from_runs(proxy_runs, model, proxy, seeds, target_accuracy,
-                                            input_shape)
-        if proxy_vector is None:
-            console.print(f"[bold red]error:[/] no batch size reached {target_accuracy:.0%} on "
-                          f"the proxy {proxy} within {sample_budget} samples")
-            raise typer.Exit(2)
+    with where:
+        with make_progress(console, f"r_b of {model} on the proxy {proxy} ({seeds} seed(s), "
+                           f"target {proxy_target})", len(sizes) * seeds, "runs") as report:
+            try:
+                proxy_vector = estimate_proxy_efficiency(
+                    out, model, weights_path, proxy, sizes, seeds, proxy_target, sample_budget,
+                    resume, counters, _count(report), options, workers, where)
+            except ValueError as err:
+                console.print(f"[bold red]error:[/] the proxy {proxy}: {err}")
+                raise typer.Exit(2) from None
         proxy_vector.save(out / "efficiency-proxy.json")
-        comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
-                                    scenarios, seeds, target_accuracy, sizes, sample_budget,
-                                    resume, _say(report), counters, _run_done(report),
-                                    options, workers, where)
+        console.print(f"proxy {proxy}: target accuracy {proxy_vector.target_accuracy:.2%} "
+                      f"({proxy_vector.target_accuracy_rule or 'given'})")
+        runs = len(target_list) * len(sizes) * seeds
+        with make_progress(console, f"comparing {model}: training runs on "
+                           f"{len(target_list)} target(s)", runs, "runs") as report:
+            comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
+                                        scenarios, seeds, target_accuracy, sizes,
+                                        sample_budget, resume, _say(report), counters,
+                                        _run_done(report), options, workers, where)
     print_summary(comparison, console)
     _report(out, comparison, console)
+
+
+def _count(report: ProgressReporter) -> Callable[[int, int, str], None]:
+    """An estimator's progress (runs done of total, what ran last) on the reporter."""
+    return lambda done, total, label: report.update(done, label, total=total)
 
 
 def _say(report: ProgressReporter) -> Callable[[str], None]:
@@ -241,10 +262,13 @@ def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
 
 def print_summary(comparison: Comparison, console: Console) -> None:
     """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
+    from wattcap.experiments.significance import compare_times, mean_std_label
     from wattcap.planner import METHODS
 
-    table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model}, mean over "
-                        f"{comparison.seeds} seed(s); % over the fastest configuration")
+    spread = "mean ± std" if comparison.seeds > 1 else "one seed, no spread"
+    table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model} ({spread} over "
+                        f"{comparison.seeds} seed(s)); % over the fastest configuration; time "
+                        "over wattcap's")
     for column in ("device", "cap", "target", *METHODS):
         table.add_column(column)
     keys = []
@@ -255,12 +279,22 @@ def print_summary(comparison: Comparison, console: Console) -> None:
         cells = []
         for method in METHODS:
             r = comparison.get(device, cap, target, method)
-            if r is None or r.time_mean_s is None:
+            if r is None:
                 cells.append("—")
                 continue
+            choice = f"b={r.batch_size}, {r.frequency_hz / 1e6:.0f} MHz"
+            if r.time_mean_s is None:
+                cells.append(f"not reached ({choice})")
+                continue
+            times = [t for t in r.time_s if t is not None]
+            text = f"{mean_std_label(times, digits=2).split(' (')[0]} ({choice})"
             over = comparison.over_fastest_pct(r)
-            cells.append(f"{r.time_mean_s:.2f} (b={r.batch_size}, {r.frequency_hz / 1e6:.0f} MHz)"
-                         + ("" if over is None or method == "fastest" else f" +{over:.1f}%"))
+            if over is not None and method != "fastest":
+                text += f" {over:+.1f}%"
+            ours = comparison.get(device, cap, target, "wattcap")
+            if method != "wattcap" and ours is not None and ours.time_mean_s is not None:
+                text += f"; {compare_times(times, list(ours.time_s)).label}"  # type: ignore[arg-type]
+            cells.append(text)
         table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)
     console.print(table)
     console.print(f"{comparison.runs_trained} training runs trained, {comparison.runs_reused} "
@@ -277,10 +311,12 @@ def sensitivity(
     weights: Path | None = typer.Option(None),
     power_caps: str | None = typer.Option(None, help="Caps in W or 'none' (default: the "
                                           "device's grid)."),
-    seeds: int = typer.Option(2),
-    target_accuracy: float = typer.Option(0.9),
+    seeds: int = typer.Option(3, help="Seeds per configuration (as `compare`)."),
+    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach on the targets."),
+    proxy_target_accuracy: str = typer.Option("auto", help=PROXY_TARGET_HELP),
     sample_budget: int = typer.Option(20_000),
-    resume: bool = typer.Option(True),
+    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT (only those "
+                                "with the same model, weights, data, budget, seed and target)."),
     input_shape: str | None = INPUT_SHAPE,
     num_classes: int | None = NUM_CLASSES,
     vocab_size: int | None = VOCAB_SIZE,
@@ -294,6 +330,7 @@ def sensitivity(
     from wattcap.experiments.compare import (
         Comparison,
         efficiency_from_runs,
+        estimate_proxy_efficiency,
         load_or_profile,
         math_runs,
         sensitivity_matrix,
@@ -303,10 +340,11 @@ def sensitivity(
     from wattcap.workload import workload_for
 
     console = make_console()
-    datasets = list(dict.fromkeys(_split(proxies) + _split(targets)))
-    model, options = _check_inputs(model, datasets, target_accuracy, workers, input_shape,
-                                   num_classes, vocab_size, subset_fraction, test_fraction,
-                                   weights)
+    proxy_list, target_list = _split(proxies), _split(targets)
+    proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
+    model, options = _check_inputs(model, list(dict.fromkeys(proxy_list + target_list)),
+                                   target_accuracy, seeds, workers, input_shape, num_classes,
+                                   vocab_size, subset_fraction, test_fraction, weights)
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
     scenario = _scenarios(device, power_caps)[0]
@@ -314,21 +352,36 @@ def sensitivity(
     sizes = tuple(DEFAULT_BATCH_SIZES)
     counters = {"trained": 0, "reused": 0}
     model_shape = list(workload_for(model).input_shape)
-    vectors = {}
-    runs = len(datasets) * len(sizes) * seeds
+    proxy_vectors, target_vectors = {}, {}
     where = executor_or_fail(ray)
-    with where, make_progress(console, f"estimating r_b of {model} on {len(datasets)} datasets",
-                              runs, "runs") as report:
-        for dataset in datasets:
-            runs_of = math_runs(out, model, weights_path, dataset, sizes, seeds,
-                                target_accuracy, sample_budget, resume, counters,
-                                _say(report), _run_done(report), options, workers, where)
-            vectors[dataset] = efficiency_from_runs(runs_of, model, dataset, seeds,
-                                                    target_accuracy, model_shape)
+    with where:
+        for proxy in proxy_list:
+            with make_progress(console, f"r_b of {model} on the proxy {proxy} ({seeds} seed(s),"
+                               f" target {proxy_target})", len(sizes) * seeds,
+                               "runs") as report:
+                try:
+                    proxy_vectors[proxy] = estimate_proxy_efficiency(
+                        out, model, weights_path, proxy, sizes, seeds, proxy_target,
+                        sample_budget, resume, counters, _count(report), options, workers,
+                        where)
+                except ValueError as err:
+                    console.print(f"[yellow]proxy {proxy} left out:[/] {err}")
+        runs = len(target_list) * len(sizes) * seeds
+        with make_progress(console, f"r_b of {model} measured on {len(target_list)} target(s)",
+                           runs, "runs") as report:
+            for target in target_list:
+                runs_of = math_runs(out, model, weights_path, target, sizes, seeds,
+                                    target_accuracy, sample_budget, resume, counters,
+                                    _say(report), _run_done(report), options, workers, where)
+                vector = efficiency_from_runs(runs_of, model, target, seeds, target_accuracy,
+                                              model_shape, measured=True)
+                if vector is None:
+                    console.print(f"[yellow]target {target} left out:[/] no batch size reached "
+                                  f"{target_accuracy:.0%} in every seed")
+                else:
+                    target_vectors[target] = vector
     profile = load_or_profile(out, device, model, sizes)
     references = emulated_reference_profiles(device)
-    proxy_vectors = {p: vectors[p] for p in _split(proxies) if vectors[p] is not None}
-    target_vectors = {t: vectors[t] for t in _split(targets) if vectors[t] is not None}
     matrices = sensitivity_matrix(profile, references, proxy_vectors, target_vectors,
                                   scenario.caps_w)
     images = {}
@@ -337,7 +390,7 @@ def sensitivity(
         path = sensitivity_heatmap(matrix, list(proxy_vectors), list(target_vectors), label, out)
         images[label] = path.name
         table = Table(title=f"{device}, {label if cap == 'none' else 'cap ' + label}: "
-                            "% time over fastest")
+                            f"% time over fastest ({seeds} seed(s) per proxy and target)")
         table.add_column("proxy \\ target")
         for t in target_vectors:
             table.add_column(t)
@@ -347,6 +400,9 @@ def sensitivity(
     (out / "sensitivity.json").write_text(json.dumps({
         "device": device, "model": model, "proxies": list(proxy_vectors),
         "targets": list(target_vectors), "matrices": matrices, "images": images,
+        "seeds": seeds, "target_accuracy": target_accuracy,
+        "proxy_target_accuracy": {p: v.target_accuracy for p, v in proxy_vectors.items()},
+        "runs_trained": counters["trained"], "runs_reused": counters["reused"],
     }, indent=2))
     if (out / "comparison.json").exists():
         _report(out, Comparison.load(out / "comparison.json"), console)

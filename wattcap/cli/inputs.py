@@ -53,6 +53,25 @@ def check_target_accuracy(value: float, option: str = "--target-accuracy") -> No
         fail(f"{option} is a fraction in (0, 1], got {value:g}{hint}")
 
 
+def parse_target(value: str, option: str = "--target-accuracy") -> float | str:
+    """A target accuracy as a fraction in (0, 1], or 'auto'."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        target = float(value)
+    except ValueError:
+        fail(f"{option} must be a fraction in (0, 1] or 'auto', got {value!r}")
+    if not 0 < target <= 1:
+        fail(f"{option} must be a fraction in (0, 1] (e.g. 0.9 for 90 %), got {value}")
+    return target
+
+
+def check_seeds(value: int) -> None:
+    """Seeds per configuration: at least one."""
+    if value < 1:
+        fail(f"--seeds must be at least 1, got {value}")
+
+
 def check_workers(value: int) -> None:
     """Worker processes: zero or more."""
     if value < 0:

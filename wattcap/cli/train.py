@@ -37,6 +37,7 @@ from wattcap.cli.inputs import (
     check_workers,
     data_options,
     load_data,
+    parse_target,
     resolve_model,
 )
 from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
@@ -101,19 +102,6 @@ def _run_detail(label: str) -> str:
     if samples == "missed":
         return f"{run}: target not reached"
     return f"{run}: {samples} to target"
-
-
-def parse_target(value: str, option: str = "--target-accuracy") -> float | str:
-    """A target accuracy as a fraction in (0, 1], or 'auto'."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    try:
-        target = float(value)
-    except ValueError:
-        fail(f"{option} must be a fraction in (0, 1] or 'auto', got {value!r}")
-    if not 0 < target <= 1:
-        fail(f"{option} must be a fraction in (0, 1] (e.g. 0.9 for 90 %), got {value}")
-    return target
 
 
 def estimate(

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.curves import samples_to_target
 from wattcap.data import load_splits
+from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
 from wattcap.executors import Executor, SerialExecutor
@@ -101,6 +102,8 @@ class Comparison(VersionedFile):
     devices: list[str]
     seeds: int
     target_accuracy: float
+    #: the proxy's own target accuracy (its r_b's), when recorded
+    proxy_target_accuracy: float | None = None
     results: list[MethodResult]
     infeasible: list[str] = []
     runs_trained: int = 0
@@ -157,20 +160,67 @@ def _run_stem(dataset: str, data_options: dict | None) -> str:
     return f"{_file_stem(dataset)}-{digest.hexdigest()[:8]}"
 
 
-def _math_path(out: Path, target: str, batch_size: int, seed: int,
-               data_options: dict | None = None) -> Path:
-    return out / "runs" / f"math-{_run_stem(target, data_options)}-b{batch_size}-s{seed}.json"
+def _data_stamp(dataset: str) -> str | None:
+    """Sizes and modification times of a data set on disk (None for a bundled one): a run
+    recorded on other files is not reused."""
+    from wattcap.data import parse_data_spec
+
+    path = parse_data_spec(dataset).path
+    if path is None or not path.exists():
+        return None
+    entries = [path, *sorted(path.iterdir())] if path.is_dir() else [path]
+    return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in entries)
 
 
-def _recorded_math_run(out: Path, model: str, target: str, batch_size: int, seed: int,
-                       target_accuracy: float, data_options: dict | None = None
-                       ) -> RunRecord | None:
-    """The recorded training math for (target, b, seed), if there is a usable one."""
-    path = _math_path(out, target, batch_size, seed, data_options)
+def _architecture(model: str) -> str | None:
+    from wattcap.models import model_fingerprint
+
+    try:
+        return model_fingerprint(model)
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    """What a recorded training run depends on besides its configuration: a run is reused
+    only when all of it matches (model and its architecture, weights by content, data spec,
+    options and files)."""
+
+    model: str
+    weights: Path | None
+    dataset: str
+    data_options: dict | None = None
+
+    def identity(self, **settings: object) -> dict:
+        """The inputs and `settings` (a run's TrainConfig, a sweep's seeds...) as plain data."""
+        from wattcap.weights import file_sha256
+
+        return {
+            "model": self.model, "architecture": _architecture(self.model),
+            "weights_sha256": None if self.weights is None else file_sha256(self.weights),
+            "dataset": self.dataset, "data_options": self.data_options or {},
+            "data_files": _data_stamp(self.dataset), **settings,
+        }
+
+    def key(self, **settings: object) -> str:
+        """A short digest of :meth:`identity`: part of the recorded file's name."""
+        text = json.dumps(self.identity(**settings), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _math_path(out: Path, inputs: SweepInputs, config: TrainConfig) -> Path:
+    key = inputs.key(config=config.model_dump(mode="json"))
+    return (out / "runs" / f"math-{_run_stem(inputs.dataset, inputs.data_options)}-"
+            f"b{config.batch_size}-s{config.seed}-{key}.json")
+
+
+def _recorded_math_run(path: Path, config: TrainConfig) -> RunRecord | None:
+    """The run recorded at `path` (named by its inputs' digest), if it is a usable one."""
     if path.exists():
         try:
             record = RunRecord.load(path)
-            if record.target_accuracy == target_accuracy and record.model == model:
+            if record.config == config:
                 return record
         except WattcapFileError:
             pass  # a half-written or stale record: train again
@@ -205,22 +255,29 @@ def replay_on_device(
 
 def efficiency_from_runs(
     runs: dict[tuple[int, int], RunRecord], model: str, target: str, seeds: int,
-    target_accuracy: float, input_shape: list[int],
+    target_accuracy: float, input_shape: list[int], measured: bool = False,
 ) -> EfficiencyVector | None:
-    """r_b from recorded math runs (on a target: the oracle's knowledge; on a proxy: the
-    estimate wattcap plans with), with samples to target interpolated on each run's smoothed
-    curve; None when no batch size reached the target."""
+    """r_b from recorded math runs, with samples to target interpolated on each run's smoothed
+    curve; None when no batch size reached the target. `measured=True` (the fastest
+    configuration's knowledge of the target) keeps the raw means of the batch sizes that
+    reached the target in every seed, and nothing modelled: the oracle is a brute force over
+    the measured runs."""
     from wattcap.models import get_model_spec, model_fingerprint
 
     sizes = sorted({b for b, _ in runs})
     chosen = {b: [runs[(b, s)] for s in range(seeds)] for b in sizes}
     samples = {b: [samples_to_target(r.curve, target_accuracy) for r in records]
                for b, records in chosen.items()}
-    budgets = {b: [r.config.sample_budget for r in records] for b, records in chosen.items()}
+    if measured:
+        samples = {b: v for b, v in samples.items() if all(s is not None for s in v)}
+        if not samples:
+            return None
+    budgets = {b: [r.config.sample_budget for r in chosen[b]] for b in samples}
     first = next(iter(chosen.values()))[0].config
     try:
         return EfficiencyVector.from_samples(
             samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
+            use_fit=not measured,
             model=model, input_shape=input_shape, dataset=target,
             task=get_model_spec(model).task, target_accuracy=target_accuracy,
             seeds=list(range(seeds)), optimizer=first.optimizer, lr_ref=first.lr_ref,
@@ -239,20 +296,28 @@ def math_runs(
     executor: Executor | None = None,
 ) -> dict[tuple[int, int], RunRecord]:
     """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
-    reused when recorded, else trained by `executor` (default: serially here) and recorded
-    as each finishes."""
+    reused when recorded with the same model, weights (by content), data, budget, seed and
+    target, else trained by `executor` (default: serially here) and recorded as each
+    finishes."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
     executor = executor or SerialExecutor()
+    inputs = SweepInputs(model, weights, dataset, data_options)
     keys = [(b, seed) for b in batch_sizes for seed in range(seeds)]
+    configs = {(b, seed): TrainConfig(model=model, batch_size=b, target_accuracy=target_accuracy,
+                                      sample_budget=sample_budget, seed=seed,
+                                      evals_past_target=EVALS_PAST_TARGET)
+               for b, seed in keys}
+    paths = {key: _math_path(out, inputs, config) for key, config in configs.items()}
     runs: dict[tuple[int, int], RunRecord] = {}
     pending = []
-    for b, seed in keys:
-        record = _recorded_math_run(out, model, dataset, b, seed, target_accuracy,
-                                    data_options) if resume else None
+    for key in keys:
+        record = _recorded_math_run(paths[key], configs[key]) if resume else None
         if record is None:
-            pending.append((b, seed))
+            pending.append(key)
             continue
         counters["reused"] += 1
-        runs[(b, seed)] = record
+        runs[key] = record
         if on_run:
             on_run(record)
     if pending:
@@ -262,19 +327,56 @@ def math_runs(
         task = TrainingTask.shipping(train, test, weights,
                                      carry_weights=not isinstance(executor, SerialExecutor),
                                      num_workers=num_workers)
-        configs = [TrainConfig(model=model, batch_size=b, target_accuracy=target_accuracy,
-                               sample_budget=sample_budget, seed=seed,
-                               evals_past_target=EVALS_PAST_TARGET) for b, seed in pending]
 
         def done(i: int, record: RunRecord) -> None:
-            record.save(_math_path(out, dataset, *pending[i], data_options))
+            record.save(paths[pending[i]])
             counters["trained"] += 1
             runs[pending[i]] = record
             if on_run:
                 on_run(record)
 
-        executor.map(task, configs, done)
+        executor.map(task, [configs[key] for key in pending], done)
     return {key: runs[key] for key in keys}
+
+
+def estimate_proxy_efficiency(
+    out: Path, model: str, weights: Path | None, proxy: str, batch_sizes: tuple[int, ...],
+    seeds: int, target_accuracy: float | str, sample_budget: int, resume: bool,
+    counters: dict, progress: Callable[[int, int, str], None] | None = None,
+    data_options: dict | None = None, num_workers: int = 0, executor: Executor | None = None,
+) -> EfficiencyVector:
+    """r_b on a proxy with the proxy's own target accuracy (a number, or "auto": chosen from
+    the largest batch size's curve, see `estimate_efficiency`), recorded in OUT and reused
+    only when model, weights, data, batch sizes, seeds, budget and target all match."""
+    from wattcap.efficiency import estimate_efficiency
+
+    inputs = SweepInputs(model, weights, proxy, data_options)
+    key = inputs.key(batch_sizes=list(batch_sizes), seeds=seeds, target=target_accuracy,
+                     sample_budget=sample_budget, lr_ref=DEFAULT_LR_REF,
+                     batch_size_ref=DEFAULT_BATCH_SIZE_REF)
+    path = out / f"efficiency-proxy-{_run_stem(proxy, data_options)}-{key}.json"
+    if resume and path.exists():
+        try:
+            vector = EfficiencyVector.load(path)
+            counters["reused"] += sum(len(e.samples_per_seed) for e in vector.entries)
+            return vector
+        except WattcapFileError:
+            pass  # half-written: estimate again
+    trained = [0]
+
+    def count(done: int, total: int, label: str) -> None:
+        trained[0] = done
+        if progress is not None:
+            progress(done, total, label)
+
+    vector = estimate_efficiency(
+        model, proxy, target_accuracy if target_accuracy == "auto" else float(target_accuracy),
+        weights=weights, batch_sizes=batch_sizes, seeds=seeds, sample_budget=sample_budget,
+        progress=count, data=dataset_splits(proxy, data_options), num_workers=num_workers,
+        executor=executor)
+    counters["trained"] += trained[0]
+    vector.save(path)
+    return vector
 
 
 def run_comparison(
@@ -312,7 +414,7 @@ def run_comparison(
         references = emulated_reference_profiles(scenario.device)
         for target in targets:
             oracle_r = efficiency_from_runs(math[target], model, target, seeds, target_accuracy,
-                                         input_shape)
+                                         input_shape, measured=True)
             for cap in scenario.caps_w:
                 try:
                     result = plan(profile, cap, efficiency=proxy_efficiency,
@@ -345,6 +447,7 @@ def run_comparison(
                     ))
     comparison = Comparison(
         model=model, proxy=proxy_efficiency.dataset, targets=targets,
+        proxy_target_accuracy=proxy_efficiency.target_accuracy,
         devices=[s.device for s in scenarios], seeds=seeds, target_accuracy=target_accuracy,
         results=results, infeasible=infeasible, runs_trained=counters["trained"],
         runs_reused=counters["reused"],
