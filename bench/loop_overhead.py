@@ -88,7 +88,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--samples", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1, as wattcap's commands: with 2 on 2 cores the "
+                        "loops' ratios swung by +-20 %% from run to run)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     train, test = get_dataset(args.data).split(0.2, seed=0)
     # Workload measurement and imports are one-time costs: warm both paths first.
     loops = {"plain PyTorch loop": plain_loop, "wattcap loop": our_loop,

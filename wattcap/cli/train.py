@@ -304,10 +304,11 @@ def train(
     eval_every: int = typer.Option(256),
     seed: int = typer.Option(0),
     lr_ref: float | None = typer.Option(None, help="Learning rate at the reference batch size "
-                                        "(default: the efficiency vector's, else 1e-3)."),
+                                        "(default: the efficiency vector's, else "
+                                        f"{DEFAULT_LR_REF:g} as in the paper)."),
     batch_size_ref: int | None = typer.Option(None, help="Reference batch size for sqrt LR "
                                               "scaling (default: the efficiency vector's, "
-                                              "else 32)."),
+                                              f"else {DEFAULT_BATCH_SIZE_REF})."),
     optimizer: str | None = typer.Option(None, help="adam or adamw (default: the efficiency "
                                          "vector's, else adam)."),
     weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
