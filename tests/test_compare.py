@@ -188,3 +188,29 @@ def test_a_recorded_run_is_reused_only_when_every_input_matches(tmp_path):
     pretrain("digits-cnn", "digits-0-4", weights, epochs=1, seed=1)  # same path, new content
     assert sweep() == {"trained": 1, "reused": 0}
     assert sweep() == {"trained": 0, "reused": 1}
+
+
+def test_sensitivity_tells_the_same_story_as_the_comparison(compared):
+    """Same proxy, target, device, cap and seeds: the sensitivity cell is the comparison's
+    measured % over the fastest; the proxy vector and target runs are reused, not retrained,
+    and the report's footer counts both commands' runs."""
+    import json
+
+    out, _, _ = compared
+    args = ["sensitivity", "--out", str(out), "--device", "jetson-nano", "--model",
+            "digits-cnn", "--weights", str(out / "w.safetensors"), "--proxies",
+            "digits-rotated", "--targets", "digits-5-9", "--power-caps", "3.6,none",
+            "--seeds", "2", "--target-accuracy", "0.8", "--sample-budget", "8192"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "sensitivity.json").read_text())
+    assert data["seeds"] == 2 and data["runs_trained"] == 0 and data["runs_reused"] > 0
+    comparison = Comparison.load(out / "comparison.json")
+    assert data["proxy_target_accuracy"]["digits-rotated"] == comparison.proxy_target_accuracy
+    for cap, key in ((3.6, "3.6"), (None, "none")):
+        ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
+        cell = data["matrices"][key][0][0]
+        if ours.frequency_steps == 0:
+            assert cell == pytest.approx(comparison.over_fastest_pct(ours), abs=2.5)
+    footer = (out / "report.md").read_text().strip().splitlines()[-1]
+    assert "`sensitivity`: 0 trained" in footer and "`compare`:" in footer

@@ -194,7 +194,7 @@ def test_local_processes_give_the_serial_files(tmp_path) -> None:
             seen = []
             runs = math_runs(out, "digits-cnn", None, "digits", (16, 32), 1, 0.8, 512, True,
                              counters, executor=executor,
-                             on_run=lambda record: seen.append(record.batch_size))
+                             on_run=lambda record, seen=seen: seen.append(record.batch_size))
         assert counters == {"trained": 2, "reused": 0} and list(runs) == [(16, 0), (32, 0)]
         assert sorted(seen) == [16, 32]
         records[name] = {p.name: _untimed(json.loads(p.read_text()))

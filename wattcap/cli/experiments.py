@@ -265,10 +265,10 @@ def print_summary(comparison: Comparison, console: Console) -> None:
     from wattcap.experiments.significance import compare_times, mean_std_label
     from wattcap.planner import METHODS
 
-    spread = "mean ± std" if comparison.seeds > 1 else "one seed, no spread"
-    table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model} ({spread} over "
-                        f"{comparison.seeds} seed(s)); % over the fastest configuration; time "
-                        "over wattcap's")
+    spread = (f"mean ± std over {comparison.seeds} seeds" if comparison.seeds > 1
+              else "one seed: no spread, nothing is within or beyond noise")
+    table = Table(title=f"Measured time-to-accuracy (s) of {comparison.model} ({spread}); % "
+                        "over the fastest configuration; time over wattcap's")
     for column in ("device", "cap", "target", *METHODS):
         table.add_column(column)
     keys = []
