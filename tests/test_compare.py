@@ -62,12 +62,8 @@ def test_table_has_every_method_and_scenario(compared):
         assert len(list(csv.DictReader(handle))) == len(CAPS) * len(METHODS) * 2
 
 
-def test_fastest_is_never_slower_on_its_own_r(compared):
-    """The oracle property on the recorded data: with r_b measured on the target, no method's
-    choice beats the fastest configuration's."""
-    out, _, _ = compared
-    comparison = Comparison.load(out / "comparison.json")
-    profile = ProfileTable.load(out / "profile-jetson-nano-digits-cnn.json")
+def _target_runs(out):
+    """The recorded target runs by (b, seed), and the fastest configuration's r_b from them."""
     from wattcap.experiments.compare import efficiency_from_runs
     from wattcap.training import RunRecord
 
@@ -75,8 +71,17 @@ def test_fastest_is_never_slower_on_its_own_r(compared):
     for path in (out / "runs").glob("math-digits-5-9-*.json"):
         record = RunRecord.load(path)
         runs[(record.config.batch_size, record.config.seed)] = record
-    target_r = efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
-                                    measured=True)
+    return runs, efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
+                                      measured=True)
+
+
+def test_fastest_is_never_slower_on_its_own_r(compared):
+    """The oracle property on the recorded data: with r_b measured on the target, no method's
+    choice beats the fastest configuration's."""
+    out, _, _ = compared
+    comparison = Comparison.load(out / "comparison.json")
+    profile = ProfileTable.load(out / "profile-jetson-nano-digits-cnn.json")
+    runs, target_r = _target_runs(out)
 
     def time_on_target(r) -> float:
         point = profile.lookup(r.batch_size, r.frequency_hz)
@@ -119,15 +124,7 @@ def test_the_oracle_is_the_brute_force_over_measured_means(compared):
     """The fastest configuration knows the target through the measured mean samples of the
     batch sizes that reached the target in every seed: nothing modelled."""
     out, _, _ = compared
-    from wattcap.experiments.compare import efficiency_from_runs
-    from wattcap.training import RunRecord
-
-    runs = {}
-    for path in (out / "runs").glob("math-digits-5-9-*.json"):
-        record = RunRecord.load(path)
-        runs[(record.config.batch_size, record.config.seed)] = record
-    oracle = efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
-                                  measured=True)
+    runs, oracle = _target_runs(out)
     assert oracle.ratio_source == "mean"
     for b in sorted({b for b, _ in runs}):
         reached = [runs[(b, seed)].samples_to_target for seed in range(2)]
