@@ -26,6 +26,35 @@ def nano_and_frequency() -> tuple[EmulatedDevice, int]:
     return device, device.frequencies_hz()[4]
 
 
+def tiny_lightning_module(pl, on_step=None, lr: float = 1e-3):  # noqa: ANN001, ANN201
+    """A linear classifier as a LightningModule (`pl`: lightning.pytorch), calling `on_step`
+    at every training step and logging `val_acc` on validation batches."""
+
+    class TinyModule(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(16, 2)
+            self.example_input_array = torch.randn(4, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
+            if on_step is not None:
+                on_step()
+            x, y = batch
+            return nn.functional.cross_entropy(self(x), y)
+
+        def validation_step(self, batch, batch_idx) -> None:  # noqa: ANN001
+            x, y = batch
+            self.log("val_acc", (self(x).argmax(1) == y).float().mean())
+
+        def configure_optimizers(self):  # noqa: ANN201
+            return torch.optim.Adam(self.parameters(), lr=lr)
+
+    return TinyModule()
+
+
 class FrequencyProbe:
     """Records the device clock at every training step, from inside the framework's loop."""
 
@@ -48,27 +77,6 @@ def test_lightning_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noq
     initial_hz = device.current_frequency_hz()
     probe = FrequencyProbe(device)
 
-    class Module(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Linear(16, 2)
-            self.example_input_array = torch.randn(4, 16)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.net(x)
-
-        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
-            probe()
-            x, y = batch
-            return nn.functional.cross_entropy(self(x), y)
-
-        def validation_step(self, batch, batch_idx) -> None:  # noqa: ANN001
-            x, y = batch
-            self.log("val_acc", (self(x).argmax(1) == y).float().mean())
-
-        def configure_optimizers(self):  # noqa: ANN201
-            return torch.optim.Adam(self.parameters(), lr=1.0)
-
     callback = WattcapCallback(device=device, batch_size=8, frequency_hz=f_hz,
                                accuracy_metric="val_acc", target_accuracy=0.99,
                                set_learning_rate=True)
@@ -85,7 +93,8 @@ def test_lightning_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noq
                          num_sanity_val_steps=0, default_root_dir=str(tmp_path),
                          callbacks=[callback, LrProbe()])
     data = tiny_data()
-    trainer.fit(Module(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=32))
+    trainer.fit(tiny_lightning_module(pl, on_step=probe, lr=1.0),
+                DataLoader(data, batch_size=8), DataLoader(data, batch_size=32))
 
     assert probe.seen == [f_hz] * 6  # the plan's frequency, every step
     assert device.current_frequency_hz() == initial_hz  # restored at the end of fit
@@ -105,25 +114,13 @@ def test_lightning_refuses_a_batch_size_that_is_not_the_plans(tmp_path) -> None:
     device, f_hz = nano_and_frequency()
     initial_hz = device.current_frequency_hz()
 
-    class Module(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Linear(16, 2)
-
-        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
-            x, y = batch
-            return nn.functional.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self):  # noqa: ANN201
-            return torch.optim.Adam(self.parameters())
-
     callback = WattcapCallback(device=device, batch_size=8, frequency_hz=f_hz)
     trainer = pl.Trainer(max_steps=2, accelerator="cpu", logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, default_root_dir=str(tmp_path),
                          callbacks=[callback])
     with pytest.raises(SessionError, match="plan chose batch size 8"):
-        trainer.fit(Module(), DataLoader(tiny_data(), batch_size=16))
+        trainer.fit(tiny_lightning_module(pl), DataLoader(tiny_data(), batch_size=16))
     assert device.current_frequency_hz() == initial_hz
 
 
@@ -251,22 +248,6 @@ def test_lightning_pauses_and_resumes_under_a_moving_cap(tmp_path) -> None:  # n
     initial_hz = device.current_frequency_hz()
     profile = tiny_profile()
 
-    class Module(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Linear(16, 2)
-            self.example_input_array = torch.randn(4, 16)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.net(x)
-
-        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
-            x, y = batch
-            return nn.functional.cross_entropy(self(x), y)
-
-        def configure_optimizers(self):  # noqa: ANN201
-            return torch.optim.Adam(self.parameters())
-
     # 1 W is below every configuration (and the idle power): training pauses from the tick at
     # 0.05 s until the one at 0.20 s reads 5 W again
     callback = WattcapCallback(device=device, model_name="tiny-linear", profile=profile,
@@ -276,7 +257,8 @@ def test_lightning_pauses_and_resumes_under_a_moving_cap(tmp_path) -> None:  # n
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0,
                          default_root_dir=str(tmp_path), callbacks=[callback])
-    trainer.fit(Module(), DataLoader(tiny_data(), batch_size=callback.batch_size))
+    trainer.fit(tiny_lightning_module(pl),
+                DataLoader(tiny_data(), batch_size=callback.batch_size))
     record = callback.record
     assert record is not None and record.steps == 12
     assert [s.paused for s in record.segments] == [False, True, False]
