@@ -176,7 +176,7 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
 def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
     """Measured time-to-accuracy and energy of every method at every cap, mean ± std over the
     seeds, against wattcap and the fastest configuration."""
-    from wattcap.experiments.significance import compare_times, mean_std_label
+    from wattcap.experiments.significance import mean_std_label
 
     target = comparison.targets[0]
     table = Table(title=f"Measured on the target {target} ({comparison.model}, emulated "
@@ -187,7 +187,6 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
         table.add_column(column, justify="left" if column in ("cap", "method") else "right")
     caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
     for cap in caps:
-        ours = comparison.get(DEVICE, cap, target, "wattcap")
         for method in METHODS:
             r = comparison.get(DEVICE, cap, target, method)
             if r is None:
@@ -195,17 +194,14 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
             times = [t for t in r.time_s if t is not None]
             energies = [e for e in r.energy_j if e is not None]
             reached = len(times) == len(r.time_s)
-            versus = "—"
-            if method != "wattcap" and ours is not None and reached:
-                our_times = [t for t in ours.time_s if t is not None]
-                if our_times and len(our_times) == len(ours.time_s):
-                    versus = compare_times(times, our_times).label
+            versus = comparison.versus_wattcap(r)
             over = comparison.over_fastest_pct(r)
             table.add_row(
                 _cap_label(cap), method, str(r.batch_size), f"{r.frequency_hz / 1e6:.1f}",
                 mean_std_label(times) if reached else
                 f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds",
-                mean_std_label(energies, digits=0) if reached else "—", versus,
+                mean_std_label(energies, digits=0) if reached else "—",
+                "—" if versus is None else versus.label,
                 "—" if over is None or method == "fastest" else f"{over:+.1f} %",
             )
         table.add_section()

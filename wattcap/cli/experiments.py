@@ -262,7 +262,7 @@ def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
 
 def print_summary(comparison: Comparison, console: Console) -> None:
     """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
-    from wattcap.experiments.significance import compare_times, mean_std_label
+    from wattcap.experiments.significance import mean_std_label
     from wattcap.planner import METHODS
 
     spread = (f"mean ± std over {comparison.seeds} seeds" if comparison.seeds > 1
@@ -287,13 +287,13 @@ def print_summary(comparison: Comparison, console: Console) -> None:
                 cells.append(f"not reached ({choice})")
                 continue
             times = [t for t in r.time_s if t is not None]
-            text = f"{mean_std_label(times, digits=2).split(' (')[0]} ({choice})"
+            text = f"{mean_std_label(times, digits=2, seeds=False)} ({choice})"
             over = comparison.over_fastest_pct(r)
             if over is not None and method != "fastest":
                 text += f" {over:+.1f}%"
-            ours = comparison.get(device, cap, target, "wattcap")
-            if method != "wattcap" and ours is not None and ours.time_mean_s is not None:
-                text += f"; {compare_times(times, list(ours.time_s)).label}"  # type: ignore[arg-type]
+            versus = comparison.versus_wattcap(r)
+            if versus is not None:
+                text += f"; {versus.label}"
             cells.append(text)
         table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)
     console.print(table)

@@ -19,6 +19,7 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -29,6 +30,7 @@ from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
 from wattcap.executors import Executor, SerialExecutor
+from wattcap.experiments.significance import TimeComparison, compare_times
 from wattcap.meter import PowerMeter
 from wattcap.planner import METHODS, InfeasibleCapError, plan
 from wattcap.profiling import Profiler, ProfileTable
@@ -115,6 +117,14 @@ class Comparison(VersionedFile):
                 return r
         return None
 
+    def versus_wattcap(self, result: MethodResult) -> TimeComparison | None:
+        """The method's measured time over wattcap's in the same scenario, with whether the
+        seeds separate them; None for wattcap itself or when a seed missed the target."""
+        ours = self.get(result.device, result.power_cap_w, result.target, "wattcap")
+        if result.method == "wattcap" or ours is None or None in ours.time_s + result.time_s:
+            return None
+        return compare_times(result.time_s, ours.time_s)  # type: ignore[arg-type]
+
     def over_fastest_pct(self, result: MethodResult) -> float | None:
         """Percentage time increase over the fastest configuration of the same scenario."""
         fastest = self.get(result.device, result.power_cap_w, result.target, "fastest")
@@ -192,16 +202,21 @@ class SweepInputs:
     dataset: str
     data_options: dict | None = None
 
-    def identity(self, **settings: object) -> dict:
-        """The inputs and `settings` (a run's TrainConfig, a sweep's seeds...) as plain data."""
+    @cached_property
+    def _inputs(self) -> dict:
+        """Hashed and stat-ed once per sweep, not once per run."""
         from wattcap.weights import file_sha256
 
         return {
             "model": self.model, "architecture": _architecture(self.model),
             "weights_sha256": None if self.weights is None else file_sha256(self.weights),
             "dataset": self.dataset, "data_options": self.data_options or {},
-            "data_files": _data_stamp(self.dataset), **settings,
+            "data_files": _data_stamp(self.dataset),
         }
+
+    def identity(self, **settings: object) -> dict:
+        """The inputs and `settings` (a run's TrainConfig, a sweep's seeds...) as plain data."""
+        return {**self._inputs, **settings}
 
     def key(self, **settings: object) -> str:
         """A short digest of :meth:`identity`: part of the recorded file's name."""

@@ -35,7 +35,7 @@ def scenarios(comparison: Comparison) -> list[tuple[str, float | None, str]]:
 
 
 def _cell(comparison: Comparison, r: MethodResult | None) -> str:
-    from wattcap.experiments.significance import compare_times, mean_std_label
+    from wattcap.experiments.significance import mean_std_label
 
     if r is None:
         return "n/a"
@@ -50,10 +50,9 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
     over = comparison.over_fastest_pct(r)
     if over is not None and r.method != "fastest":
         text += f", {over:+.1f} % over fastest"
-    ours = comparison.get(r.device, r.power_cap_w, r.target, "wattcap")
-    if r.method != "wattcap" and ours is not None and ours.time_mean_s is not None:
-        text += f", {compare_times(times, [t for t in ours.time_s if t is not None]).label} " \
-                "wattcap's time"
+    versus = comparison.versus_wattcap(r)
+    if versus is not None:
+        text += f", {versus.label} wattcap's time"
     if r.cap_violations:
         text += f", {r.cap_violations} cap violation(s) stepped down"
     return text

@@ -59,12 +59,13 @@ def compare_times(a: list[float], b: list[float], alpha: float = ALPHA) -> TimeC
     return TimeComparison(ratio, len(a), len(b), p_value, p_value < alpha)
 
 
-def mean_std_label(values: list[float], digits: int = 1) -> str:
+def mean_std_label(values: list[float], digits: int = 1, seeds: bool = True) -> str:
     """'12.3 ± 0.4 (3 seeds)', or '12.3 (1 seed)': one seed shows no spread, not a false
-    zero."""
+    zero (`seeds=False`: without the count, for a table that states it once)."""
     if not values:
         return "—"
     mean = statistics.fmean(values)
     if len(values) == 1:
-        return f"{mean:.{digits}f} (1 seed)"
-    return f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f} ({len(values)} seeds)"
+        return f"{mean:.{digits}f}" + (" (1 seed)" if seeds else "")
+    spread = f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+    return spread + (f" ({len(values)} seeds)" if seeds else "")
