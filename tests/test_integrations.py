@@ -26,9 +26,11 @@ def nano_and_frequency() -> tuple[EmulatedDevice, int]:
     return device, device.frequencies_hz()[4]
 
 
-def tiny_lightning_module(pl, on_step=None, lr: float = 1e-3):  # noqa: ANN001, ANN201
+def tiny_lightning_module(pl, on_step=None, lr: float = 1e-3,  # noqa: ANN001, ANN201
+                          validates: bool = False):
     """A linear classifier as a LightningModule (`pl`: lightning.pytorch), calling `on_step`
-    at every training step and logging `val_acc` on validation batches."""
+    at every training step and, when it `validates`, logging `val_acc` on validation batches
+    (without, Lightning warns of a validation step with no validation data)."""
 
     class TinyModule(pl.LightningModule):
         def __init__(self) -> None:
@@ -45,14 +47,15 @@ def tiny_lightning_module(pl, on_step=None, lr: float = 1e-3):  # noqa: ANN001, 
             x, y = batch
             return nn.functional.cross_entropy(self(x), y)
 
+        def configure_optimizers(self):  # noqa: ANN201
+            return torch.optim.Adam(self.parameters(), lr=lr)
+
+    class ValidatingModule(TinyModule):
         def validation_step(self, batch, batch_idx) -> None:  # noqa: ANN001
             x, y = batch
             self.log("val_acc", (self(x).argmax(1) == y).float().mean())
 
-        def configure_optimizers(self):  # noqa: ANN201
-            return torch.optim.Adam(self.parameters(), lr=lr)
-
-    return TinyModule()
+    return ValidatingModule() if validates else TinyModule()
 
 
 class FrequencyProbe:
@@ -93,7 +96,7 @@ def test_lightning_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noq
                          num_sanity_val_steps=0, default_root_dir=str(tmp_path),
                          callbacks=[callback, LrProbe()])
     data = tiny_data()
-    trainer.fit(tiny_lightning_module(pl, on_step=probe, lr=1.0),
+    trainer.fit(tiny_lightning_module(pl, on_step=probe, lr=1.0, validates=True),
                 DataLoader(data, batch_size=8), DataLoader(data, batch_size=32))
 
     assert probe.seen == [f_hz] * 6  # the plan's frequency, every step
