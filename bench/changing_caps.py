@@ -34,15 +34,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wattcap.caps import BatteryCap, CapSource, SolarCap
+from wattcap.algorithms.planner import Replanner
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.run import RunRecord
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
-from wattcap.efficiency import EfficiencyVector, estimate_efficiency
-from wattcap.planner import Replanner
-from wattcap.profiling import Profiler, ProfileTable
-from wattcap.references import cache_dir, emulated_reference_profiles
-from wattcap.run import RunRecord
-from wattcap.training import TrainConfig, pretrain, train_to_accuracy
+from wattcap.devices.caps import BatteryCap, CapSource, SolarCap
+from wattcap.measure.profiling import Profiler
+from wattcap.measure.references import cache_dir, emulated_reference_profiles
+from wattcap.train.efficiency import estimate_efficiency
+from wattcap.train.loop import TrainConfig, pretrain, train_to_accuracy
 
 DEVICE = "jetson-nano"
 MODEL = "digits32-cnn"

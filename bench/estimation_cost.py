@@ -32,13 +32,15 @@ from pathlib import Path
 
 import torch
 
+from wattcap.algorithms.planner import plan
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
 from wattcap.devices import EmulatedDevice
-from wattcap.efficiency import EfficiencyVector, estimate_efficiency
-from wattcap.executors import RayExecutor, SerialExecutor
-from wattcap.noise_scale import DEFAULT_GNS_SAMPLES, estimate_efficiency_gns
-from wattcap.planner import plan
-from wattcap.profiling import Profiler, ProfileTable
-from wattcap.references import cache_dir, emulated_reference_profiles
+from wattcap.measure.profiling import Profiler
+from wattcap.measure.references import cache_dir, emulated_reference_profiles
+from wattcap.train.efficiency import estimate_efficiency
+from wattcap.train.executors import RayExecutor, SerialExecutor
+from wattcap.train.noise_scale import DEFAULT_GNS_SAMPLES, estimate_efficiency_gns
 
 MODEL = "digits32-cnn"
 PRETRAIN = "digits-0-4-32"
@@ -49,7 +51,7 @@ GOAL_SHARE = 0.2
 
 
 def _weights(out: Path) -> Path:
-    from wattcap.training import pretrain
+    from wattcap.train.loop import pretrain
 
     path = out / f"{MODEL}-pretrained.safetensors"
     if not path.exists():

@@ -60,7 +60,7 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from wattcap.data import load_splits
 from wattcap.data.loader import StreamBatches, iterate_batches
-from wattcap.training import BatchStream
+from wattcap.train.loop import BatchStream
 t_import = time.monotonic() - t0
 t1 = time.monotonic()
 train, test = load_splits("imagefolder:" + sys.argv[1], subset_fraction=0.25)

@@ -17,8 +17,8 @@ import torch
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.models import get_model_spec
-from wattcap.session import Session
-from wattcap.training import BatchStream, TrainConfig, evaluate, train_to_accuracy
+from wattcap.runtime.session import Session
+from wattcap.train.loop import BatchStream, TrainConfig, evaluate, train_to_accuracy
 
 
 def plain_loop(model_name: str, train, test, batch_size: int, samples: int, seed: int) -> float:

@@ -20,9 +20,10 @@ import argparse
 import sys
 from types import ModuleType
 
-from wattcap.devices.base import DeviceError, DeviceOutOfMemoryError, PowerReading
+from wattcap.devices.base import PowerReading
+from wattcap.devices.errors import DeviceError, DeviceOutOfMemoryError
 from wattcap.devices.nvml import NvmlDevice
-from wattcap.profiling import Profiler
+from wattcap.measure.profiling import Profiler
 
 
 class ReadOnlyNvmlDevice(NvmlDevice):

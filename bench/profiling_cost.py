@@ -4,7 +4,7 @@ For each emulated device and model, and caps where they bind (spread over the pr
 powers), it prints the points each method measured, its device time as a share of a training run
 of 20 epochs x 12,500 samples at the exhaustive profile's choice (r_b = 1), the few-point
 profile's prediction errors on its held-out (predicted) points against the exhaustive profile of
-the same emulated device, and whether Algorithm 1 (`wattcap.planner.plan`) makes the same
+the same emulated device, and whether Algorithm 1 (`wattcap.algorithms.planner.plan`) makes the same
 choice from each profile as from the exhaustive one, with r_b = 1 and three r vectors of the
 large-batch form E(b) = E_min (1 + b / B_noise), B_noise = 8, 32, 128.
 
@@ -33,10 +33,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
 from wattcap.devices import EmulatedDevice
-from wattcap.efficiency import EfficiencyVector
-from wattcap.planner import plan
-from wattcap.profiling import Profiler, ProfileTable
+from wattcap.measure.profiling import Profiler
 
 DEVICES = ("jetson-nano", "jetson-tx2nx")
 MODELS = ("resnet18", "mobilenetv2", "digits32-cnn")
@@ -73,7 +75,7 @@ def efficiency_vectors(profile: ProfileTable) -> list[EfficiencyVector | None]:
     vectors: list[EfficiencyVector | None] = [None]
     for b_noise in B_NOISE:
         samples = {b: [round(10_000 * (1 + b / b_noise))] for b in profile.batch_sizes}
-        vectors.append(EfficiencyVector.from_samples(
+        vectors.append(vector_from_samples(
             samples, sample_budget=10**6, model=profile.model, input_shape=profile.input_shape,
             dataset=f"large-batch form, B_noise={b_noise}", task="image-classification",
             target_accuracy=0.9, seeds=[0]))

@@ -13,9 +13,10 @@ import random
 import tempfile
 import timeit
 
+from wattcap.algorithms.planner import Selector
+from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.devices import EmulatedDevice
-from wattcap.planner import Selector
-from wattcap.profiling import ProfilePoint, Profiler, ProfileTable
+from wattcap.measure.profiling import Profiler
 
 SELECTIONS = 2_000
 REPEATS = 5

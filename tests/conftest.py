@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
+from wattcap.algorithms.efficiency import vector_from_samples
+
 NANO = "jetson-nano"
 
 # The tests run tiny CPU workloads (batch of 2) on a machine shared with other jobs: with the
@@ -40,21 +42,21 @@ def wattcap_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 @pytest.fixture(scope="session")
 def resnet18_workload():
-    from wattcap.workload import workload_for
+    from wattcap.devices.workload import workload_for
 
     return workload_for("resnet18")
 
 
 @pytest.fixture(scope="session")
 def mobilenetv2_workload():
-    from wattcap.workload import workload_for
+    from wattcap.devices.workload import workload_for
 
     return workload_for("mobilenetv2")
 
 
 @pytest.fixture(scope="session")
 def efficientvit_workload():
-    from wattcap.workload import workload_for
+    from wattcap.devices.workload import workload_for
 
     return workload_for("efficientvit")
 
@@ -63,7 +65,7 @@ def efficientvit_workload():
 def nano_resnet18_profile(wattcap_cache_dir: str, resnet18_workload):
     """Exhaustive ResNet18 profile of the emulated Jetson Nano (MAXN, seed 0)."""
     from wattcap.devices import EmulatedDevice
-    from wattcap.profiling import Profiler
+    from wattcap.measure.profiling import Profiler
 
     return Profiler(EmulatedDevice(NANO), "resnet18", workload=resnet18_workload).run(
         exhaustive=True
@@ -73,7 +75,7 @@ def nano_resnet18_profile(wattcap_cache_dir: str, resnet18_workload):
 @pytest.fixture(scope="session")
 def nano_reference_profiles(wattcap_cache_dir: str):
     """Exhaustive profiles of every reference model on the emulated Nano (cached on disk)."""
-    from wattcap.references import emulated_reference_profiles
+    from wattcap.measure.references import emulated_reference_profiles
 
     return emulated_reference_profiles(NANO)
 
@@ -82,7 +84,7 @@ def nano_reference_profiles(wattcap_cache_dir: str):
 def make_efficiency() -> Callable[..., object]:
     """Factory: an EfficiencyVector from {batch size: [samples per seed or None]} and a
     sample budget (20,000 unless given)."""
-    from wattcap.efficiency import EfficiencyVector
+    from wattcap.core.efficiency import EfficiencyVector
 
     def make(
         samples: dict[int, list[int | None]],
@@ -92,7 +94,7 @@ def make_efficiency() -> Callable[..., object]:
         sample_budget: int = 20_000,
     ) -> EfficiencyVector:
         seeds = list(range(len(next(iter(samples.values())))))
-        return EfficiencyVector.from_samples(
+        return vector_from_samples(
             samples,
             sample_budget=sample_budget,
             model=model,

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from wattcap.core.version import __version__
 
 if TYPE_CHECKING:
-    from wattcap.session import Session
+    from wattcap.runtime.session import Session
 
 
 def __getattr__(name: str) -> Any:
     if name == "Session":
-        from wattcap.session import Session
+        from wattcap.runtime.session import Session
 
         return Session
     raise AttributeError(f"module 'wattcap' has no attribute {name!r}")

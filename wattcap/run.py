@@ -1,129 +1,25 @@
-"""What a training run is and what it leaves behind: the configuration of our own loop
-(`TrainConfig`), the accuracy curve (`CurvePoint`) and the `RunRecord` file every run writes,
-whichever loop drove it (ours, a user's, Lightning's, the Hugging Face Trainer's).
+"""Deprecated: moved to `wattcap.core.run`
+(the layered layout, see the README's Architecture).
+This module re-exports its names and will be removed in a later release."""
 
-Light on purpose (no torch import): the CLI and the reports read records without a model.
-"""
+import warnings
 
-from __future__ import annotations
+warnings.warn(
+    "wattcap.run is deprecated: import from wattcap.core.run",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
-import math
-from typing import Literal
+from wattcap.core.run import (  # noqa: E402
+    CurvePoint,
+    RunRecord,
+    TrainConfig,
+    scaled_learning_rate,
+)
 
-from pydantic import BaseModel, ConfigDict
-
-from wattcap.cap_history import CapTimeline, Segment
-from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
-from wattcap.runtime import CapViolation, DriftEvent, FrequencyStep, Replan
-from wattcap.schema import VersionedFile
-
-
-def scaled_learning_rate(lr_ref: float, batch_size_ref: int, batch_size: int) -> float:
-    """Square-root scaling for Adam/AdamW: lr = lr_ref · sqrt(b / b_ref)."""
-    return lr_ref * math.sqrt(batch_size / batch_size_ref)
-
-
-class TrainConfig(BaseModel):
-    """Everything that determines a run of wattcap's own training loop (`train_to_accuracy`)."""
-
-    model_config = ConfigDict(extra="forbid")
-    model: str
-    batch_size: int
-    target_accuracy: float
-    sample_budget: int = 20_000
-    eval_every_samples: int = 256
-    #: the paper's reference: Adam at 5e-4 for b = 128, sqrt-scaled to the batch size
-    lr_ref: float = DEFAULT_LR_REF
-    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF
-    optimizer: Literal["adam", "adamw"] = "adam"
-    weight_decay: float = 0.0
-    seed: int = 0
-    max_eval_samples: int | None = None
-    #: evaluations after the first one at the target, so the smoothed curve that
-    #: samples-to-target is read from does not rest on one lucky evaluation (estimation runs)
-    evals_past_target: int = 0
-
-    @property
-    def learning_rate(self) -> float:
-        """The learning rate at this batch size."""
-        return scaled_learning_rate(self.lr_ref, self.batch_size_ref, self.batch_size)
-
-    def check(self) -> None:
-        """Refuse settings that would break same-sample-count evaluation."""
-        if self.batch_size < 1:
-            raise ValueError(f"batch size must be positive, got {self.batch_size}")
-        if self.eval_every_samples % self.batch_size:
-            raise ValueError(
-                f"eval_every_samples ({self.eval_every_samples}) must be a multiple of the batch "
-                f"size ({self.batch_size}) so every batch size is evaluated at the same samples"
-            )
-        if not 0 < self.target_accuracy <= 1:
-            raise ValueError(f"target accuracy must be in (0, 1], got {self.target_accuracy}")
-
-
-class CurvePoint(BaseModel):
-    """Test accuracy after a number of training samples."""
-
-    model_config = ConfigDict(extra="forbid")
-    samples: int
-    accuracy: float
-    device_time_s: float
-
-
-class RunRecord(VersionedFile):
-    """The outcome of one training run."""
-
-    FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 4  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
-    #                     timeline, paused_s, stop_reason (a moving cap)
-
-    #: the configuration of wattcap's own loop; None for a run driven by a user's loop
-    config: TrainConfig | None = None
-    model: str
-    batch_size: int
-    learning_rate: float | None = None
-    target_accuracy: float | None = None
-    sample_budget: int | None = None
-    dataset: str | None = None
-    method: str | None = None
-    device: str | None = None
-    device_kind: str | None = None
-    torch_device: str | None = None
-    frequency_hz: int | None = None
-    power_cap_w: float | None = None
-    reached: bool
-    #: samples where the smoothed accuracy curve crosses the target (interpolated)
-    samples_to_target: float | None
-    #: device seconds at that crossing
-    time_to_accuracy_s: float | None = None
-    samples_seen: int
-    steps: int = 0
-    final_accuracy: float
-    curve: list[CurvePoint]
-    device_time_s: float
-    energy_j: float
-    peak_power_w: float | None
-    avg_power_w: float | None
-    cap_violations: list[CapViolation] = []
-    frequency_steps: list[FrequencyStep] = []
-    drift_events: list[DriftEvent] = []
-    replans: list[Replan] = []
-    #: "counter" (hardware energy counter difference), "sensor" (readings × sensor period)
-    energy_source: str | None = None
-    events: list[str] = []
-    resumed_from_samples: int | None = None
-    wall_time_s: float
-    weights_source: str | None = None
-    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
-    architecture_fingerprint: str | None = None
-    #: what the selection minimised ("time", "energy within 300 s", ...)
-    objective: str | None = None
-    #: a moving cap: its source, the run's segments of constant plan (`power_cap_w`,
-    #: `batch_size` and `frequency_hz` above are then those at the end), a compact series of
-    #: power, cap, frequency and batch size, the device seconds spent paused (included in
-    #: `device_time_s`) and why the cap ended the run, if it did
-    cap_source: str | None = None
-    segments: list[Segment] = []
-    timeline: CapTimeline | None = None
-    paused_s: float = 0.0
-    stop_reason: str | None = None
+__all__ = [
+    "CurvePoint",
+    "RunRecord",
+    "TrainConfig",
+    "scaled_learning_rate",
+]

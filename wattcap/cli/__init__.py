@@ -23,8 +23,8 @@ app = typer.Typer(
 
 @app.callback()
 def _configure_threads() -> None:
-    """Before any command: torch's CPU threads (see `wattcap.threads`)."""
-    from wattcap.threads import configure_torch_threads
+    """Before any command: torch's CPU threads (see `wattcap.cli.threads`)."""
+    from wattcap.cli.threads import configure_torch_threads
 
     configure_torch_threads()
 

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 import typer
 from rich.markup import escape
 
-from wattcap.console import make_console
+from wattcap.cli.console import make_console
 
 if TYPE_CHECKING:
-    from wattcap.caps import CapSource
+    from wattcap.core.objective import Objective
+    from wattcap.core.progress import ProgressReporter
+    from wattcap.core.schema import VersionedFile
     from wattcap.devices import Drift
-    from wattcap.executors import Executor
-    from wattcap.objectives import Objective
-    from wattcap.progress import ProgressReporter
-    from wattcap.schema import VersionedFile
+    from wattcap.devices.caps import CapSource
+    from wattcap.train.executors import Executor
 
     FileT = TypeVar("FileT", bound=VersionedFile)
 
@@ -66,7 +66,7 @@ def parse_cap_spec(value: str) -> float | None | CapSource:
     'schedule:caps.json', 'file:/run/cap')."""
     if ":" not in value:
         return parse_cap(value)
-    from wattcap.caps import CapSourceError, parse_cap_source
+    from wattcap.devices.caps import CapSourceError, parse_cap_source
 
     try:
         return parse_cap_source(value)
@@ -82,7 +82,7 @@ def parse_objective(name: str, eta: float | None, max_energy: float | None,
                     deadline: float | None) -> Objective:
     """--objective, --eta, --max-energy and --deadline as one `Objective`; a clear exit on a
     combination that does not make sense."""
-    from wattcap.objectives import Objective, ObjectiveError
+    from wattcap.core.objective import Objective, ObjectiveError
 
     try:
         return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline)
@@ -118,7 +118,7 @@ def parse_drift(value: str | None) -> Drift | None:
 
 def load_or_fail(cls: type[FileT], path: Path) -> FileT:
     """Load a wattcap file or exit with its message."""
-    from wattcap.schema import WattcapFileError
+    from wattcap.core.schema import WattcapFileError
 
     try:
         return cls.load(path)
@@ -129,7 +129,7 @@ def load_or_fail(cls: type[FileT], path: Path) -> FileT:
 def progress(description: str, total: int | None, unit: str) -> ProgressReporter:
     """A progress reporter on the command line's console: a bar on a terminal, plain lines
     in logs and pipes."""
-    from wattcap.progress import make_progress
+    from wattcap.core.progress import make_progress
 
     return make_progress(console, description, total, unit)
 
@@ -145,7 +145,7 @@ RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ra
 
 def executor_or_fail(spec: str | None) -> Executor:
     """The executor a --ray option names, or a clear exit."""
-    from wattcap.executors import ExecutorError, get_executor
+    from wattcap.train.executors import ExecutorError, get_executor
 
     try:
         executor = get_executor(spec)

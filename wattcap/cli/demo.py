@@ -14,6 +14,6 @@ def demo(
     quick: bool = typer.Option(False, help="Smaller run (used by the tests)."),
 ) -> None:
     """The main job on the embedded default: the emulated Jetson Nano and bundled data."""
-    from wattcap.demo import run_demo
+    from wattcap.experiments.demo import run_demo
 
     run_demo(out, console=console, quick=quick)

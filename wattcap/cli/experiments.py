@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from wattcap.batches import DEFAULT_BATCH_SIZES
 from wattcap.cli.common import RAY_HELP, executor_or_fail
+from wattcap.cli.console import make_console
 from wattcap.cli.inputs import (
     DATA_HELP,
     INPUT_SHAPE,
@@ -29,17 +29,17 @@ from wattcap.cli.inputs import (
     parse_target,
     resolve_model,
 )
-from wattcap.console import make_console
-from wattcap.progress import make_progress
+from wattcap.core.batches import DEFAULT_BATCH_SIZES
+from wattcap.core.progress import make_progress
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from rich.console import Console
 
+    from wattcap.core.progress import ProgressReporter
     from wattcap.experiments.compare import Comparison, Scenario
-    from wattcap.progress import ProgressReporter
-    from wattcap.training import RunRecord
+    from wattcap.train.loop import RunRecord
 
 DEFAULT_MODEL = "digits32-cnn"
 DEFAULT_PRETRAIN = "digits-0-4-32"
@@ -109,7 +109,7 @@ def _check_inputs(
 def _weights(out: Path, model: str, weights: Path | None, console: Console) -> Path | None:
     if weights is not None:
         return weights
-    from wattcap.training import pretrain
+    from wattcap.train.loop import pretrain
 
     path = out / f"{model}-pretrained.safetensors"
     if not path.exists():
@@ -119,12 +119,13 @@ def _weights(out: Path, model: str, weights: Path | None, console: Console) -> P
 
 
 def _report(out: Path, comparison: Comparison, console: Console) -> None:
-    from wattcap.efficiency import EfficiencyVector
+    from wattcap.algorithms.planner import plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.plan import METHODS
     from wattcap.experiments.compare import load_or_profile
     from wattcap.experiments.plots import plot_profile
     from wattcap.experiments.report import bar_chart, write_report
-    from wattcap.planner import METHODS, plan
-    from wattcap.references import emulated_reference_profiles
+    from wattcap.measure.references import emulated_reference_profiles
 
     images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
               ("Energy per method and scenario", bar_chart(comparison, out, "energy"))]
@@ -191,9 +192,9 @@ def compare(
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report."""
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import estimate_proxy_efficiency, run_comparison
-    from wattcap.schema import WattcapFileError
-    from wattcap.workload import workload_for
 
     console = make_console()
     target_list = _split(targets)
@@ -262,8 +263,8 @@ def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
 
 def print_summary(comparison: Comparison, console: Console) -> None:
     """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
+    from wattcap.core.plan import METHODS
     from wattcap.experiments.significance import mean_std_label
-    from wattcap.planner import METHODS
 
     spread = (f"mean ± std over {comparison.seeds} seeds" if comparison.seeds > 1
               else "one seed: no spread, nothing is within or beyond noise")
@@ -327,6 +328,7 @@ def sensitivity(
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
+    from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import (
         Comparison,
         efficiency_from_runs,
@@ -336,8 +338,7 @@ def sensitivity(
         sensitivity_matrix,
     )
     from wattcap.experiments.report import sensitivity_heatmap
-    from wattcap.references import emulated_reference_profiles
-    from wattcap.workload import workload_for
+    from wattcap.measure.references import emulated_reference_profiles
 
     console = make_console()
     proxy_list, target_list = _split(proxies), _split(targets)

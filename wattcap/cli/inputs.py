@@ -129,8 +129,8 @@ def check_weights(path: Path | None, model: str) -> None:
     """A weights file that exists, is safetensors and was saved for this model."""
     if path is None:
         return
-    from wattcap.schema import WattcapFileError
-    from wattcap.weights import read_metadata
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.models.weights import read_metadata
 
     if not Path(path).is_file():
         fail(f"--weights {path}: no such file")

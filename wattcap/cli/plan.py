@@ -18,11 +18,11 @@ from wattcap.cli.common import (
     parse_cap,
     parse_objective,
 )
-from wattcap.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
-    from wattcap.objectives import Objective
-    from wattcap.planner import Plan
+    from wattcap.core.objective import Objective
+    from wattcap.core.plan import Plan
 
 
 def make_plan(
@@ -35,11 +35,12 @@ def make_plan(
     margin_sigmas: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit."""
-    from wattcap.efficiency import EfficiencyVector
-    from wattcap.planner import InfeasibleCapError, plan
-    from wattcap.profiling import ProfileTable
-    from wattcap.references import reference_profiles_for
-    from wattcap.schema import WattcapFileError
+    from wattcap.algorithms.planner import plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.plan import InfeasibleCapError
+    from wattcap.core.profile import ProfileTable
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.measure.references import reference_profiles_for
 
     table = load_or_fail(ProfileTable, profile_path)
     eff = load_or_fail(EfficiencyVector, efficiency_path) if efficiency_path else None
@@ -89,7 +90,7 @@ def plan_to_json(result: Plan) -> dict:
 
 def print_plan(result: Plan, title: str | None = None) -> None:
     """A rich table of every method's choice and predicted speed-up."""
-    from wattcap.planner import METHODS
+    from wattcap.core.plan import METHODS
 
     cap = "no cap" if result.power_cap_w is None else f"cap {result.power_cap_w:g} W"
     objective = "" if result.objective.is_paper_time else \

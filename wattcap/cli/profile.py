@@ -21,8 +21,9 @@ from wattcap.cli.common import (
 from wattcap.cli.inputs import INPUT_SHAPE, NUM_CLASSES, VOCAB_SIZE, resolve_model
 
 if TYPE_CHECKING:
+    from wattcap.core.profile import ProfilePoint, ProfileTable
     from wattcap.devices import Device
-    from wattcap.profiling import ProfilePoint, ProfileTable, RefreshResult
+    from wattcap.measure.profiling import RefreshResult
 
 
 def print_device_readout(dev: Device) -> None:
@@ -132,9 +133,10 @@ def profile(
     vocab_size: int | None = VOCAB_SIZE,
 ) -> None:
     """Measure peak power and time per sample over (batch size, frequency)."""
+    from wattcap.core.profile import ProfileTable
+    from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError, get_device
-    from wattcap.profiling import Profiler, ProfileTable, refresh_profile
-    from wattcap.schema import WattcapFileError
+    from wattcap.measure.profiling import Profiler, refresh_profile
 
     cap = parse_cap(power_cap)
     previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
@@ -235,7 +237,7 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
                       + ", ".join(f"b={b} at {p.frequency_hz / 1e6:.1f} MHz"
                                   for b, p in sorted(frontier.items())))
     else:
-        from wattcap.workload import workload_for
+        from wattcap.devices.workload import workload_for
 
         work = workload_for(model)
         overhead = getattr(getattr(dev, "spec", None), "allocator_overhead_factor", 1.0)
@@ -243,7 +245,7 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
         too_big = [b for b in sizes if b not in fits]
         points = len(fits) * len(dev.frequencies_hz())
         if few_points:
-            from wattcap.active_profiling import default_budget
+            from wattcap.measure.active_profiling import default_budget
 
             budget = max_points or default_budget(fits, dev.frequencies_hz())
             how = f"a few points: at most {budget} of {points}, the rest predicted"
@@ -265,8 +267,8 @@ def plot_profile_command(
 ) -> None:
     """Heatmaps of peak power and time per sample with the cap frontier and the choices."""
     from wattcap.cli.plan import make_plan
+    from wattcap.core.profile import ProfileTable
     from wattcap.experiments.plots import plot_profile
-    from wattcap.profiling import ProfileTable
 
     cap = parse_cap(power_cap)
     table = load_or_fail(ProfileTable, profile)

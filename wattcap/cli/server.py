@@ -19,7 +19,7 @@ from wattcap.cli.common import fail_plain, load_or_fail, say
 from wattcap.server import SERVER_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
-    from wattcap.efficiency import EfficiencyVector
+    from wattcap.core.efficiency import EfficiencyVector
     from wattcap.server.client import WattcapClient
     from wattcap.server.schemas import EfficiencyInfo, ModelInfo
 
@@ -42,7 +42,7 @@ def connect(url: str, token: str | None) -> WattcapClient:
 
 
 def _server_errors() -> tuple[type[Exception], ...]:
-    from wattcap.schema import WattcapFileError
+    from wattcap.core.schema import WattcapFileError
     from wattcap.server.client import ServerError
 
     return (ServerError, WattcapFileError)
@@ -51,7 +51,7 @@ def _server_errors() -> tuple[type[Exception], ...]:
 def _cached(kind: str, sha256: str, suffix: str) -> Path:
     """Where a downloaded payload is kept on the device: named by its SHA-256, so a cached
     file is never stale (a changed payload has another name)."""
-    from wattcap.references import cache_dir
+    from wattcap.measure.references import cache_dir
 
     folder = cache_dir() / "server"
     folder.mkdir(parents=True, exist_ok=True)
@@ -59,7 +59,7 @@ def _cached(kind: str, sha256: str, suffix: str) -> Path:
 
 
 def _is_cached(path: Path, sha256: str) -> bool:
-    from wattcap.weights import file_sha256
+    from wattcap.models.weights import file_sha256
 
     return path.exists() and file_sha256(path) == sha256
 
@@ -162,7 +162,7 @@ def fetch_plan_inputs(
     if profile is None:
         profile = fetcher.profile(device_name, model, power_mode)
     elif model is None:
-        from wattcap.profiling import ProfileTable
+        from wattcap.core.profile import ProfileTable
 
         model = load_or_fail(ProfileTable, profile).model
     info = None
@@ -282,7 +282,7 @@ def serve(
     except ImportError:
         fail_plain(_INSTALL_HINT)
     if db is None:
-        from wattcap.references import cache_dir
+        from wattcap.measure.references import cache_dir
 
         db = cache_dir() / "server.sqlite3"
     try:

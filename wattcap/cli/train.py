@@ -40,12 +40,12 @@ from wattcap.cli.inputs import (
     parse_target,
     resolve_model,
 )
-from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
-    from wattcap.efficiency import EfficiencyVector
-    from wattcap.run import RunRecord
-    from wattcap.session import SessionStatus
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.run import RunRecord
+    from wattcap.runtime.session import SessionStatus
 
 
 def pretrain(
@@ -66,7 +66,7 @@ def pretrain(
 ) -> None:
     """Pre-train a model on a dataset; every later run starts from these weights."""
     from wattcap.data import DatasetFormatError
-    from wattcap.training import pretrain as run_pretrain
+    from wattcap.train.loop import pretrain as run_pretrain
 
     check_workers(workers)
     if epochs < 1 or batch_size < 1:
@@ -156,8 +156,8 @@ def estimate(
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
     gradient noise scale of one run with --method gns)."""
-    from wattcap.efficiency import estimate_efficiency
-    from wattcap.schema import WattcapFileError
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.train.efficiency import estimate_efficiency
 
     check_workers(workers)
     sizes = parse_batch_sizes(batch_sizes)
@@ -224,7 +224,7 @@ def estimate(
                                    eval_every, lr_ref, batch_size_ref, splits, optimizer,
                                    weight_decay)
         else:
-            from wattcap.executors import ExecutorError
+            from wattcap.train.executors import ExecutorError
 
             runs = len(sizes) * seeds
             where = executor_or_fail(ray)
@@ -257,8 +257,8 @@ def _estimate_gns(model: str, proxy: str, target: float | str, weights: Path | N
                   sizes: tuple[int, ...], gns_samples: int, eval_every: int, lr_ref: float,
                   batch_size_ref: int, splits: tuple, optimizer: str,
                   weight_decay: float) -> EfficiencyVector:
-    from wattcap.noise_scale import estimate_efficiency_gns
-    from wattcap.schema import WattcapFileError
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.train.noise_scale import estimate_efficiency_gns
 
     with progress(f"measuring the gradient noise scale of {model} on {proxy} (b = "
                   f"{min(sizes)} and {max(sizes)})", gns_samples, "samples") as report:
@@ -366,14 +366,14 @@ def train(
     --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
     0.8` gets the profile of this device model, the efficiency vector and the weights.
     """
-    from wattcap.caps import CapSource, CapSourceError
     from wattcap.cli.plan import make_plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.plan import METHODS
+    from wattcap.core.profile import ProfileTable
+    from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError, get_device
-    from wattcap.efficiency import EfficiencyVector
+    from wattcap.devices.caps import CapSource, CapSourceError
     from wattcap.models import model_fingerprint
-    from wattcap.planner import METHODS
-    from wattcap.profiling import ProfileTable
-    from wattcap.schema import WattcapFileError
 
     # Every argument is checked before any work starts (no plan printed for a bad one).
     if method not in METHODS:
@@ -432,7 +432,7 @@ def train(
         if plan_cap is not None and table.points:
             # a run that starts below every configuration starts paused, with the plan for
             # the lowest cap anything meets
-            from wattcap.planner import with_power_margin
+            from wattcap.algorithms.planner import with_power_margin
 
             margined = with_power_margin(table, margin_sigmas)
             plan_cap = max(plan_cap, min(p.peak_power_w for p in margined.points))
@@ -441,7 +441,7 @@ def train(
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     choice = result.choices[method]
-    from wattcap.training import TrainConfig, train_to_accuracy
+    from wattcap.train.loop import TrainConfig, train_to_accuracy
 
     vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     try:
@@ -471,7 +471,7 @@ def train(
     if dry_run:
         console.print("dry run: nothing changed, no training")
         return
-    from wattcap.runtime import exit_cleanly_on_signals
+    from wattcap.runtime.watchdog import exit_cleanly_on_signals
 
     try:
         with exit_cleanly_on_signals(), dev, progress(

@@ -1,6 +1,6 @@
 """A torch DataLoader over wattcap data sets, in the order the trainer decides.
 
-The trainer owns the sample order (``wattcap.training.BatchStream``: seeded epoch
+The trainer owns the sample order (``wattcap.train.loop.BatchStream``: seeded epoch
 permutations, identical for every batch size), so the loader does not shuffle or sample: it
 takes a sequence of index batches and turns each into ``(x, y)`` tensors, in that order.
 Workers (``num_workers``) read and normalise the next batches while the device trains on the
@@ -116,7 +116,7 @@ def iterate_batches(
     Copies to a GPU come from pinned memory (pinned by the loader, else here) and are
     ``non_blocking``, so they overlap compute.
     """
-    from wattcap.model_source import move_to_device
+    from wattcap.data.loader import move_to_device
 
     device = torch.device(torch_device) if torch_device is not None else torch.device("cpu")
     loader = batch_loader(dataset, batches, num_workers=num_workers, torch_device=device,
@@ -128,3 +128,14 @@ def iterate_batches(
             yield move_to_device(x, str(device)), move_to_device(y, str(device))
         else:
             yield x.to(device), y.to(device)
+
+
+def move_to_device(tensor: torch.Tensor, torch_device: str) -> torch.Tensor:
+    """One tensor to a torch device: pinned and copied without blocking on CUDA, untouched when
+    it is there already."""
+    if str(tensor.device) == torch_device or (torch_device == "cpu"
+                                              and tensor.device.type == "cpu"):
+        return tensor
+    if torch_device.startswith("cuda") and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(torch_device, non_blocking=True)
+    return tensor.to(torch_device)

@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from wattcap.data.base import DatasetFormatError
-from wattcap.data.imagefolder import (
+from wattcap.data.image_files import (
     FolderListing,
     decode_images,
     first_image_shape,
 )
-from wattcap.data.imagefolder import stats_from_sums as _stats
+from wattcap.data.image_files import stats_from_sums as _stats
 
 CACHE_FOLDER = ".wattcap-cache"
 CACHE_KIND = "wattcap.pixel-cache"
@@ -57,7 +57,7 @@ def cache_locations(folder: Path, cache_dir: str | Path | None = None) -> list[P
     """Folders to look in (and write to, first writable wins), in order."""
     if cache_dir is not None:
         return [Path(cache_dir)]
-    from wattcap.cache import cache_dir as global_cache_dir
+    from wattcap.core.cache import cache_dir as global_cache_dir
 
     return [folder / CACHE_FOLDER, global_cache_dir() / "datasets"]
 

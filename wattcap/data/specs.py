@@ -197,7 +197,7 @@ def _looks_like(path: Path, expected: str) -> str:
 def _image_folder_root(path: Path) -> Path | None:
     """PATH/train when it exists, else PATH, if it holds a non-hidden class folder with an
     image in it."""
-    from wattcap.data.imagefolder import IMAGE_EXTENSIONS
+    from wattcap.data.image_files import IMAGE_EXTENSIONS
 
     root = path / "train" if (path / "train").is_dir() else path
     for d in root.iterdir():
@@ -208,7 +208,7 @@ def _image_folder_root(path: Path) -> Path | None:
 
 
 def _check_image_folder(path: Path) -> None:
-    from wattcap.data.imagefolder import IMAGE_EXTENSIONS
+    from wattcap.data.image_files import IMAGE_EXTENSIONS
 
     if not path.is_dir():
         raise DatasetFormatError(path, "imagefolder expects a folder of <class>/<image> folders")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 
-from wattcap.devices.base import (
-    Device,
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.emulated import Drift, EmulatedDevice
+from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,
     DeviceOutOfMemoryError,
     DevicePermissionError,
     FrequencyNotFollowedError,
-    PowerReading,
     SensorMissingError,
 )
-from wattcap.devices.emulated import Drift, EmulatedDevice
 from wattcap.devices.spec import DeviceSpec, list_specs, load_spec
 
 __all__ = [

@@ -28,42 +28,28 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from wattcap.devices.errors import (
+    DeviceError,
+    DeviceOutOfMemoryError,
+    WatchError,
+)
+
 if TYPE_CHECKING:
-    from wattcap.workload import StepCost
+    from wattcap.devices.workload import StepCost
 
 
-class DeviceError(RuntimeError):
-    """A device problem, with a hint telling the user how to fix it."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        self.message = message
-        self.hint = hint
-        super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
 
 
-class DevicePermissionError(DeviceError):
-    """Writing a setting (clocks, governor) needs privileges we do not have."""
 
 
-class SensorMissingError(DeviceError):
-    """The device has no power sensor wattcap can read."""
 
 
-class DeviceNotFoundError(DeviceError):
-    """The requested device is not present on this machine."""
 
 
-class DeviceOutOfMemoryError(DeviceError, MemoryError):
-    """A batch does not fit in the device memory, as a real device would report."""
 
 
-class FrequencyNotFollowedError(DeviceError):
-    """The hardware did not apply the requested frequency (power-mode cap, thermal)."""
 
 
-class WatchError(DeviceError):
-    """The power watch stopped (a tick callback failed, the sensor died under a cap): the run
-    must stop rather than go on with nobody keeping the cap."""
 
 
 @dataclass(frozen=True)

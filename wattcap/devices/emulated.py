@@ -25,18 +25,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wattcap.devices.base import (
-    Device,
-    DeviceError,
-    DeviceInfo,
-    DeviceOutOfMemoryError,
-    PowerReading,
-    StepTimer,
-)
+from wattcap.devices.base import Device, DeviceInfo, PowerReading, StepTimer
+from wattcap.devices.errors import DeviceError, DeviceOutOfMemoryError
 from wattcap.devices.spec import DeviceSpec, load_spec
 
 if TYPE_CHECKING:
-    from wattcap.workload import StepCost
+    from wattcap.devices.workload import StepCost
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from wattcap.devices.base import (
-    Device,
+from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.errors import (
     DeviceError,
-    DeviceInfo,
     DeviceNotFoundError,
     DevicePermissionError,
     FrequencyNotFollowedError,

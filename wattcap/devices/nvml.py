@@ -12,10 +12,9 @@ import time
 from types import ModuleType
 from typing import Any
 
-from wattcap.devices.base import (
-    Device,
+from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.errors import (
     DeviceError,
-    DeviceInfo,
     DeviceNotFoundError,
     DevicePermissionError,
     FrequencyNotFollowedError,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from wattcap.devices.base import DeviceError
+from wattcap.devices.errors import DeviceError
 from wattcap.devices.jetson import JetsonDevice, find_gpu_devfreq
 from wattcap.devices.nvml import INSTALL_HINT, NvmlDevice, import_pynvml
 

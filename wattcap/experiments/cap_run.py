@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
-from wattcap.run import RunRecord  # noqa: E402
+from wattcap.core.run import RunRecord
 
 
 def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -> Path:

@@ -24,22 +24,26 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from wattcap.curves import samples_to_target
+from wattcap.algorithms.curves import samples_to_target
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.plan import METHODS, InfeasibleCapError
+from wattcap.core.profile import ProfileTable
+from wattcap.core.schema import VersionedFile, WattcapFileError
 from wattcap.data import load_splits
-from wattcap.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.devices.emulated import EmulatedDevice
-from wattcap.efficiency import EVALS_PAST_TARGET, EfficiencyVector
-from wattcap.executors import Executor, SerialExecutor
+from wattcap.devices.workload import workload_for
 from wattcap.experiments.significance import TimeComparison, compare_times
-from wattcap.meter import PowerMeter
-from wattcap.planner import METHODS, InfeasibleCapError, plan
-from wattcap.profiling import Profiler, ProfileTable
-from wattcap.references import emulated_reference_profiles
-from wattcap.runtime import CapWatchdog
-from wattcap.schema import VersionedFile, WattcapFileError
-from wattcap.training import RunRecord, TrainConfig
-from wattcap.training_tasks import TrainingTask
-from wattcap.workload import workload_for
+from wattcap.measure.profiling import Profiler
+from wattcap.measure.references import emulated_reference_profiles
+from wattcap.runtime.meter import PowerMeter
+from wattcap.runtime.watchdog import CapWatchdog
+from wattcap.train.efficiency import EVALS_PAST_TARGET
+from wattcap.train.executors import Executor, SerialExecutor
+from wattcap.train.loop import RunRecord, TrainConfig
+from wattcap.train.tasks import TrainingTask
 
 Progress = Callable[[str], None]
 #: called after each training run of a sweep (trained or reused), for progress counts
@@ -205,7 +209,7 @@ class SweepInputs:
     @cached_property
     def _inputs(self) -> dict:
         """Hashed and stat-ed once per sweep, not once per run."""
-        from wattcap.weights import file_sha256
+        from wattcap.models.weights import file_sha256
 
         return {
             "model": self.model, "architecture": _architecture(self.model),
@@ -290,7 +294,7 @@ def efficiency_from_runs(
     budgets = {b: [r.config.sample_budget for r in chosen[b]] for b in samples}
     first = next(iter(chosen.values()))[0].config
     try:
-        return EfficiencyVector.from_samples(
+        return vector_from_samples(
             samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
             use_fit=not measured,
             model=model, input_shape=input_shape, dataset=target,
@@ -363,7 +367,7 @@ def estimate_proxy_efficiency(
     """r_b on a proxy with the proxy's own target accuracy (a number, or "auto": chosen from
     the largest batch size's curve, see `estimate_efficiency`), recorded in OUT and reused
     only when model, weights, data, batch sizes, seeds, budget and target all match."""
-    from wattcap.efficiency import estimate_efficiency
+    from wattcap.train.efficiency import estimate_efficiency
 
     inputs = SweepInputs(model, weights, proxy, data_options)
     key = inputs.key(batch_sizes=list(batch_sizes), seeds=seeds, target=target_accuracy,

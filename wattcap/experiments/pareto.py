@@ -9,8 +9,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wattcap.core.plan import Plan
 from wattcap.experiments.plots import _MARKERS  # noqa: E402
-from wattcap.planner import Plan  # noqa: E402
 
 
 def plot_pareto(plan: Plan, out: str | Path) -> Path:

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from wattcap.planner import Plan  # noqa: E402
-from wattcap.profiling import ProfileTable  # noqa: E402
+from wattcap.core.plan import Plan
+from wattcap.core.profile import ProfileTable
 
 _MARKERS = {
     "wattcap": ("*", "tab:green"),

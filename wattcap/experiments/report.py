@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from wattcap.core.plan import METHODS
 from wattcap.experiments.compare import Comparison, MethodResult  # noqa: E402
-from wattcap.planner import METHODS  # noqa: E402
 
 _COLORS = {"wattcap": "tab:green", "baseline-1": "tab:red", "baseline-2": "tab:orange",
            "fastest": "tab:blue"}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from wattcap.efficiency import EfficiencyVector
+    from wattcap.core.efficiency import EfficiencyVector
 
 
 def efficiency_table(vector: EfficiencyVector) -> Table:

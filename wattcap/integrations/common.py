@@ -8,7 +8,7 @@ import atexit
 import weakref
 from typing import Any
 
-from wattcap.session import Session, SessionError
+from wattcap.runtime.session import Session, SessionError
 
 
 class SessionDriver:
@@ -26,7 +26,7 @@ class SessionDriver:
     size, so by default only the frequency follows the cap (cap_policy "frequency": f
     re-selected for the plan's batch size, pauses when nothing fits). `follow_batch_size=True`
     re-plans the batch size too (cap_policy "replan"): the dataloader must then draw its
-    batches with `wattcap.sampling.SessionBatchSampler`."""
+    batches with `wattcap.runtime.sampling.SessionBatchSampler`."""
 
     def __init__(self, session: Session | None, accuracy_metric: str | None,
                  set_batch_size: bool, set_learning_rate: bool,

@@ -37,9 +37,9 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("the Hugging Face callback needs the hf extra: "
                       "pip install 'wattcap[hf]'") from err
 
+from wattcap.core.run import RunRecord
 from wattcap.integrations.common import SessionDriver
-from wattcap.run import RunRecord
-from wattcap.session import Session
+from wattcap.runtime.session import Session
 
 
 class WattcapTrainerCallback(TrainerCallback):

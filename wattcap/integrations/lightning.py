@@ -36,9 +36,9 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("the Lightning callback needs the lightning extra: "
                       "pip install 'wattcap[lightning]'") from err
 
+from wattcap.core.run import RunRecord
 from wattcap.integrations.common import SessionDriver, first_tensor
-from wattcap.run import RunRecord
-from wattcap.session import Session
+from wattcap.runtime.session import Session
 
 
 class WattcapCallback(pl.Callback):

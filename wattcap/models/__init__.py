@@ -17,12 +17,11 @@ from __future__ import annotations
 
 # importing the model modules registers them
 from wattcap.models import char_transformer, efficientvit, mobilenetv2, resnet, small_cnn
-from wattcap.models.fingerprint import architecture_fingerprint, model_fingerprint
+from wattcap.models.fingerprint import architecture_fingerprint
 from wattcap.models.flops import flop_counter, train_flops_per_sample
+from wattcap.models.lookup import build_model, get_model_spec, model_fingerprint
 from wattcap.models.registry import (
     ModelSpec,
-    build_model,
-    get_model_spec,
     list_models,
     reference_models,
     register_model,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 
-import torch
 from torch import nn
 
 
@@ -30,16 +29,3 @@ def architecture_fingerprint(module: nn.Module) -> str:
 _FINGERPRINTS: dict[str, tuple[object, str]] = {}
 
 
-def model_fingerprint(name: str) -> str:
-    """Fingerprint of a model spec as built with its default number of classes (or vocabulary):
-    the architecture a profile measures, whatever head a later run gives it. Cached per
-    process; torch's random state is left as it was."""
-    from wattcap.models.registry import get_model_spec
-
-    spec = get_model_spec(name)
-    cached = _FINGERPRINTS.get(name)
-    if cached is None or cached[0] is not spec:
-        with torch.random.fork_rng(devices=[]):
-            cached = (spec, architecture_fingerprint(spec.build()))
-        _FINGERPRINTS[name] = cached
-    return cached[1]

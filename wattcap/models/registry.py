@@ -130,32 +130,6 @@ def register_runtime_model(spec: ModelSpec, fingerprint: str) -> ModelSpec:
     return spec
 
 
-def get_model_spec(name: str, allow_user_code: bool = True) -> ModelSpec:
-    """The spec of a registered model, of a user's model (``package.module:factory`` or
-    ``path/to/file.py:factory``, see wattcap.models.user), or of an instance registered in
-    this process. KeyError listing the known names for an unknown name; a user model that
-    cannot be loaded raises UserModelError (a ValueError) saying why.
-
-    Resolving a user model imports and runs its code: with ``allow_user_code=False`` (for
-    names from untrusted input, such as a server's uploads) only built-in and registered
-    models resolve, and anything else is a KeyError.
-    """
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _RUNTIME:
-        return _RUNTIME[name][0]
-    from wattcap.models.user import looks_like_user_model, user_model_spec
-
-    known = ", ".join(list_models())
-    if looks_like_user_model(name):
-        if allow_user_code:
-            return user_model_spec(name)
-        raise KeyError(f"model {name!r} is a user's code; only built-in models are accepted "
-                       f"here: {known}")
-    raise KeyError(
-        f"unknown model {name!r}; known models: {known}; or your own as "
-        "package.module:factory or path/to/file.py:factory"
-    )
 
 
 def list_models() -> list[str]:
@@ -168,6 +142,3 @@ def reference_models() -> list[str]:
     return sorted(name for name, spec in _REGISTRY.items() if spec.reference)
 
 
-def build_model(name: str, num_classes: int | None = None) -> nn.Module:
-    """Build a fresh model by registry name."""
-    return get_model_spec(name).build(num_classes)

@@ -25,9 +25,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from wattcap import __version__
-from wattcap.efficiency import EfficiencyVector
-from wattcap.profiling import ProfileTable
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.version import __version__
 from wattcap.server import CHECKSUM_HEADER
 from wattcap.server.jobs import JobRunner
 from wattcap.server.schemas import (
@@ -61,7 +61,7 @@ class ServerSettings:
     max_weights_bytes: int = 64 * MiB
     max_json_bytes: int = 4 * MiB
     #: where estimation jobs train: None in the job thread, else a `--ray` spec ("local",
-    #: "local:N", a cluster address) for `wattcap.executors.get_executor`
+    #: "local:N", a cluster address) for `wattcap.train.executors.get_executor`
     ray: str | None = None
     #: the only folder estimation jobs may read data from (FORMAT:PATH proxies); None: bundled
     #: datasets only
@@ -126,7 +126,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     """The app for `settings`: opens (or creates) the database and starts the job worker."""
     executor = None
     if settings.ray is not None:
-        from wattcap.executors import get_executor
+        from wattcap.train.executors import get_executor
 
         executor = get_executor(settings.ray).start()  # fails here, before serving
     store = Store(settings.db)

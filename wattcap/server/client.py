@@ -20,9 +20,9 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel
 
-from wattcap.efficiency import EfficiencyVector
-from wattcap.profiling import ProfileTable
-from wattcap.schema import VersionedFile, WattcapFileError
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.schema import VersionedFile, WattcapFileError
 from wattcap.server import CHECKSUM_HEADER
 from wattcap.server.schemas import (
     EfficiencyInfo,

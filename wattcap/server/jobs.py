@@ -22,7 +22,7 @@ from wattcap.server.schemas import EstimateRequest, JobInfo
 from wattcap.server.store import Store
 
 if TYPE_CHECKING:
-    from wattcap.executors import Executor
+    from wattcap.train.executors import Executor
 
 log = logging.getLogger("wattcap.server")
 
@@ -52,7 +52,7 @@ class JobRunner:
                 log.exception("job %s crashed", job_id)
 
     def _run(self, job_id: int) -> None:
-        from wattcap.efficiency import estimate_efficiency
+        from wattcap.train.efficiency import estimate_efficiency
 
         job = self.store.get_job(job_id)
         if job is None:

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from wattcap.efficiency import EfficiencyVector
-from wattcap.profiling import ProfileTable
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
 from wattcap.server.schemas import (
     EfficiencyInfo,
     EstimateRequest,

@@ -14,9 +14,9 @@ import json
 import struct
 from dataclasses import dataclass
 
-from wattcap.efficiency import EfficiencyVector
-from wattcap.profiling import ProfileTable
-from wattcap.schema import WattcapFileError
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.schema import WattcapFileError
 
 # A safetensors header lists tensor names, dtypes, shapes and offsets; even the char
 # transformer's is a few KiB. Anything near this is not a header we want to parse.

@@ -1,0 +1,239 @@
+"""The `wattcap` command line: devices, profile, plan, plot-profile, demo."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+
+DEVICE = "emulated:jetson-nano"
+MODEL = "digits32-cnn"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CHOICE_KEYS = {"batch_size", "frequency_hz", "predicted_time_s", "predicted_energy_j",
+               "peak_power_w", "method"}
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+def _flat(text: str) -> str:
+    """Output with rich's line wrapping undone."""
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.fixture(scope="module")
+def profile_file(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "profile.json"
+    result = invoke("profile", "--device", DEVICE, "--model", MODEL, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_devices_lists_the_emulated_jetsons() -> None:
+    result = invoke("devices")
+    assert result.exit_code == 0, result.output
+    assert "jetson-nano" in result.output
+    assert "jetson-tx2nx" in result.output
+    assert "921.6" in result.output  # the Nano's f_max
+
+
+def test_profile_exhaustive_writes_a_profile(profile_file) -> None:
+    table = ProfileTable.load(profile_file)
+    assert table.mode == "exhaustive"
+    assert (table.device, table.model) == ("jetson-nano", MODEL)
+    assert table.points_measured == len(table.batch_sizes) * len(table.frequencies_hz)
+
+
+def test_profile_pruned_measures_fewer_points(tmp_path, profile_file) -> None:
+    out = tmp_path / "pruned.json"
+    result = invoke("profile", "--device", DEVICE, "--model", MODEL, "--power-cap", "5",
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "pruned" in result.output
+    pruned = ProfileTable.load(out)
+    exhaustive = ProfileTable.load(profile_file)
+    assert pruned.mode == "pruned" and pruned.power_cap_w == 5.0
+    assert 0 < pruned.points_measured < exhaustive.points_measured
+    assert f"{pruned.points_measured} points" in result.output
+
+
+def test_profile_with_an_unknown_model_lists_known_models(tmp_path) -> None:
+    result = invoke("profile", "--device", DEVICE, "--model", "nope", "--out",
+                    tmp_path / "x.json")
+    assert result.exit_code != 0
+    assert "nope" in result.output
+    for known in ("resnet18", "mobilenetv2", "digits32-cnn"):
+        assert known in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_profile_with_an_unknown_device_fails_clearly(tmp_path) -> None:
+    result = invoke("profile", "--device", "emulated:jetson-nope", "--model", MODEL, "--out",
+                    tmp_path / "x.json")
+    assert result.exit_code != 0
+    assert "jetson-nano" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_plan_json(profile_file) -> None:
+    result = invoke("plan", "--profile", profile_file, "--power-cap", "5", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert CHOICE_KEYS <= set(data)
+    assert data["method"] == "wattcap"
+    assert data["peak_power_w"] <= 5.0
+    assert data["power_cap_w"] == 5.0
+    assert {"wattcap", "baseline-1", "baseline-2"} <= set(data["methods"])
+    for name, choice in data["methods"].items():
+        assert CHOICE_KEYS <= set(choice)
+        assert choice["method"] == name
+        assert choice["peak_power_w"] <= 5.0
+        assert choice["predicted_time_s"] >= data["predicted_time_s"]
+    table = ProfileTable.load(profile_file)
+    point = table.lookup(data["batch_size"], data["frequency_hz"])
+    assert point is not None and point.peak_power_w == data["peak_power_w"]
+
+
+def test_plan_without_a_cap(profile_file, tmp_path) -> None:
+    out = tmp_path / "plan.json"
+    result = invoke("plan", "--profile", profile_file, "--power-cap", "none", "--json",
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["power_cap_w"] is None
+    assert data["frequency_hz"] == max(ProfileTable.load(profile_file).frequencies_hz)
+    assert out.exists()
+
+
+def test_plan_table_output(profile_file) -> None:
+    result = invoke("plan", "--profile", profile_file, "--power-cap", "5")
+    assert result.exit_code == 0, result.output
+    for method in ("wattcap", "baseline-1", "baseline-2", "fastest"):
+        assert method in result.output
+
+
+def test_plan_with_an_infeasible_cap(profile_file) -> None:
+    from wattcap.algorithms.planner import with_power_margin
+    from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+
+    margined = with_power_margin(ProfileTable.load(profile_file), DEFAULT_MARGIN_SIGMAS)
+    lowest = min(p.peak_power_w for p in margined.points)  # with the margin below the cap
+    result = invoke("plan", "--profile", profile_file, "--power-cap", "0.5")
+    assert result.exit_code != 0
+    output = _flat(result.output)
+    assert "infeasible" in output
+    assert f"{lowest:.2f}" in output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("cap", ["-3", "lots", "nan", "inf"])
+def test_plan_with_a_bad_cap_value(profile_file, cap) -> None:
+    result = invoke("plan", "--profile", profile_file, "--power-cap", cap)
+    assert result.exit_code != 0
+    assert "--power-cap" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_plan_with_a_corrupt_profile(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "wattcap.profile", "schema_version": 1, "points": [')
+    result = invoke("plan", "--profile", bad, "--power-cap", "5")
+    assert result.exit_code != 0
+    output = _flat(result.output)
+    assert "not valid JSON" in output
+    assert "bad.json" in output
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_plan_with_a_plan_file_as_profile(profile_file, tmp_path) -> None:
+    plan_path = tmp_path / "plan.json"
+    assert invoke("plan", "--profile", profile_file, "--power-cap", "5", "--out",
+                  plan_path).exit_code == 0
+    result = invoke("plan", "--profile", plan_path, "--power-cap", "5")
+    assert result.exit_code != 0
+    assert "wattcap.plan" in _flat(result.output)
+
+
+def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
+    out = tmp_path / "x.png"
+    result = invoke("plot-profile", "--profile", profile_file, "--power-cap", "5", "--out", out)
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 10_000
+
+
+
+def test_time_per_sample_heatmap_has_a_log_colour_scale(profile_file) -> None:
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    from wattcap.experiments.plots import profile_figure
+
+    table = ProfileTable.load(profile_file)
+    times_ms = [p.seconds_per_sample * 1e3 for p in table.points]
+    fig = profile_figure(table)
+    try:
+        power_panel, time_panel = fig.axes[:2]
+        norm = time_panel.images[0].norm
+        assert isinstance(norm, LogNorm)
+        assert norm.vmin == pytest.approx(min(times_ms))
+        assert norm.vmax == pytest.approx(max(times_ms))
+        assert not isinstance(power_panel.images[0].norm, LogNorm)
+        # small batches at the lowest clock are ~100x slower than the rest: on a linear scale
+        # the median point got the bottom 5 % of the colours, on the log scale it is mid-range
+        median = statistics.median(times_ms)
+        linear_share = (median - min(times_ms)) / (max(times_ms) - min(times_ms))
+        assert linear_share < 0.1
+        assert 0.2 < float(norm(median)) < 0.8
+    finally:
+        plt.close(fig)
+
+
+def test_estimate_in_a_pipe_prints_progress_lines_before_the_table(tmp_path) -> None:
+    out = tmp_path / "efficiency.json"
+    result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits",
+                    "--target-accuracy", "0.3", "--batch-sizes", "8,32", "--seeds", "1",
+                    "--sample-budget", "1024", "--eval-every", "256", "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    progress = [i for i, line in enumerate(lines)
+                if line.startswith("estimating r_b of digits-cnn on digits: ")]
+    table = next(i for i, line in enumerate(lines) if "r_b of digits-cnn on digits (proxy" in line)
+    assert progress and max(progress) < table
+    assert "0/2 runs (0%)" in lines[progress[0]]
+    assert "2/2 runs (100%)" in lines[progress[-1]]
+    shown = "\n".join(lines[i] for i in progress)
+    vector = EfficiencyVector.load(out)
+    for entry in vector.entries:  # each finished run's samples-to-target, as recorded
+        samples = entry.samples_per_seed[0]
+        assert samples is not None
+        assert f"b={entry.batch_size} seed=0: {samples:.0f} samples to target" in shown
+
+@pytest.mark.slow  # the demo also pre-trains and trains on the bundled digits (~1 min)
+def test_demo(tmp_path) -> None:
+    out = tmp_path / "demo"
+    result = invoke("demo", "--out", out, "--quick")
+    assert result.exit_code == 0, result.output
+    assert "speed-up" in result.output and "vs wattcap" in result.output
+    assert "2 seeds" in result.output
+    heatmaps = sorted(out.glob("heatmap-*.png"))
+    profiles = sorted(out.glob("profile-*.json"))
+    assert len(heatmaps) >= 2 and len(profiles) >= 2
+    for png in heatmaps:
+        assert png.read_bytes()[:8] == PNG_MAGIC
+    for path in profiles:
+        assert ProfileTable.load(path).device == "jetson-nano"

@@ -1,0 +1,127 @@
+"""Progress reporting: plain lines throttled by an injected clock, and the choice of reporter."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from wattcap.core.progress import PlainProgress, RichProgress, make_progress
+
+
+class FakeClock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def _plain(total: int | None, clock: FakeClock) -> tuple[PlainProgress, io.StringIO]:
+    stream = io.StringIO()
+    return PlainProgress("sweep", total, "runs", stream=stream, interval_s=10.0,
+                         step_fraction=0.1, clock=clock), stream
+
+
+def _lines(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().splitlines()
+
+
+def test_plain_lines_at_each_tenth_at_most_every_ten_seconds_between_and_at_the_end() -> None:
+    clock = FakeClock()
+    report, stream = _plain(100, clock)
+    with report:
+        assert _lines(stream) == ["sweep: 0/100 runs (0%), 0:00:00 elapsed"]
+        clock.now_s += 1
+        report.update(5, "b=4")                   # below the first tenth, 1 s later: quiet
+        clock.now_s += 1
+        report.update(10, "b=8")                  # the first tenth: a line
+        clock.now_s += 1
+        report.update(19)                         # same tenth, 1 s after the last line: quiet
+        clock.now_s = 100.0 + 2 + 9.9
+        report.update(19, "still b=8")            # 9.9 s since the last line: quiet
+        clock.now_s = 100.0 + 2 + 10
+        report.update(19)                         # 10 s since the last line: a line
+        clock.now_s += 1
+        report.update(55)                         # jumps four tenths: one line, not four
+        clock.now_s += 1
+        report.update(100, "done b=128")          # the whole: a line
+    assert _lines(stream) == [
+        "sweep: 0/100 runs (0%), 0:00:00 elapsed",
+        "sweep: 10/100 runs (10%), 0:00:02 elapsed; b=8",
+        "sweep: 19/100 runs (19%), 0:00:12 elapsed; still b=8",
+        "sweep: 55/100 runs (55%), 0:00:13 elapsed; still b=8",
+        "sweep: 100/100 runs (100%), 0:00:14 elapsed; done b=128",
+    ]  # leaving did not repeat the last line: it already showed the end state
+
+
+def test_plain_end_line_shows_a_state_the_throttle_held_back() -> None:
+    clock = FakeClock()
+    report, stream = _plain(200, clock)
+    with report:
+        clock.now_s += 3
+        report.update(7, "b=4 seed=1: 512 samples")
+    assert _lines(stream)[-1] == "sweep: 7/200 runs (4%), 0:00:03 elapsed; b=4 seed=1: 512 samples"
+    assert len(_lines(stream)) == 2
+
+
+def test_plain_without_a_total_prints_only_on_time_and_at_the_end() -> None:
+    clock = FakeClock()
+    report, stream = _plain(None, clock)
+    with report:
+        for _ in range(25):
+            clock.now_s += 1
+            report.advance()
+    # start, after 10 s and 20 s, and the end state at 25 s
+    assert [line.split(",")[0] for line in _lines(stream)] == [
+        "sweep: 0 runs", "sweep: 10 runs", "sweep: 20 runs", "sweep: 25 runs"]
+    assert "%" not in stream.getvalue()
+
+
+def test_plain_says_when_the_work_stopped_on_an_error() -> None:
+    clock = FakeClock()
+    report, stream = _plain(10, clock)
+    with pytest.raises(KeyError), report:
+        report.update(3)
+        raise KeyError("boom")
+    assert _lines(stream)[-1] == "sweep: 3/10 runs (30%), 0:00:00 elapsed (stopped)"
+
+
+def test_updates_before_start_or_after_the_end_print_nothing() -> None:
+    clock = FakeClock()
+    report, stream = _plain(10, clock)
+    report.update(5)
+    assert stream.getvalue() == ""
+    with report:
+        pass
+    before = stream.getvalue()
+    report.update(10)
+    assert stream.getvalue() == before
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        PlainProgress("x", -1, "runs")
+    with pytest.raises(ValueError):
+        PlainProgress("x", 10, "runs", interval_s=0)
+    with pytest.raises(ValueError):
+        PlainProgress("x", 10, "runs", step_fraction=1.5)
+
+
+def test_a_pipe_gets_plain_lines_and_a_terminal_gets_a_bar() -> None:
+    piped = Console(file=io.StringIO())
+    with make_progress(piped, "profiling", 4, "points") as report:
+        report.update(4, "b=4")
+    assert isinstance(report, PlainProgress)
+    assert piped.file.getvalue().splitlines()[-1].startswith("profiling: 4/4 points (100%)")
+
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=120)
+    with make_progress(terminal, "profiling", 4, "points") as report:
+        report.update(3, "b=8 f=921.6 MHz")
+    assert isinstance(report, RichProgress)
+    drawn = terminal.file.getvalue()
+    assert "\x1b[" in drawn  # a live terminal display, not plain lines
+    assert "3/4 points" in drawn and "b=8 f=921.6 MHz" in drawn

@@ -1,0 +1,272 @@
+"""The NVML backend against a fake pynvml built from the real module's constants and types."""
+
+from __future__ import annotations
+
+import ctypes.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+
+from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
+from wattcap.devices.errors import (
+    DeviceError,
+    DeviceNotFoundError,
+    DeviceOutOfMemoryError,
+    DevicePermissionError,
+    FrequencyNotFollowedError,
+)
+from wattcap.devices.nvml import (
+    AVERAGE_PERIOD_S,
+    CONTEXT_RESERVED_BYTES,
+    INSTANT_PERIOD_S,
+    NvmlDevice,
+    clock_reason_names,
+    list_nvml_devices,
+    slugify,
+)
+from wattcap.devices.probe import probe
+
+MHZ = 1_000_000
+
+
+def open_device(gpu: FakeGpu | None = None, **kwargs: object) -> tuple[NvmlDevice, FakeNvml]:
+    nvml = FakeNvml([gpu or FakeGpu()])
+    return NvmlDevice(0, pynvml_module=nvml, **kwargs), nvml
+
+
+# -- identity and clocks ---------------------------------------------------------------------
+
+
+def test_name_is_a_slug() -> None:
+    device, _ = open_device()
+    assert device.name == "nvidia-h100-80gb-hbm3"
+    assert device.kind == "nvml"
+    assert slugify("NVIDIA GeForce RTX 4090 (Laptop)") == "nvidia-geforce-rtx-4090-laptop"
+
+
+def test_clocks_at_the_highest_memory_clock_ascending_in_hz() -> None:
+    gpu = FakeGpu(graphics_clocks_mhz={2619: [1980, 1500, 1500, 345], 1593: [1234]})
+    device, _ = open_device(gpu)
+    assert device.frequencies_hz() == [345 * MHZ, 1500 * MHZ, 1980 * MHZ]
+
+
+def test_construction_only_reads() -> None:
+    for gpu in (FakeGpu(), FakeGpu(deny_set=True), FakeGpu(instant_power_mw=None)):
+        device, nvml = open_device(gpu)
+        device.info()
+        device.read_power_w()
+        device.restore()
+        assert nvml.setter_calls == []
+        assert gpu.locked_mhz is None
+
+
+def test_set_and_restore() -> None:
+    gpu = FakeGpu()
+    device, nvml = open_device(gpu)
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    assert gpu.locked_mhz == (1500, 1500)
+    assert device.current_frequency_hz() == 1500 * MHZ
+    device.restore()
+    assert gpu.locked_mhz is None
+    device.restore()
+    assert nvml.setter_calls == ["nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks"]
+
+
+def test_restore_without_lock_touches_nothing() -> None:
+    gpu = FakeGpu(locked_mhz=(1200, 1200))  # locked by someone else: not ours to reset
+    device, nvml = open_device(gpu)
+    with device:
+        pass
+    assert nvml.setter_calls == []
+    assert gpu.locked_mhz == (1200, 1200)
+
+
+def test_dry_run_never_calls_a_setter() -> None:
+    gpu = FakeGpu()
+    device, nvml = open_device(gpu, dry_run=True)
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    device.restore()
+    device.close()
+    assert nvml.setter_calls == []
+    assert device.planned_locks_mhz == [1500]
+    assert nvml.init_count == 0
+
+
+def test_unsupported_clock_is_rejected() -> None:
+    device, nvml = open_device()
+    with pytest.raises(ValueError, match="not a supported graphics clock"):
+        device.set_frequency_hz(1234 * MHZ)
+    assert nvml.setter_calls == []
+
+
+def test_no_permission_gives_the_fix() -> None:
+    gpu = FakeGpu(deny_set=True)
+    device, nvml = open_device(gpu)
+    with pytest.raises(DevicePermissionError) as raised:
+        device.set_frequency_hz(1500 * MHZ)
+    message = str(raised.value)
+    assert "root" in message and "sudo nvidia-smi -lgc 1500,1500" in message
+    assert "--dry-run" in message
+    assert isinstance(raised.value.__cause__, pynvml.NVMLError_NoPermission)
+    device.restore()  # nothing was locked, so nothing to reset
+    assert nvml.setter_calls == ["nvmlDeviceSetGpuLockedClocks"]
+
+
+def test_locking_not_supported_is_a_clear_error() -> None:
+    device, _ = open_device(FakeGpu(locking_supported=False))
+    with pytest.raises(DeviceError, match="does not support locking") as raised:
+        device.set_frequency_hz(1500 * MHZ)
+    assert not isinstance(raised.value, DevicePermissionError)
+
+
+def test_power_cap_makes_the_lock_fail_and_restore_resets() -> None:
+    gpu = FakeGpu(cap_mhz=1200)
+    device, nvml = open_device(gpu)
+    with pytest.raises(FrequencyNotFollowedError) as raised:
+        device.set_frequency_hz(1500 * MHZ)
+    message = str(raised.value)
+    assert "requested 1500 MHz" in message and "1200 MHz" in message
+    assert "SwPowerCap" in message
+    device.restore()
+    assert gpu.locked_mhz is None
+    assert nvml.setter_calls[-1] == "nvmlDeviceResetGpuLockedClocks"
+
+
+def test_idle_gpu_after_lock_is_not_an_error() -> None:
+    device, _ = open_device(FakeGpu(idle_after_lock=True))
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    assert "GpuIdle" in device.clock_event_reasons()
+
+
+def test_clock_reasons_fall_back_to_the_throttle_api() -> None:
+    reasons = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
+    nvml = FakeNvml([FakeGpu(clock_reasons=reasons)], event_reasons_api=False)
+    device = NvmlDevice(0, pynvml_module=nvml)
+    assert device.clock_event_reasons() == ["SwPowerCap", "HwThermalSlowdown"]
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" in nvml.calls
+
+
+def test_reason_names_come_from_the_real_module() -> None:
+    mask = pynvml.nvmlClocksEventReasonGpuIdle | pynvml.nvmlClocksEventReasonSwThermalSlowdown
+    assert clock_reason_names(pynvml, mask) == ["GpuIdle", "SwThermalSlowdown"]
+    assert clock_reason_names(pynvml, 0) == []
+
+
+# -- power, energy, memory -------------------------------------------------------------------
+
+
+def test_instant_power_when_supported() -> None:
+    device, nvml = open_device(FakeGpu(instant_power_mw=312_400, power_mw=250_000))
+    assert device.read_power_w() == pytest.approx(312.4)
+    assert device.sensor_period_s == INSTANT_PERIOD_S
+    assert device.sensor_rail == "board-instant"
+    assert "nvmlDeviceGetPowerUsage" not in nvml.calls
+
+
+def test_average_power_fallback() -> None:
+    device, _ = open_device(FakeGpu(instant_power_mw=None, power_mw=250_000))
+    assert device.read_power_w() == pytest.approx(250.0)
+    assert device.sensor_period_s == AVERAGE_PERIOD_S
+    assert device.sensor_rail == "board-average"
+
+
+def test_energy_counter_and_not_supported() -> None:
+    gpu = FakeGpu(energy_mj=5_000_000)
+    device, _ = open_device(gpu)
+    assert device.energy_counter_j() == pytest.approx(5_000.0)
+    gpu.energy_mj = 5_250_000
+    assert device.energy_counter_j() == pytest.approx(5_250.0)
+    old, _ = open_device(FakeGpu(energy_mj=None))
+    assert old.energy_counter_j() is None
+
+
+def test_memory() -> None:
+    device, _ = open_device(FakeGpu(memory_total=16 << 30, memory_free=10 << 30))
+    assert device.memory_bytes() == (16 << 30) - CONTEXT_RESERVED_BYTES
+    assert device.free_memory_bytes() == 10 << 30
+
+
+def test_power_limit_is_read_for_diagnostics() -> None:
+    device, nvml = open_device(FakeGpu(power_limit_mw=350_000))
+    assert device.power_limit_w() == pytest.approx(350.0)
+    assert any("power limit 350 W" in note for note in device.info().notes)
+    assert nvml.setter_calls == []
+
+
+def test_execute_maps_out_of_memory() -> None:
+    device, _ = open_device()
+
+    def step() -> None:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(DeviceOutOfMemoryError, match="batch size 128"):
+        device.execute(step, SimpleNamespace(batch_size=128))
+
+
+# -- library presence ------------------------------------------------------------------------
+
+
+def test_missing_pynvml_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    with pytest.raises(DeviceNotFoundError) as raised:
+        NvmlDevice()
+    assert "pip install 'wattcap[nvml]'" in str(raised.value)
+    assert list_nvml_devices() == []
+
+
+def test_missing_driver() -> None:
+    nvml = FakeNvml(library_missing=True)
+    with pytest.raises(DeviceNotFoundError, match="cannot initialise"):
+        NvmlDevice(pynvml_module=nvml)
+    assert list_nvml_devices(nvml) == []
+
+
+def test_bad_index_releases_nvml() -> None:
+    nvml = FakeNvml([FakeGpu()])
+    with pytest.raises(DeviceNotFoundError, match="no GPU at index 3"):
+        NvmlDevice(3, pynvml_module=nvml)
+    assert nvml.init_count == 0
+
+
+def test_list_devices_and_close() -> None:
+    nvml = FakeNvml([FakeGpu(), FakeGpu(name="NVIDIA A100-SXM4-40GB")])
+    assert list_nvml_devices(nvml) == ["nvml:0", "nvml:1"]
+    device = NvmlDevice(1, pynvml_module=nvml)
+    assert device.name == "nvidia-a100-sxm4-40gb"
+    device.close()
+    assert nvml.init_count == 0
+
+
+def test_real_pynvml_without_driver_lists_nothing() -> None:
+    devices = list_nvml_devices()  # the installed nvidia-ml-py, for real
+    assert isinstance(devices, list)
+    if ctypes.util.find_library("nvidia-ml") is None:
+        assert devices == []
+
+
+# -- probe -----------------------------------------------------------------------------------
+
+
+def test_probe_reports_nvml_devices(tmp_path: Path) -> None:
+    nvml = FakeNvml([FakeGpu(), FakeGpu(name="Tesla P100", instant_power_mw=None, energy_mj=None)])
+    report = probe(tmp_path, pynvml_module=nvml)
+    h100, p100 = (line for line in report.found if line.startswith("NVML"))
+    assert h100.startswith("NVML nvml:0 NVIDIA H100 80GB HBM3: 110 graphics clocks 345-1980 MHz")
+    assert "instant power" in h100 and "energy counter" in h100 and "power limit 700 W" in h100
+    assert "power as a 1 s average" in p100 and "no energy counter" in p100
+    assert "no Jetson GPU devfreq node under /sys/class/devfreq" in report.missing
+    assert nvml.setter_calls == []
+    assert nvml.init_count == 0
+
+
+def test_probe_without_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = probe(tmp_path, pynvml_module=FakeNvml(library_missing=True))
+    assert "NVML: library not found (no NVIDIA driver)" in report.missing
+    assert "- NVML: library not found (no NVIDIA driver)" in str(report)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    report = probe(tmp_path)
+    assert any("pynvml not installed" in line for line in report.missing)
+    assert report.found == []

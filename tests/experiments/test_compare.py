@@ -1,0 +1,213 @@
+"""The evaluation harness on a tiny scenario, end to end through the CLI."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.plan import METHODS
+from wattcap.core.profile import ProfileTable
+from wattcap.experiments.compare import Comparison
+from wattcap.train.loop import pretrain
+
+runner = CliRunner()
+CAPS = [3.6, None]
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    weights = out / "w.safetensors"
+    pretrain("digits-cnn", "digits-0-4", weights, epochs=2)
+    args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
+            "--weights", str(weights), "--proxy", "digits-rotated", "--targets", "digits-5-9",
+            "--power-caps", "3.6,none", "--seeds", "2", "--target-accuracy", "0.8",
+            "--sample-budget", "8192"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0, second.output
+    return out, first.output, second.output
+
+
+def test_report_files_exist_and_are_readable(compared):
+    out, _, _ = compared
+    for name in ("report.md", "report.html", "results.csv", "bars-time.png", "bars-energy.png",
+                 "heatmap-jetson-nano.png", "comparison.json"):
+        assert (out / name).exists(), name
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    html = (out / "report.html").read_text()
+    assert "<table>" in html and "bars-time.png" in html
+
+
+def test_table_has_every_method_and_scenario(compared):
+    out, _, _ = compared
+    report = (out / "report.md").read_text()
+    header = next(line for line in report.splitlines() if line.startswith("| device"))
+    assert all(method in header for method in METHODS)
+    rows = [line for line in report.splitlines() if line.startswith("| jetson-nano")]
+    assert len(rows) == len(CAPS)
+    assert any("3.6 W" in row for row in rows) and any("no cap" in row for row in rows)
+    comparison = Comparison.load(out / "comparison.json")
+    for cap in CAPS:
+        for method in METHODS:
+            result = comparison.get("jetson-nano", cap, "digits-5-9", method)
+            assert result is not None and len(result.time_s) == 2
+    with open(out / "results.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == len(CAPS) * len(METHODS) * 2
+
+
+def _target_runs(out):
+    """The recorded target runs by (b, seed), and the fastest configuration's r_b from them."""
+    from wattcap.experiments.compare import efficiency_from_runs
+    from wattcap.train.loop import RunRecord
+
+    runs = {}
+    for path in (out / "runs").glob("math-digits-5-9-*.json"):
+        record = RunRecord.load(path)
+        runs[(record.config.batch_size, record.config.seed)] = record
+    return runs, efficiency_from_runs(runs, "digits-cnn", "digits-5-9", 2, 0.8, [1, 8, 8],
+                                      measured=True)
+
+
+def test_fastest_is_never_slower_on_its_own_r(compared):
+    """The oracle property on the recorded data: with r_b measured on the target, no method's
+    choice beats the fastest configuration's."""
+    out, _, _ = compared
+    comparison = Comparison.load(out / "comparison.json")
+    profile = ProfileTable.load(out / "profile-jetson-nano-digits-cnn.json")
+    runs, target_r = _target_runs(out)
+
+    def time_on_target(r) -> float:
+        point = profile.lookup(r.batch_size, r.frequency_hz)
+        return point.seconds_per_sample * target_r.samples(r.batch_size)
+
+    for cap in CAPS:
+        fastest = comparison.get("jetson-nano", cap, "digits-5-9", "fastest")
+        for method in METHODS:
+            other = comparison.get("jetson-nano", cap, "digits-5-9", method)
+            assert time_on_target(fastest) <= time_on_target(other) * (1 + 1e-9)
+            if other.frequency_steps == 0:
+                # Measured on the device clock, it matches the profile's prediction for the
+                # samples the runs trained (their first evaluation at the target).
+                point = profile.lookup(other.batch_size, other.frequency_hz)
+                trained = [runs[(other.batch_size, s)].samples_to_target for s in range(2)]
+                assert other.time_mean_s == pytest.approx(
+                    point.seconds_per_sample * sum(trained) / 2, rel=0.02)
+
+
+def test_resumed_comparison_reuses_recorded_runs(compared):
+    _, first, second = compared
+    assert "0 reused" in first and "0 training runs trained" not in first
+    assert "0 training runs trained" in second
+
+
+def test_the_proxy_has_its_own_target_and_the_report_says_how_many_seeds(compared):
+    out, first, _ = compared
+    comparison = Comparison.load(out / "comparison.json")
+    proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
+    assert proxy.target_accuracy_source == "auto" and proxy.target_accuracy_rule
+    assert comparison.proxy_target_accuracy == proxy.target_accuracy
+    assert proxy.target_accuracy != comparison.target_accuracy
+    assert "proxy digits-rotated: target accuracy" in first
+    report = (out / "report.md").read_text()
+    assert f"{proxy.target_accuracy:.2%}" in report and "2 seed(s) behind every number" in report
+    assert "(2 seeds)" in report and "(1 seed)" not in report
+
+
+def test_the_oracle_is_the_brute_force_over_measured_means(compared):
+    """The fastest configuration knows the target through the measured mean samples of the
+    batch sizes that reached the target in every seed: nothing modelled."""
+    out, _, _ = compared
+    runs, oracle = _target_runs(out)
+    assert oracle.ratio_source == "mean"
+    for b in sorted({b for b, _ in runs}):
+        reached = [runs[(b, seed)].samples_to_target for seed in range(2)]
+        entry = oracle.entry(b)
+        if None in reached:
+            assert entry is None  # never picked on a model of what it would have needed
+        else:
+            assert entry.samples == pytest.approx(sum(reached) / 2, rel=1e-6)
+
+
+def test_one_seed_shows_no_spread_rather_than_a_false_zero():
+    from wattcap.experiments.compare import MethodResult
+    from wattcap.experiments.report import table_rows
+
+    def result(method: str, t: float) -> MethodResult:
+        return MethodResult(device="jetson-nano", power_cap_w=None, target="t", method=method,
+                            batch_size=32, frequency_hz=921_600_000, predicted_time_s=t,
+                            time_s=[t], energy_j=[10 * t], peak_power_w=5.0,
+                            cap_violations=0, frequency_steps=0)
+
+    comparison = Comparison(model="m", proxy="p", targets=["t"], devices=["jetson-nano"],
+                            seeds=1, target_accuracy=0.9,
+                            results=[result(m, 2.0 + i) for i, m in enumerate(METHODS)])
+    _, rows = table_rows(comparison)
+    text = " ".join(rows[0])
+    assert "± 0.00" not in text and "(1 seed)" in text and "1 seed: no spread" in text
+
+
+@pytest.mark.parametrize("command", ["compare", "sensitivity"])
+def test_zero_seeds_are_refused_by_name(command, tmp_path):
+    result = runner.invoke(app, [command, "--out", str(tmp_path), "--seeds", "0"])
+    assert result.exit_code != 0 and "--seeds must be at least 1, got 0" in result.output
+
+
+def test_a_recorded_run_is_reused_only_when_every_input_matches(tmp_path):
+    """Same model, weights (by content), data, budget, seed and target: reused; any of them
+    changed: trained again."""
+    from wattcap.experiments.compare import math_runs
+
+    weights = tmp_path / "w.safetensors"
+    pretrain("digits-cnn", "digits-0-4", weights, epochs=1)
+    out = tmp_path / "out"
+
+    def sweep(**changes) -> dict:
+        settings = {"weights": weights, "dataset": "digits", "target_accuracy": 0.5,
+                    "sample_budget": 512, **changes}
+        counters = {"trained": 0, "reused": 0}
+        math_runs(out, "digits-cnn", settings["weights"], settings["dataset"], (32,), 1,
+                  settings["target_accuracy"], settings["sample_budget"], True, counters)
+        return counters
+
+    assert sweep() == {"trained": 1, "reused": 0}
+    assert sweep() == {"trained": 0, "reused": 1}
+    assert sweep(sample_budget=768) == {"trained": 1, "reused": 0}
+    assert sweep(target_accuracy=0.55) == {"trained": 1, "reused": 0}
+    assert sweep(dataset="digits-rotated") == {"trained": 1, "reused": 0}
+    assert sweep(weights=None) == {"trained": 1, "reused": 0}
+    pretrain("digits-cnn", "digits-0-4", weights, epochs=1, seed=1)  # same path, new content
+    assert sweep() == {"trained": 1, "reused": 0}
+    assert sweep() == {"trained": 0, "reused": 1}
+
+
+def test_sensitivity_tells_the_same_story_as_the_comparison(compared):
+    """Same proxy, target, device, cap and seeds: the sensitivity cell is the comparison's
+    measured % over the fastest; the proxy vector and target runs are reused, not retrained,
+    and the report's footer counts both commands' runs."""
+    import json
+
+    out, _, _ = compared
+    args = ["sensitivity", "--out", str(out), "--device", "jetson-nano", "--model",
+            "digits-cnn", "--weights", str(out / "w.safetensors"), "--proxies",
+            "digits-rotated", "--targets", "digits-5-9", "--power-caps", "3.6,none",
+            "--seeds", "2", "--target-accuracy", "0.8", "--sample-budget", "8192"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "sensitivity.json").read_text())
+    assert data["seeds"] == 2 and data["runs_trained"] == 0 and data["runs_reused"] > 0
+    comparison = Comparison.load(out / "comparison.json")
+    assert data["proxy_target_accuracy"]["digits-rotated"] == comparison.proxy_target_accuracy
+    for cap, key in ((3.6, "3.6"), (None, "none")):
+        ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
+        cell = data["matrices"][key][0][0]
+        if ours.frequency_steps == 0:
+            assert cell == pytest.approx(comparison.over_fastest_pct(ours), abs=2.5)
+    footer = (out / "report.md").read_text().strip().splitlines()[-1]
+    assert "`sensitivity`: 0 trained" in footer and "`compare`:" in footer

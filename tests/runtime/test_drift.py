@@ -1,0 +1,301 @@
+"""Drift: an emulated device that derates mid-run (slower, hotter) is noticed by the drift
+monitor, which re-measures the batch size's row and re-plans the frequency; `profile --refresh`
+re-measures a profile's frontier and reports the change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.core.profile import ProfileTable
+from wattcap.core.schema import WattcapFileError
+from wattcap.data import ArrayDataset, get_dataset
+from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.watchdog import DriftMonitor
+from wattcap.train.loop import RunRecord, TrainConfig, train_to_accuracy
+
+MODEL = "digits32-cnn"
+B = 32
+EPS = 1e-9
+DERATING = dict(speed_factor=0.8, power_factor=1.15)
+
+
+def quiet_nano(drift: Drift | None = None) -> EmulatedDevice:
+    spec = load_spec("jetson-nano").model_copy(update={"sensor_noise_w": 0.01})
+    return EmulatedDevice(spec, drift=drift)
+
+
+@pytest.fixture(scope="module")
+def digits32() -> tuple[ArrayDataset, ArrayDataset]:
+    return get_dataset("digits-32").split(0.2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def profiles() -> tuple[ProfileTable, ProfileTable]:
+    """One batch size's row measured on the device as it was, and as it is after derating."""
+    before = Profiler(quiet_nano(), MODEL, batch_sizes=(B,)).run(exhaustive=True)
+    after = Profiler(quiet_nano(Drift(after_s=0.0, **DERATING)), MODEL,
+                     batch_sizes=(B,)).run(exhaustive=True)
+    return before, after
+
+
+@pytest.fixture(scope="module")
+def scenario(profiles: tuple[ProfileTable, ProfileTable]) -> tuple[float, int, int]:
+    """A cap under which the fresh device runs at f*, and the derated one only one level lower:
+    (cap W, f* before, f* after)."""
+    before, after = profiles
+    freqs = before.frequencies_hz
+    f_star = freqs[-3]
+    f_lower = freqs[-4]
+    cap_w = max(before.lookup(B, f_star).peak_power_w, after.lookup(B, f_lower).peak_power_w)
+    cap_w += 0.03
+    # Preconditions of the scenario (they fail loudly if the emulated physics changes).
+    assert cap_w < before.lookup(B, freqs[-2]).peak_power_w
+    assert cap_w < after.lookup(B, f_star).avg_power_w
+    assert before.frontier(cap_w)[B].frequency_hz == f_star
+    assert after.frontier(cap_w)[B].frequency_hz == f_lower
+    return cap_w, f_star, f_lower
+
+
+def config(**update: object) -> TrainConfig:
+    base = dict(model=MODEL, batch_size=B, target_accuracy=0.8, sample_budget=4096,
+                eval_every_samples=256, max_eval_samples=200)
+    return TrainConfig(**(base | update))
+
+
+def test_derating_mid_run_triggers_remeasure_and_replan(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    before, _ = profiles
+    cap_w, f_star, f_lower = scenario
+    drift = Drift(after_s=0.5, **DERATING)
+    device = quiet_nano(drift)
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before)
+
+    assert record.reached
+    # Noticed after the derating began, as a slowdown of about 1/0.8 at most.
+    assert record.drift_events
+    event = record.drift_events[0]
+    assert event.time_s > drift.after_s
+    assert 0.1 < event.time_change <= 1 / DERATING["speed_factor"] - 1 + 0.01
+    assert event.batch_size == B
+    # Re-measured on the device and re-planned: the batch size's highest feasible frequency
+    # under the derating, kept until the end.
+    assert record.replans
+    replan = record.replans[0]
+    assert replan.batch_size == B and replan.points
+    assert all(p.batch_size == B for p in replan.points)
+    assert replan.to_hz == f_lower
+    assert replan.remeasure_device_s > 0
+    assert record.frequency_hz == f_lower
+    assert any(e.startswith("re-planned") for e in record.events)
+    # The re-measure's device time is part of the run's time.
+    assert record.device_time_s >= replan.remeasure_device_s
+    # The cap held: no violation lasted longer than one sensor period.
+    assert all(v.duration_s <= device.sensor_period_s + EPS for v in record.cap_violations)
+
+
+def test_the_replan_alone_moves_the_frequency_down(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    """Without the watchdog, the re-measure finds f* now breaks the cap and the re-plan steps
+    down to the frequency that keeps it."""
+    before, after = profiles
+    cap_w, f_star, f_lower = scenario
+    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before, watchdog=False)
+    assert record.frequency_steps == []
+    (replan, *_) = record.replans
+    assert (replan.from_hz, replan.to_hz) == (f_star, f_lower)
+    measured = {p.frequency_hz: p for p in replan.points}
+    assert measured[f_star].peak_power_w > cap_w  # the old plan breaks the cap now
+    assert measured[f_lower].peak_power_w <= cap_w
+    # The re-measured time matches the derated device, not the old profile.
+    assert measured[f_lower].seconds_per_sample == pytest.approx(
+        after.lookup(B, f_lower).seconds_per_sample, rel=0.02)
+    assert replan.predicted_seconds_per_sample == measured[f_lower].seconds_per_sample
+    assert record.frequency_hz == f_lower
+    assert record.reached
+
+
+def test_a_device_that_holds_its_profile_is_left_alone(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    before, _ = profiles
+    cap_w, f_star, _ = scenario
+    device = quiet_nano()
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before)
+    assert record.reached
+    assert record.drift_events == [] and record.replans == []
+    assert record.frequency_hz == f_star
+
+
+def test_a_profile_of_another_device_is_refused(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    before, _ = profiles
+    train, test = digits32
+    with pytest.raises(WattcapFileError, match="jetson-tx2nx"):
+        train_to_accuracy(config(), train, test, device=EmulatedDevice("jetson-tx2nx"),
+                          profile=before)
+
+
+def test_monitor_compares_only_readings_taken_during_steps(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    before, _ = profiles
+    device = quiet_nano()
+    f = before.frequencies_hz[-3]
+    device.set_frequency_hz(f)
+    point = before.lookup(B, f)
+    period_s = device.sensor_period_s
+    monitor = DriftMonitor(device, before, B, tolerance=0.1, min_readings=4, min_steps=2)
+    step_s = 4 * period_s
+    busy_s = point.seconds_per_sample * B  # on time
+    t = 0.0
+    events = []
+    for _ in range(3):
+        # Four readings inside the step at +20 % power, one outside (an evaluation) at 10x.
+        for k in range(1, 5):
+            monitor(PowerReading(t + k * period_s, point.avg_power_w * 1.2, "test"))
+        monitor(PowerReading(t + step_s + period_s / 2, point.avg_power_w * 10, "test"))
+        events.append(monitor.on_step(t, t + step_s, busy_s))
+        t += step_s + period_s
+    # The first step only opens the window at this frequency; the next two fill it.
+    assert events[:2] == [None, None]
+    event = events[2]
+    assert event is not None and monitor.pending is event
+    assert event.power_change == pytest.approx(0.2, abs=1e-6)
+    assert event.time_change == pytest.approx(0.0, abs=1e-6)
+    assert event.readings == 8 and event.steps == 2
+
+
+def test_profile_refresh_reports_the_derating(
+    tmp_path: Path, profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    runner = CliRunner()
+    old_path = tmp_path / "nano.json"
+    before, _ = profiles
+    before.save(old_path)
+    cap_w, f_star, f_lower = scenario
+    new_path = tmp_path / "refreshed.json"
+    result = runner.invoke(app, [
+        "profile", "--refresh", str(old_path), "--device", "emulated:jetson-nano",
+        "--power-cap", f"{cap_w:.4f}", "--drift", "0,0.8,1.15", "--out", str(new_path),
+    ])
+    assert result.exit_code == 0, result.output
+    assert "changed since" in result.output
+    assert f"{f_star / 1e6:.1f} MHz -> {f_lower / 1e6:.1f} MHz" in result.output
+    refreshed = ProfileTable.load(new_path)
+    assert refreshed.mode == "refresh"
+    old, new = before.lookup(B, f_star), refreshed.lookup(B, f_star)
+    assert new.seconds_per_sample > 1.15 * old.seconds_per_sample
+    assert refreshed.frontier(cap_w)[B].frequency_hz == f_lower
+    assert ProfileTable.load(old_path) == before  # --out leaves the original alone
+
+    # The same device without drift: nothing changed beyond 10 %.
+    calm = runner.invoke(app, ["profile", "--refresh", str(old_path), "--device",
+                               "emulated:jetson-nano", "--out", str(tmp_path / "calm.json")])
+    assert calm.exit_code == 0, calm.output
+    assert "no change beyond 10 %" in calm.output
+
+
+def test_profile_refresh_refuses_another_device(
+    tmp_path: Path, profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    path = tmp_path / "nano.json"
+    profiles[0].save(path)
+    result = CliRunner().invoke(app, ["profile", "--refresh", str(path), "--device",
+                                      "emulated:jetson-tx2nx"])
+    assert result.exit_code == 2
+    assert "made for device 'jetson-nano'" in result.output
+    assert ProfileTable.load(path) == profiles[0]
+
+
+class Killed(Exception):
+    """Stands for the process dying after a checkpoint."""
+
+
+def test_a_resumed_run_keeps_the_replan_and_its_lower_frequency(
+    tmp_path: Path, digits32: tuple[ArrayDataset, ArrayDataset],
+    profiles: tuple[ProfileTable, ProfileTable], scenario: tuple[float, int, int],
+) -> None:
+    before, _ = profiles
+    cap_w, f_star, f_lower = scenario
+    train, test = digits32
+
+    def kill_after_the_replan(point: object) -> None:
+        if point.samples >= 1024:  # type: ignore[attr-defined]
+            raise Killed
+
+    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device.set_frequency_hz(f_star)
+    with pytest.raises(Killed):
+        train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                          profile=before, checkpoint_dir=tmp_path, on_eval=kill_after_the_replan)
+
+    # Restarted on the (still derated) device at the plan's frequency, as the CLI would.
+    device = quiet_nano(Drift(after_s=0.0, **DERATING))
+    device.set_frequency_hz(f_star)
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before, checkpoint_dir=tmp_path)
+    assert record.resumed_from_samples is not None
+    assert record.reached
+    assert len(record.replans) == 1 and record.replans[0].to_hz == f_lower
+    # The re-planned frequency was put back at once, and the re-measured point is the
+    # reference now, so the same drift is not reported a second time.
+    assert record.frequency_hz == f_lower
+    assert len(record.frequency_steps) == 1  # the watchdog's step before the kill, no other
+    assert len(record.drift_events) == 1
+    assert all(v.duration_s <= device.sensor_period_s + EPS for v in record.cap_violations)
+
+
+def test_train_cli_watches_drift_and_replans(
+    tmp_path: Path, profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    before, _ = profiles
+    cap_w, f_star, f_lower = scenario
+    profile_path = tmp_path / "nano.json"
+    before.save(profile_path)
+    # The scenario's cap is set 0.03 W above a frontier point: the planner's noise margin is
+    # turned off so that the plan is that point (test_margin.py tests the margin).
+    args = ["train", "--profile", str(profile_path), "--power-cap", f"{cap_w:.4f}",
+            "--margin-sigmas", "0",
+            "--model", MODEL, "--data", "digits-32", "--target-accuracy", "0.8",
+            "--sample-budget", "4096", "--out", str(tmp_path / "run.json")]
+    result = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15"])
+    assert result.exit_code == 0, result.output
+    assert f"batch size {B} at {f_star / 1e6:.1f} MHz" in result.output
+    assert "re-planned" in result.output
+    record = RunRecord.load(tmp_path / "run.json")
+    assert record.drift_events and record.replans
+    assert record.replans[0].to_hz <= f_lower
+    assert record.frequency_hz <= f_lower
+
+    # --drift-tolerance 0 turns the monitor off: the drift goes unwatched, only the watchdog
+    # (whose steps are logged) stands between the run and the cap.
+    off = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15", "--drift-tolerance", "0"])
+    assert off.exit_code == 0, off.output
+    assert not RunRecord.load(tmp_path / "run.json").replans
+
+    refused = CliRunner().invoke(app, args + ["--device", "jetson", "--drift", "0,0.8,1.1"])
+    assert refused.exit_code != 0
+    assert "only applies to emulated devices" in refused.output

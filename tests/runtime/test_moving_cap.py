@@ -1,0 +1,377 @@
+"""A cap that moves during a run (issue 19), on the emulated Nano with digits32-cnn: a cap drop
+mid-run is obeyed within one sensor period, the batch size and learning rate change at the
+next step with the optimiser's state kept, a cap below every configuration pauses training
+and a rising cap resumes it, a kill mid-segment resumes to the same result, a battery that
+empties pauses the run instead of violating and ends it, and the record keeps the segments and
+a small time series."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.run import RunRecord, TrainConfig, scaled_learning_rate
+from wattcap.data import get_dataset
+from wattcap.devices import EmulatedDevice, PowerReading
+from wattcap.devices.caps import BatteryCap, CallableCap, ScheduleCap
+from wattcap.measure.profiling import Profiler
+from wattcap.models import get_model_spec
+from wattcap.runtime.cap_follower import CapFollower, ConfigChooser
+from wattcap.runtime.sampling import SessionBatchSampler
+from wattcap.runtime.session import Session, SessionError, SessionStatus
+from wattcap.train.loop import train_to_accuracy
+
+MODEL = "digits32-cnn"
+PERIOD_S = 0.05  # the emulated Nano's sensor period
+#: 4.5 W: b=32 at 921.6 MHz; 3.2 W: b=16 at 691.2 MHz; 2.0 W: below every configuration (2.49 W
+#: + the planner's margin) but above the idle power at the lowest frequency (1.53 W); 4.0 W: b=32
+#: at 844.8 MHz. Change times fall between sensor ticks (every 50 ms): each is read at the next.
+SCHEDULE = [(0.0, 4.5), (0.52, 3.2), (1.03, 2.0), (1.61, 4.0)]
+DROP_TICK_S, PAUSE_TICK_S, RESUME_TICK_S = 0.55, 1.05, 1.65
+
+
+@pytest.fixture(scope="module")
+def profile() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), MODEL, batch_sizes=(8, 16, 32)).run(
+        exhaustive=True)
+
+
+@pytest.fixture(scope="module")
+def efficiency() -> EfficiencyVector:
+    """Small batches need fewer samples (as on the bundled digits): the plan moves to a
+    smaller batch when the cap drops."""
+    return vector_from_samples(
+        {8: [600], 16: [700], 32: [1000]}, sample_budget=4096, model=MODEL,
+        input_shape=[1, 32, 32],
+        dataset="proxy", task="image-classification", target_accuracy=0.7, seeds=[0])
+
+
+@pytest.fixture(scope="module")
+def digits32() -> tuple:
+    return get_dataset("digits-32").split(0.2, seed=0)
+
+
+def test_the_plan_for_each_cap_of_the_schedule(profile: ProfileTable,
+                                               efficiency: EfficiencyVector) -> None:
+    # what the other tests rely on, stated once
+    chooser = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    picks = {cap: chooser.choose(cap, 32) for _, cap in SCHEDULE}
+    assert [(t.batch_size, t.frequency_hz) if t else None for t in picks.values()] == [
+        (32, 921_600_000), (16, 691_200_000), None, (32, 844_800_000)]
+    assert chooser.lowest_cap_w == pytest.approx(chooser.replanner.lowest_feasible_cap_w)
+    assert chooser.lowest_cap_w > min(p.peak_power_w for p in profile.points)  # the margin
+    assert EmulatedDevice("jetson-nano").idle_power_w(76_800_000) < 2.0 < chooser.lowest_cap_w
+
+
+# -- a user's loop under a moving cap ------------------------------------------------------------
+
+
+def test_a_user_loop_follows_a_cap_that_drops_pauses_and_rises(
+    profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple
+) -> None:
+    train, test = digits32
+    x_test, y_test = test.to_tensors()
+    statuses: list[SessionStatus] = []
+    session = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                      efficiency=efficiency, power_cap=ScheduleCap(SCHEDULE),
+                      target_accuracy=0.9, sample_budget=4096, progress=statuses.append)
+    device = session.device
+    assert device is not None
+    steps: list[tuple[float, int, int, float, int]] = []  # start, b, f, lr, samples
+    torch.manual_seed(0)
+    with session:
+        net = get_model_spec(MODEL).build(num_classes=10).train()
+        optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+        loader = DataLoader(TensorDataset(*train.to_tensors()),
+                            batch_sampler=SessionBatchSampler(session, len(train)))
+        next_eval = 128
+        for x, y in loader:
+            session.apply_learning_rate(optimizer)
+            steps.append((device.now_s(), session.batch_size, device.current_frequency_hz(),
+                          optimizer.param_groups[0]["lr"], len(x)))
+            with session.step(samples=len(x)):
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(net(x), y).backward()
+                optimizer.step()
+            if session.samples >= next_eval:
+                next_eval += 128
+                with torch.no_grad():
+                    session.report(float((net(x_test).argmax(1) == y_test).float().mean()))
+            if session.done:
+                break
+    record = session.record
+    assert record is not None and record.reached
+    # the batch size changes at the first step that starts after the tick that read the drop
+    before = [s for s in steps if s[0] < DROP_TICK_S]
+    after = [s for s in steps if DROP_TICK_S < s[0] < PAUSE_TICK_S]
+    assert {(b, f) for _, b, f, _, _ in before} == {(32, 921_600_000)}
+    assert after and {(b, f) for _, b, f, _, _ in after} == {(16, 691_200_000)}
+    resumed = [s for s in steps if s[0] > RESUME_TICK_S]
+    assert resumed and {(b, f) for _, b, f, _, _ in resumed} == {(32, 844_800_000)}
+    # the samples drawn follow the batch size, and the learning rate follows the √ rule
+    for _, b, _, lr, n in steps:
+        assert n == b
+        assert lr == pytest.approx(scaled_learning_rate(session.lr_ref, session.batch_size_ref,
+                                                        b))
+    # one Adam state all along: its step count is every step's, not restarted at a change
+    state = optimizer.state[next(iter(net.parameters()))]
+    assert int(state["step"]) == len(steps) == record.steps
+    # the cap is kept: no violation lasts longer than one sensor period
+    assert all(v.duration_s <= PERIOD_S + 1e-9 for v in record.cap_violations)
+    # the frequency is lowered within one period of the drop, in the middle of the step
+    lowered = [t for t, f in device.frequency_log if DROP_TICK_S - 1e-9 <= t]
+    assert lowered and lowered[0] == pytest.approx(DROP_TICK_S)
+    # the pause: no step between the tick that read 2.0 W and the one that read 4.0 W
+    assert not [s for s in steps if PAUSE_TICK_S + 1e-9 < s[0] < RESUME_TICK_S - 1e-9]
+    paused = [s for s in record.segments if s.paused]
+    assert len(paused) == 1
+    assert paused[0].start_s == pytest.approx(PAUSE_TICK_S)
+    assert paused[0].end_s == pytest.approx(RESUME_TICK_S)
+    assert paused[0].frequency_hz == 76_800_000
+    # the step in flight when the cap fell finished (at the frequency that overdraws least):
+    # at most the one reading that averages its end is above the cap, then idling is under it
+    assert paused[0].steps <= 1 and paused[0].readings_over_cap <= 1
+    assert not any("no setting can meet it" in e for e in record.events)
+    assert record.paused_s == pytest.approx(RESUME_TICK_S - PAUSE_TICK_S, abs=PERIOD_S)
+    assert any(s.paused for s in statuses) and not statuses[-1].paused
+    assert any("training paused" in e for e in record.events)
+    assert any("training resumed" in e for e in record.events)
+    # samples-to-target counts every segment's samples
+    assert sum(s.samples for s in record.segments) == record.samples_seen
+    assert record.samples_to_target is not None
+    assert [(s.batch_size, s.paused) for s in record.segments] == [
+        (32, False), (16, False), (16, True), (32, False)]
+
+
+# -- wattcap's own loop: cadence, kill and resume mid-segment -----------------------------------
+
+
+class Killed(Exception):
+    pass
+
+
+def run(profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple,
+        checkpoint_dir: Path | None = None, kill_after_s: float | None = None) -> RunRecord:
+    train, test = digits32
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.9, sample_budget=4096,
+                         eval_every_samples=128, max_eval_samples=200)
+
+    def kill(point) -> None:  # noqa: ANN001
+        if kill_after_s is not None and point.device_time_s > kill_after_s:
+            raise Killed
+
+    return train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                             power_cap=ScheduleCap(SCHEDULE), profile=profile,
+                             efficiency=efficiency, checkpoint_dir=checkpoint_dir,
+                             on_eval=kill)
+
+
+def test_our_loop_resumes_mid_segment_to_the_same_result(
+    profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple, tmp_path: Path
+) -> None:
+    full = run(profile, efficiency, digits32)
+    assert full.reached
+    assert not full.drift_events  # the drift monitor follows the batch size and the cap
+    assert [p.samples % 128 for p in full.curve] == [0] * len(full.curve)  # the same cadence
+    assert [s.batch_size for s in full.segments if not s.paused][:2] == [32, 16]
+    with pytest.raises(Killed):
+        run(profile, efficiency, digits32, tmp_path, kill_after_s=0.7)  # in the b=16 segment
+    resumed = run(profile, efficiency, digits32, tmp_path)
+    assert resumed.resumed_from_samples is not None
+    assert [p.accuracy for p in resumed.curve] == [p.accuracy for p in full.curve]
+    assert resumed.samples_to_target == full.samples_to_target
+    assert resumed.time_to_accuracy_s == pytest.approx(full.time_to_accuracy_s, rel=1e-6)
+    shape = [(s.batch_size, s.frequency_hz, s.paused, s.samples, s.steps)
+             for s in full.segments]
+    assert [(s.batch_size, s.frequency_hz, s.paused, s.samples, s.steps)
+            for s in resumed.segments] == shape
+    assert resumed.paused_s == pytest.approx(full.paused_s, abs=1e-6)
+
+
+# -- a battery that empties ----------------------------------------------------------------------
+
+
+def test_an_emptying_battery_pauses_the_run_instead_of_violating_and_ends_it(
+    profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple
+) -> None:
+    train, test = digits32
+    battery = BatteryCap(capacity_wh=0.001, max_power_w=5.0)
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.99, sample_budget=4096,
+                         eval_every_samples=128, max_eval_samples=200)
+    record = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                               power_cap=battery, profile=profile, efficiency=efficiency)
+    assert not record.reached and record.stop_reason is not None
+    assert "never rise" in record.stop_reason
+    assert record.samples_seen < config.sample_budget
+    # the batch size stepped down as the battery's power fell, then training paused
+    trained = [s for s in record.segments if not s.paused]
+    assert [s.batch_size for s in trained] == sorted((s.batch_size for s in trained),
+                                                     reverse=True)
+    assert record.segments[-1].paused
+    assert record.segments[-1].cap_w is not None
+    assert record.segments[-1].cap_w < ConfigChooser(profile, "replan", 32, None).lowest_cap_w
+    assert all(v.duration_s <= PERIOD_S + 1e-9 for v in record.cap_violations)
+    # the battery was drained by what the device drew (converter losses included)
+    assert battery.drawn_j == pytest.approx(record.energy_j / battery.converter_efficiency,
+                                            rel=1e-6)
+    assert record.curve and all(p.samples % 128 == 0 for p in record.curve)
+
+
+# -- the follower's pieces -----------------------------------------------------------------------
+
+
+def test_a_cap_below_the_idle_power_is_reported_not_hidden(profile: ProfileTable) -> None:
+    device = EmulatedDevice("jetson-nano")
+    chooser = ConfigChooser(profile, "replan", 32, None)
+    follower = CapFollower(CallableCap(lambda t: 5.0 if t < 0.1 else 1.0), device, chooser,
+                           32, device.current_frequency_hz())
+    follower.begin()
+    with device.sensor_ticks(follower):
+        device.idle(0.15)
+        assert follower.paused
+        follower.start_idling()  # what the Session does between steps
+        device.idle(0.4)
+    assert follower.paused and device.current_frequency_hz() == device.frequencies_hz()[0]
+    assert follower.segments[-1].paused and follower.segments[-1].readings_over_cap > 0
+    assert any("no setting can meet it" in e for e in follower.events)
+    assert follower.stopped is None  # a function may rise again
+
+
+def test_a_fixed_policy_keeps_its_configuration_and_pauses_under_it(
+    profile: ProfileTable,
+) -> None:
+    chooser = ConfigChooser(profile, "fixed", 16, 614_400_000)
+    point = chooser.profile.lookup(16, 614_400_000)  # its peak with the planner's margin
+    assert point is not None
+    assert chooser.choose(5.0, 16) == chooser.choose(point.peak_power_w, 16)
+    assert chooser.choose(point.peak_power_w - 0.01, 16) is None
+    assert chooser.lowest_cap_w == point.peak_power_w
+
+
+def test_bad_moving_cap_arguments_are_refused_by_name(profile: ProfileTable) -> None:
+    with pytest.raises(SessionError, match="not both"):
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile, power_cap_w=4.0,
+                power_cap="solar:seed=1")
+    with pytest.raises(SessionError, match="needs a device"):
+        Session(None, batch_size=8, power_cap="solar:seed=1")
+    with pytest.raises(SessionError, match="unknown kind"):
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                power_cap="wind:speed=3")
+    with pytest.raises(SessionError, match="cap_policy"):
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                power_cap="solar:seed=1", cap_policy="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(SessionError, match="eta"):
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile, objective="cost")
+    constant = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                       power_cap="4.5")
+    assert constant.power_cap_w == 4.5 and constant.cap_source is None  # today's behaviour
+
+
+def test_the_energy_objective_plans_a_lower_frequency(profile: ProfileTable,
+                                                     efficiency: EfficiencyVector) -> None:
+    fast = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                   efficiency=efficiency, power_cap_w=4.5)
+    thrifty = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
+                      efficiency=efficiency, power_cap_w=4.5, objective="energy")
+    assert fast.choice is not None and thrifty.choice is not None
+    assert thrifty.choice.predicted_energy_j <= fast.choice.predicted_energy_j
+    assert thrifty.choice.predicted_time_s >= fast.choice.predicted_time_s
+    assert thrifty.plan is not None and thrifty.plan.objective.name == "energy"
+
+
+def test_timeline_stays_small_and_keeps_the_shape() -> None:
+    from wattcap.core.cap_history import TimelineRecorder
+
+    recorder = TimelineRecorder(0.05, max_points=50)
+    for i in range(1, 2001):
+        t = i * 0.05
+        recorder.add(t, 3.0 + (1.0 if t > 50 else 0.0), 4.5 if t <= 50 else 5.5,
+                     921_600_000, 32 if t <= 50 else 16)
+    line = recorder.finish()
+    assert len(line.t_s) <= 50
+    assert line.bin_s > 0.05 and math.isclose(line.t_s[-1], 100.0)
+    assert line.power_w[0] == pytest.approx(3.0) and line.power_w[-1] == pytest.approx(4.0)
+    assert line.batch_size[0] == 32 and line.batch_size[-1] == 16
+    assert min(c for c in line.cap_w if c is not None) == 4.5
+
+
+def test_a_steady_cap_keeps_one_segment(profile: ProfileTable) -> None:
+    device = EmulatedDevice("jetson-nano")
+    follower = CapFollower(CallableCap(lambda t: 4.0), device,
+                           ConfigChooser(profile, "replan", 32, None), 32,
+                           device.current_frequency_hz())
+    follower.begin()
+    for i in range(200):
+        follower(PowerReading(0.05 * (i + 1), 3.5, "test"))
+    assert len(follower.segments) == 1 and follower.segments[0].energy_j == pytest.approx(
+        200 * 3.5 * 0.05)
+
+
+def test_a_run_under_a_moving_cap_is_plotted(profile: ProfileTable, efficiency: EfficiencyVector,
+                                             digits32: tuple, tmp_path: Path) -> None:
+    from wattcap.experiments.cap_run import plot_cap_run
+
+    train, test = digits32
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.99, sample_budget=512,
+                         eval_every_samples=128, max_eval_samples=100)
+    record = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                               power_cap=ScheduleCap(SCHEDULE[:3]), profile=profile,
+                               efficiency=efficiency)
+    record.save(tmp_path / "run.json")
+    loaded = RunRecord.load(tmp_path / "run.json")
+    assert loaded == record and loaded.timeline is not None
+    assert (tmp_path / "run.json").stat().st_size < 200_000
+    out = plot_cap_run(loaded, tmp_path / "run.png")
+    assert out.stat().st_size > 10_000
+    constant = train_to_accuracy(config.model_copy(update={"sample_budget": 128}), train, test,
+                                 device=EmulatedDevice("jetson-nano"), power_cap_w=4.5)
+    with pytest.raises(ValueError, match="no cap timeline"):
+        plot_cap_run(constant, tmp_path / "none.png")
+
+
+def test_a_batch_size_change_must_promise_five_percent(profile: ProfileTable,
+                                                       efficiency: EfficiencyVector) -> None:
+    hysteresis = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    free = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency, switch_margin=0.0)
+    caps = sorted({p.peak_power_w for p in profile.points})
+    kept = 0
+    for cap in caps:
+        for current in (8, 16, 32):
+            best, chosen = free.choose(cap, current), hysteresis.choose(cap, current)
+            assert (best is None) == (chosen is None)
+            if best is None or chosen == best:
+                continue
+            # kept the batch size in use, at its best frequency, for a gain under 5 %
+            assert chosen is not None and chosen.batch_size == current
+            assert chosen.frequency_hz == free.highest_under(current, cap)
+            assert hysteresis._score[(best.batch_size, best.frequency_hz)] > 0.95 * \
+                hysteresis._score[(chosen.batch_size, chosen.frequency_hz)]
+            kept += 1
+    assert kept > 0  # the profile has such near-ties: the rule was exercised
+
+
+def test_a_held_watchdog_records_but_leaves_the_clock() -> None:
+    from wattcap.runtime.watchdog import CapWatchdog
+
+    device = EmulatedDevice("jetson-nano")
+    start_hz = device.current_frequency_hz()
+    guard = CapWatchdog(device, power_cap_w=2.0)
+    guard.hold("the step in flight finishes")
+    for i in range(3):
+        guard(PowerReading(0.05 * (i + 1), 3.0, "test"))
+    assert device.current_frequency_hz() == start_hz and not guard.steps
+    assert any("held" in note for note in guard.notes)
+    guard.hold(None)
+    guard(PowerReading(0.20, 1.5, "test"))
+    assert len(guard.violations) == 1 and guard.violations[0].readings == 3
+    guard(PowerReading(0.25, 3.0, "test"))
+    guard(PowerReading(0.30, 3.0, "test"))
+    assert device.current_frequency_hz() < start_hz  # released: it acts again

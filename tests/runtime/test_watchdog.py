@@ -1,0 +1,264 @@
+"""The power-cap watchdog (scripted readings, and during training on the emulated Nano) and the
+run's power accounting (energy from a hardware counter where the device has one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from wattcap.core.profile import ProfileTable
+from wattcap.data import ArrayDataset, get_dataset
+from wattcap.devices import DeviceError, EmulatedDevice, PowerReading, load_spec
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.watchdog import CapWatchdog
+from wattcap.train.loop import TrainConfig, train_to_accuracy
+
+MODEL = "digits32-cnn"
+B = 32
+EPS = 1e-9
+
+
+def quiet_nano(noise_w: float = 0.01) -> EmulatedDevice:
+    """The emulated Nano with a quieter sensor, so which reading crosses a cap is decided by
+    the physics, not by the noise draw."""
+    spec = load_spec("jetson-nano").model_copy(update={"sensor_noise_w": noise_w})
+    return EmulatedDevice(spec)
+
+
+@pytest.fixture(scope="module")
+def digits32() -> tuple[ArrayDataset, ArrayDataset]:
+    return get_dataset("digits-32").split(0.2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def row_profile() -> ProfileTable:
+    """Exhaustive profile of one batch size on the quiet Nano."""
+    return Profiler(quiet_nano(), MODEL, batch_sizes=(B,)).run(exhaustive=True)
+
+
+def config(**update: object) -> TrainConfig:
+    base = dict(model=MODEL, batch_size=B, target_accuracy=0.8, sample_budget=4096,
+                eval_every_samples=256, max_eval_samples=200)
+    return TrainConfig(**(base | update))
+
+
+# -- scripted readings ---------------------------------------------------------------------------
+
+
+class Sensor:
+    """Scripted readings one sensor period apart, delivered to a watchdog."""
+
+    def __init__(self, guard: CapWatchdog, period_s: float) -> None:
+        self.guard = guard
+        self.period_s = period_s
+        self.time_s = 0.0
+
+    def __call__(self, powers_w: list[float]) -> None:
+        for power_w in powers_w:
+            self.time_s += self.period_s
+            self.guard(PowerReading(self.time_s, power_w, "test"))
+
+
+def test_one_reading_over_the_cap_is_recorded_but_not_acted_on() -> None:
+    device = EmulatedDevice("jetson-nano")
+    f_max = device.current_frequency_hz()
+    guard = CapWatchdog(device, power_cap_w=5.0)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.0, 5.3, 4.1])
+    assert device.current_frequency_hz() == f_max
+    assert guard.steps == []
+    (violation,) = guard.violations
+    assert violation.readings == 1 and violation.duration_s == 0.0
+    assert violation.max_power_w == 5.3
+
+
+def test_two_consecutive_readings_step_down_one_level_each() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    period_s = device.sensor_period_s
+    guard = CapWatchdog(device, power_cap_w=5.0)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.0, 5.5, 5.6])
+    # Above the cap for longer than one sensor period: one level down, at the second reading.
+    assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[-2])]
+    assert guard.steps[0].time_s == pytest.approx(3 * period_s)
+    assert "above the cap" in guard.steps[0].reason
+    sensor([5.2])  # still above after the step: one more level
+    assert device.current_frequency_hz() == freqs[-3]
+    assert guard.violations == []  # still open
+    sensor([4.9])
+    (violation,) = guard.violations
+    assert violation.readings == 3
+    assert violation.duration_s == pytest.approx(2 * period_s)
+    assert violation.max_power_w == 5.6
+
+
+def test_open_violation_is_closed_by_finish() -> None:
+    device = EmulatedDevice("jetson-nano")
+    guard = CapWatchdog(device, power_cap_w=3.0)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([3.5, 3.6])
+    assert guard.violations == []
+    guard.finish()
+    assert len(guard.violations) == 1 and guard.violations[0].readings == 2
+
+
+def test_at_the_lowest_frequency_the_watchdog_says_so_once() -> None:
+    device = EmulatedDevice("jetson-nano")
+    device.set_frequency_hz(device.frequencies_hz()[0])
+    guard = CapWatchdog(device, power_cap_w=1.0)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([2.0] * 6)
+    guard.finish()
+    assert guard.steps == []
+    assert len(guard.notes) == 1 and "lowest frequency" in guard.notes[0]
+    assert guard.violations[0].readings == 6
+
+
+class RefusingDevice(EmulatedDevice):
+    def set_frequency_hz(self, frequency_hz: int) -> int:
+        raise DeviceError("the kernel refused it", hint="none")
+
+
+def test_a_refused_step_is_noted_not_swallowed() -> None:
+    device = RefusingDevice("jetson-nano")
+    guard = CapWatchdog(device, power_cap_w=1.0)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([2.0, 2.0, 2.0])
+    assert guard.steps == []
+    assert len(guard.notes) == 1 and "the kernel refused it" in guard.notes[0]
+
+
+def test_no_cap_means_no_watchdog_action() -> None:
+    device = EmulatedDevice("jetson-nano")
+    guard = CapWatchdog(device, power_cap_w=None)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([50.0] * 4)
+    guard.finish()
+    assert guard.steps == [] and guard.violations == []
+
+
+# -- during training -----------------------------------------------------------------------------
+
+
+def test_training_above_the_frontier_steps_down_and_keeps_training(
+    digits32: tuple[ArrayDataset, ArrayDataset], row_profile: ProfileTable
+) -> None:
+    freqs = row_profile.frequencies_hz
+    f_star, f_above = freqs[-3], freqs[-2]
+    # A cap between the profile's peak at f* and the average at the level above it: f* is the
+    # frontier, and a run started one level above it crosses the cap.
+    peak_star = row_profile.lookup(B, f_star).peak_power_w
+    avg_above = row_profile.lookup(B, f_above).avg_power_w
+    cap_w = (peak_star + avg_above) / 2
+    assert peak_star < cap_w < avg_above
+    assert row_profile.frontier(cap_w)[B].frequency_hz == f_star
+
+    device = quiet_nano()
+    device.set_frequency_hz(f_above)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w)
+
+    assert record.frequency_steps, "the watchdog never acted"
+    first = record.frequency_steps[0]
+    assert (first.from_hz, first.to_hz) == (f_above, f_star)
+    assert record.frequency_hz == f_star  # one level was enough and it stayed there
+    period_s = device.sensor_period_s
+    assert record.cap_violations
+    assert all(v.duration_s <= period_s + EPS for v in record.cap_violations)
+    # It kept training after the step, on the device clock, and reached the target.
+    assert record.reached
+    assert record.curve[-1].device_time_s > first.time_s
+    assert any(e.startswith("cap exceeded") for e in record.events)
+
+
+def test_training_under_the_cap_never_steps(
+    digits32: tuple[ArrayDataset, ArrayDataset], row_profile: ProfileTable
+) -> None:
+    f_star = row_profile.frequencies_hz[-3]
+    cap_w = row_profile.lookup(B, f_star).peak_power_w + 0.1
+    device = quiet_nano()
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(target_accuracy=0.3), train, test, device=device,
+                               power_cap_w=cap_w)
+    assert record.frequency_steps == [] and record.cap_violations == []
+    assert record.peak_power_w is not None and record.peak_power_w <= cap_w
+
+
+# -- energy --------------------------------------------------------------------------------------
+
+
+class CountingNano(EmulatedDevice):
+    """An emulated device with an energy counter, like NVML's total-energy counter."""
+
+    def energy_counter_j(self) -> float | None:
+        return 1_000.0 + self.true_energy_j  # counters do not start at zero
+
+
+def test_energy_comes_from_the_hardware_counter_when_there_is_one(
+    digits32: tuple[ArrayDataset, ArrayDataset],
+) -> None:
+    train, test = digits32
+    device = CountingNano("jetson-nano")
+    start_j = device.true_energy_j
+    record = train_to_accuracy(config(target_accuracy=0.3), train, test, device=device)
+    assert record.energy_source == "counter"
+    assert record.energy_j == pytest.approx(device.true_energy_j - start_j)
+
+    plain = EmulatedDevice("jetson-nano")
+    sampled = train_to_accuracy(config(target_accuracy=0.3), train, test, device=plain)
+    assert sampled.energy_source == "sensor"
+    # The sensor integral estimates the same physics: close, but not the counter's value.
+    assert sampled.energy_j == pytest.approx(plain.true_energy_j, rel=0.05)
+    assert sampled.energy_j != pytest.approx(plain.true_energy_j, rel=1e-9)
+
+
+# -- hysteresis ----------------------------------------------------------------------------------
+
+
+def test_a_transient_step_down_is_undone_after_headroom() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.5, 4.55, 4.45, 4.5, 4.52] * 4)  # the plan's level runs well under the cap
+    sensor([5.3, 5.4])  # a transient: two readings over the cap
+    assert device.current_frequency_hz() == freqs[-3]
+    sensor([4.1] * 9)
+    assert device.current_frequency_hz() == freqs[-3]  # not yet: 9 of 10 readings
+    sensor([4.1])
+    assert device.current_frequency_hz() == freqs[-2]  # back at the plan's frequency
+    assert [s.to_hz for s in guard.steps] == [freqs[-3], freqs[-2]]
+    assert guard.steps[-1].reason.startswith("headroom")
+    assert guard.lowest_infeasible_hz() is None  # it was regained
+    sensor([4.1] * 30)
+    assert device.current_frequency_hz() == freqs[-2]  # never above the plan's frequency
+
+
+def test_a_level_that_really_breaks_the_cap_is_not_retried() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([5.2, 5.3])  # the level itself is over the cap, not a spike
+    sensor([4.6] * 50)
+    assert device.current_frequency_hz() == freqs[-3]
+    assert len(guard.steps) == 1
+    assert guard.lowest_infeasible_hz() == freqs[-2]
+
+
+def test_a_level_that_fails_again_waits_twice_as_long() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    device.set_frequency_hz(freqs[-2])
+    guard = CapWatchdog(device, power_cap_w=5.0, recovery_readings=10)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.5] * 10 + [5.3, 5.4] + [4.1] * 10)  # transient, then back up after 10
+    assert device.current_frequency_hz() == freqs[-2]
+    sensor([5.3, 5.4])  # it fails again at once
+    sensor([4.1] * 19)
+    assert device.current_frequency_hz() == freqs[-3]  # now it waits 20 readings
+    sensor([4.1])
+    assert device.current_frequency_hz() == freqs[-2]

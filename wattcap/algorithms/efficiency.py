@@ -1,0 +1,96 @@
+"""An efficiency vector from samples-to-target per batch size and seed: the large-batch fit
+over every run (missed runs censored), r_b relative to the largest batch size."""
+
+from __future__ import annotations
+
+import statistics
+
+from wattcap.algorithms.large_batch import fit_large_batch
+from wattcap.core.efficiency import EfficiencyEntry, EfficiencyVector, RatioSource
+
+
+def vector_from_samples(
+    samples: dict[int, list[float | None]],
+    sample_budget: int,
+    budgets: dict[int, list[int]] | None = None,
+    use_fit: bool = True,
+    **metadata: object,
+) -> EfficiencyVector:
+    """Build the vector from samples-to-target per batch size and seed (None: that run
+    missed the target within its budget) and the sample budget.
+
+    `budgets[b]` gives each seed's budget where runs were re-run with a larger one
+    (default: `sample_budget` for every run). The large-batch relation is fitted to every
+    run (missed runs as censored). With a good fit r_b is the fit's; with a poor one the
+    raw mean. Where a run missed the target r_b is extrapolated from the fit, never below
+    the mean that counts the missed run at its budget (a floor the data proves).
+    r_b is always relative to the largest batch size, also when it missed the target.
+    `use_fit=False` keeps the raw means of what was measured (the fit is still recorded):
+    the brute-force oracle over measured runs, which must not pick a batch size on a model
+    of its samples. Raises ValueError when no run reached the target.
+    """
+    if not samples or any(not per_seed for per_seed in samples.values()):
+        raise ValueError("samples to target are needed for at least one batch size and seed")
+    if sample_budget <= 0:
+        raise ValueError(f"the sample budget must be positive, got {sample_budget}")
+    budgets = budgets or {b: [sample_budget] * len(per_seed)
+                          for b, per_seed in samples.items()}
+    if all(s is None for per_seed in samples.values() for s in per_seed):
+        raise ValueError("no batch size reached the target accuracy within the sample budget")
+    fit = fit_large_batch(samples, budgets)
+    reference = max(samples)
+
+    def used_samples(b: int) -> tuple[float, RatioSource]:
+        per_seed = samples[b]
+        reached = [s for s in per_seed if s is not None]
+        extended = any(budget > sample_budget for budget in budgets[b])
+        if not use_fit and len(reached) == len(per_seed):
+            return statistics.fmean(reached), "extended-budget" if extended else "mean"
+        if len(reached) < len(per_seed):
+            # a missed run needed more than its budget: the mean counting it at its budget
+            # is a hard floor, which keeps a batch size that failed a run from being
+            # chosen on a fit that calls the failure noise
+            floor = statistics.fmean(
+                budget if s is None else s for s, budget in zip(per_seed, budgets[b],
+                                                                strict=True))
+            return max(fit.mean_samples(b), floor), "extrapolated"
+        source: RatioSource = "extended-budget" if extended else (
+            "fit" if fit.good else "mean")
+        return (fit.mean_samples(b) if fit.good else statistics.fmean(reached)), source
+
+    ref_samples, _ = used_samples(reference)
+    entries = []
+    for b in sorted(samples):
+        per_seed = samples[b]
+        reached = [float(s) for s in per_seed if s is not None]
+        value, source = used_samples(b)
+        low = high = None
+        if fit.good and value == fit.mean_samples(b) and (
+                ref_samples == fit.mean_samples(reference)):
+            # the interval is the fit's; a floored E(b) or E(b_max) is not the fit's r_b
+            low, high = fit.ratio_interval(b, reference)
+        ratios = [s / ref_samples for s in reached]
+        entries.append(EfficiencyEntry(
+            batch_size=b,
+            samples_per_seed=[None if s is None else float(s) for s in per_seed],
+            budget_per_seed=[int(x) for x in budgets[b]],
+            samples_mean=statistics.fmean(reached) if reached else None,
+            samples_std=statistics.stdev(reached) if len(reached) > 1 else None,
+            samples=value,
+            ratio=value / ref_samples,
+            ratio_low=low,
+            ratio_high=high,
+            ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else None,
+            source=source,
+        ))
+    notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
+    notes.append(f"large-batch fit: {fit.describe()}")
+    if any(s is None for s in samples[reference]):
+        notes.append(f"b={reference} missed the target in some runs: its samples come from "
+                     "the fit, and every r_b is still relative to it")
+    return EfficiencyVector(
+        sample_budget=sample_budget, reference_batch_size=reference, fit=fit,
+        ratio_source="fit" if fit.good and use_fit else "mean", entries=entries,
+        notes=notes,
+        **metadata,
+    )

@@ -1,0 +1,143 @@
+"""What the selection minimises (issue 19), always under the cap (peak power ≤ cap):
+
+* `time` — the paper's objective: T(b, f) · r_b, the time to reach the target;
+* `energy` — average power · time to target;
+* `cost` — Zeus's cost η · E + (1 − η) · P_max · T (You et al., "Zeus", NSDI 2023), where
+  P_max is a constant power that puts time in joules: Zeus uses the GPU's maximum power limit,
+  the planner the highest peak power of the profile (`cost_power_w`), so η weighs the same
+  under every cap;
+* `time` with a maximum energy, `energy` with a deadline.
+
+All come from the same profile (peak power for the cap, average power for energy) and the
+same r_b. Predicted time to target is T(b, f) · samples(b) and energy that time · average power,
+exactly as the planner's `Choice`. Energy may prefer a lower frequency than f*(b), so the search
+is over every feasible (b, f), not only Algorithm 1's frontier: `CandidateSet` holds the points
+as numpy arrays, built once per (profile, r_b), and each query is one vectorised scan of the
+~72 points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wattcap.core.objective import (
+    OBJECTIVES,
+    FrontPoint,
+    InfeasibleObjectiveError,
+    Objective,
+    ObjectiveError,
+    ObjectiveName,
+)
+from wattcap.core.profile import ProfilePoint
+
+
+class CandidateSet:
+    """Every measured (b, f) whose r_b is known, with its predicted time and energy to target.
+
+    `ratios` is r_b (None: never chosen), `samples` the samples to target per batch size, as the
+    planner's `_ratios` gives them.
+    """
+
+    def __init__(self, points: list[ProfilePoint], ratios: dict[int, float | None],
+                 samples: dict[int, float]) -> None:
+        kept = [p for p in points if ratios.get(p.batch_size) is not None]
+        self.points = kept
+        self.batch_size = np.array([p.batch_size for p in kept], dtype=float)
+        self.frequency_hz = np.array([p.frequency_hz for p in kept], dtype=float)
+        self.peak_power_w = np.array([p.peak_power_w for p in kept], dtype=float)
+        self.avg_power_w = np.array([p.avg_power_w for p in kept], dtype=float)
+        spp = np.array([p.seconds_per_sample for p in kept], dtype=float)
+        ratio = np.array([ratios[p.batch_size] for p in kept], dtype=float)
+        count = np.array([samples[p.batch_size] for p in kept], dtype=float)
+        #: the paper's objective T(b, f) · r_b, as Algorithm 1 computes it
+        self.time_key = spp * ratio
+        #: predicted time and energy to target, as `Choice` computes them
+        self.time_s = spp * count
+        self.energy_j = self.time_s * self.avg_power_w
+
+    def feasible(self, cap_w: float | None, frequency_hz: int | None = None) -> np.ndarray:
+        """Mask of the points under the cap (and at one frequency, if given)."""
+        mask = np.ones(len(self.points), dtype=bool)
+        if cap_w is not None:
+            mask &= self.peak_power_w <= cap_w
+        if frequency_hz is not None:
+            mask &= self.frequency_hz == frequency_hz
+        return mask
+
+    def values(self, objective: Objective) -> np.ndarray:
+        """The quantity the objective minimises, per point."""
+        if objective.name == "time":
+            return self.time_key
+        if objective.name == "energy":
+            return self.energy_j
+        assert objective.eta is not None
+        if objective.cost_power_w is None:
+            raise ObjectiveError("the cost objective needs its P_max (cost_power_w) set")
+        eta = objective.eta
+        return eta * self.energy_j + (1.0 - eta) * objective.cost_power_w * self.time_s
+
+    def best(self, objective: Objective, cap_w: float | None,
+             frequency_hz: int | None = None) -> ProfilePoint | None:
+        """The feasible point minimising the objective; None when nothing is under the cap.
+
+        Ties: the faster, then the larger b, then the higher f (Algorithm 1's choice for time).
+        Raises `InfeasibleObjectiveError` when points are under the cap but none meets the
+        maximum energy or the deadline.
+        """
+        mask = self.feasible(cap_w, frequency_hz)
+        if not mask.any():
+            return None
+        if objective.max_energy_j is not None or objective.deadline_s is not None:
+            if objective.max_energy_j is not None:
+                limit, achieved = objective.max_energy_j, self.energy_j
+            else:
+                assert objective.deadline_s is not None
+                limit, achieved = objective.deadline_s, self.time_s
+            meets = mask & (achieved <= limit)
+            if not meets.any():
+                index = self._argmin(np.flatnonzero(mask), achieved, self.time_key)
+                raise InfeasibleObjectiveError(objective, cap_w, float(achieved[index]),
+                                               self.points[index])
+            mask = meets
+        index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key)
+        return self.points[index]
+
+    def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> int:
+        # lexsort: the last key sorts first
+        order = np.lexsort((-self.frequency_hz[indices], -self.batch_size[indices],
+                            secondary[indices], primary[indices]))
+        return int(indices[order[0]])
+
+    def pareto_front(self, cap_w: float | None) -> list[FrontPoint]:
+        """The feasible points no other feasible point beats on both time and energy, in order
+        of increasing time (decreasing energy). Equal (time, energy) points appear once."""
+        indices = np.flatnonzero(self.feasible(cap_w))
+        order = indices[np.lexsort((self.energy_j[indices], self.time_s[indices]))]
+        front: list[FrontPoint] = []
+        lowest_j = math.inf
+        for i in order:
+            if self.energy_j[i] < lowest_j:
+                lowest_j = float(self.energy_j[i])
+                point = self.points[i]
+                front.append(FrontPoint(
+                    batch_size=point.batch_size,
+                    frequency_hz=point.frequency_hz,
+                    predicted_time_s=float(self.time_s[i]),
+                    predicted_energy_j=float(self.energy_j[i]),
+                    peak_power_w=point.peak_power_w,
+                    avg_power_w=point.avg_power_w,
+                ))
+        return front
+
+
+__all__ = [
+    "OBJECTIVES",
+    "CandidateSet",
+    "FrontPoint",
+    "InfeasibleObjectiveError",
+    "Objective",
+    "ObjectiveError",
+    "ObjectiveName",
+]

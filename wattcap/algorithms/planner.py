@@ -1,0 +1,381 @@
+"""Selection (DESIGN §1): Algorithm 1, the two baselines and the fastest-configuration oracle.
+
+Algorithm 1: for each batch size b, f*(b) = the highest frequency with P(b, f) ≤ cap; choose
+argmin_b T(b, f*(b)) · r_b. Each row is reduced once to its Pareto staircase (descending f,
+strictly falling power), on which f*(b) is a binary search: O(|B| log |F|) per query.
+
+Other objectives (energy, Zeus's cost, time with a maximum energy, energy with a deadline;
+wattcap/objectives.py) search every feasible (b, f). Every plan records its objective and the
+time/energy Pareto front of the feasible choices, each method's choice marked on it or not.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from wattcap.algorithms.objectives import CandidateSet
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.objective import InfeasibleObjectiveError, Objective
+from wattcap.core.plan import Choice, InfeasibleCapError, Plan
+from wattcap.core.profile import ProfilePoint, ProfileTable
+
+#: samples a prediction is made for when no efficiency vector gives samples to target
+DEFAULT_SAMPLES = 10_000
+
+
+
+
+
+
+
+
+@dataclass
+class _Staircase:
+    """One row reduced to the points no higher frequency beats on power."""
+
+    powers_w: list[float]  # ascending
+    points: list[ProfilePoint]  # same order: highest frequency last... per power
+
+    @classmethod
+    def of(cls, row: list[ProfilePoint]) -> _Staircase:
+        kept: list[ProfilePoint] = []
+        lowest = float("inf")
+        for point in sorted(row, key=lambda p: -p.frequency_hz):
+            if point.peak_power_w < lowest:
+                kept.append(point)
+                lowest = point.peak_power_w
+        kept.reverse()  # ascending power, ascending frequency
+        return cls([p.peak_power_w for p in kept], kept)
+
+    def highest_under(self, cap_w: float | None) -> ProfilePoint | None:
+        if cap_w is None:
+            return self.points[-1] if self.points else None
+        index = bisect.bisect_right(self.powers_w, cap_w) - 1
+        return self.points[index] if index >= 0 else None
+
+
+class Selector:
+    """Algorithm 1 over a profile: rows prepared once, each query O(|B| log |F|)."""
+
+    def __init__(self, profile: ProfileTable) -> None:
+        self.profile = profile
+        self._rows = {b: _Staircase.of(row) for b, row in profile.rows().items()}
+
+    def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:
+        """f*(b) for every batch size that has a feasible frequency."""
+        result = {}
+        for b, staircase in self._rows.items():
+            point = staircase.highest_under(cap_w)
+            if point is not None:
+                result[b] = point
+        return result
+
+    def select(
+        self, cap_w: float | None, ratios: dict[int, float | None]
+    ) -> ProfilePoint | None:
+        """argmin_b T(b, f*(b)) · r_b over batch sizes with a known ratio; ties: larger b."""
+        best: ProfilePoint | None = None
+        best_cost = float("inf")
+        for b, point in self.frontier(cap_w).items():
+            ratio = ratios.get(b)
+            if ratio is None:
+                continue
+            cost = point.seconds_per_sample * ratio
+            if cost < best_cost or (cost == best_cost and best is not None and b > best.batch_size):
+                best, best_cost = point, cost
+        return best
+
+    def lowest_feasible_cap_w(self) -> float:
+        """The lowest peak power of any measured point."""
+        return min(p.peak_power_w for p in self.profile.points)
+
+
+def with_power_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTable:
+    """The profile with every peak raised by `margin_sigmas` standard deviations: of the
+    sensor's noise seen while profiling, and, for predicted points, of the prediction. Planning
+    against the cap on these values keeps that margin below it."""
+    noise_w = profile.power_noise_w or 0.0
+    if margin_sigmas <= 0 or (noise_w == 0 and not any(p.predicted for p in profile.points)):
+        return profile
+    points = []
+    for point in profile.points:
+        sigma_w = (noise_w ** 2 + (point.peak_power_std_w or 0.0) ** 2) ** 0.5
+        points.append(point.model_copy(
+            update={"peak_power_w": point.peak_power_w + margin_sigmas * sigma_w}))
+    return profile.model_copy(update={"points": points})
+
+
+def safe_frequency_hz(
+    reference_profiles: list[ProfileTable], cap_w: float | None, frequencies_hz: list[int]
+) -> int | None:
+    """Baseline frequency: the highest f keeping every reference model at every batch size under
+    the cap (model-agnostic worst case). Points a profile did not measure count as unsafe unless
+    a measured higher frequency of the same row is safe (power rises with f)."""
+    if cap_w is None:
+        return max(frequencies_hz)
+    safe = None
+    for f in sorted(frequencies_hz):
+        ok = True
+        for profile in reference_profiles:
+            for row in profile.rows().values():
+                measured = {p.frequency_hz: p.peak_power_w for p in row}
+                if f in measured:
+                    ok = measured[f] <= cap_w
+                else:
+                    higher = [w for fr, w in measured.items() if fr > f]
+                    ok = bool(higher) and min(higher) <= cap_w
+                if not ok:
+                    break
+            if not ok:
+                break
+        if ok:
+            safe = f
+        else:
+            break
+    return safe
+
+
+def _ratios(
+    profile: ProfileTable, efficiency: EfficiencyVector | None
+) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
+    """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector),
+    and the notes that say where r_b came from."""
+    if efficiency is None:
+        return ({b: 1.0 for b in profile.batch_sizes},
+                {b: float(DEFAULT_SAMPLES) for b in profile.batch_sizes},
+                ["no efficiency vector: assuming r_b = 1 for every batch size (pure "
+                 f"throughput); times are for {DEFAULT_SAMPLES} samples"])
+    ratios = {b: efficiency.ratio(b) for b in profile.batch_sizes}
+    samples = {b: efficiency.samples(b) or 0.0 for b in profile.batch_sizes}
+    notes = efficiency.ratio_notes()
+    skipped = [b for b, r in ratios.items() if r is None]
+    if skipped:
+        notes.append(f"batch sizes never selected (not estimated on {efficiency.dataset}): "
+                     f"{skipped}")
+    return ratios, samples, notes
+
+
+def _choice(method: str, point: ProfilePoint, ratio: float, samples: float) -> Choice:
+    time_s = point.time_for_samples_s(samples)
+    return Choice(
+        method=method,
+        batch_size=point.batch_size,
+        frequency_hz=point.frequency_hz,
+        seconds_per_sample=point.seconds_per_sample,
+        peak_power_w=point.peak_power_w,
+        avg_power_w=point.avg_power_w,
+        efficiency_ratio=ratio,
+        samples=samples,
+        predicted_time_s=time_s,
+        predicted_energy_j=time_s * point.avg_power_w,
+    )
+
+
+class Replanner:
+    """wattcap's choice for any cap, prepared once per (profile, r_b, objective): what a run
+    calls each time its cap moves. `choose(cap)` is `plan(...).choices["wattcap"]` for the same
+    inputs, in microseconds (Algorithm 1 for time; one scan of the points otherwise)."""
+
+    def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
+                 objective: Objective | None = None,
+                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS) -> None:
+        if not profile.points:
+            raise ValueError("the profile has no measured points")
+        if margin_sigmas < 0:
+            raise ValueError(f"margin_sigmas must be >= 0, got {margin_sigmas}")
+        self.original = profile
+        self.margin_sigmas = margin_sigmas
+        #: the peaks the cap is compared with: measured peak + the margin
+        profile = with_power_margin(profile, margin_sigmas)
+        self.profile = profile
+        self.selector = Selector(profile)
+        self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
+        self.selector_raw_lowest_w = min(p.peak_power_w for p in self.original.points)
+        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency)
+        objective = objective or Objective()
+        self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
+        if self.cost_power_filled:
+            # Zeus's P_max: a constant of the device, so eta weighs the same under every cap
+            objective = objective.model_copy(
+                update={"cost_power_w": max(p.peak_power_w for p in profile.points)})
+        self.objective = objective
+        self.candidates = CandidateSet(profile.points, self.ratios, self.samples)
+
+    def measured(self, point: ProfilePoint) -> ProfilePoint:
+        """The profile's own point (its measured peak) for a point of the margined table."""
+        return self.original.lookup(point.batch_size, point.frequency_hz) or point
+
+    @property
+    def margin_note(self) -> str | None:
+        """What the margin is, for the plan's notes."""
+        noise_w = self.original.power_noise_w
+        if self.margin_sigmas == 0:
+            return "no margin below the cap (margin 0 sigma)"
+        if noise_w is None and not any(p.predicted for p in self.original.points):
+            return ("no margin below the cap: the profile has no sensor-noise estimate "
+                    "(profiled with an older wattcap)")
+        return (f"a margin of {self.margin_sigmas:g} sigma below the cap: sensor noise "
+                f"{noise_w or 0:.3f} W x {self.margin_sigmas:g}"
+                + (" (plus the prediction's uncertainty on predicted points)"
+                   if any(p.predicted for p in self.original.points) else ""))
+
+    def check_cap(self, power_cap_w: float | None) -> None:
+        """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
+        if power_cap_w is not None and power_cap_w < self.lowest_feasible_cap_w:
+            margin = self.lowest_feasible_cap_w - self.selector_raw_lowest_w
+            reason = "every measured configuration draws more than that" + (
+                f" with the margin of {margin:.2f} W kept below the cap" if margin > 0 else "")
+            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w, reason)
+
+    def choose(self, power_cap_w: float | None) -> Choice:
+        """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
+        `InfeasibleObjectiveError` (nothing meets the maximum energy or deadline)."""
+        self.check_cap(power_cap_w)
+        if self.objective.is_paper_time:
+            best = self.selector.select(power_cap_w, self.ratios)
+        else:
+            best = self.candidates.best(self.objective, power_cap_w)
+        if best is None:
+            raise InfeasibleCapError(power_cap_w or 0.0, self.lowest_feasible_cap_w,
+                                     "no batch size with a known efficiency fits under it")
+        b = best.batch_size
+        choice = _choice("wattcap", self.measured(best), self.ratios[b] or 1.0,
+                         self.samples[b])
+        choice.on_pareto_front = any(
+            (p.batch_size, p.frequency_hz) == (b, best.frequency_hz)
+            for p in self.candidates.pareto_front(power_cap_w)
+        )
+        return choice
+
+
+def plan(
+    profile: ProfileTable,
+    power_cap_w: float | None,
+    efficiency: EfficiencyVector | None = None,
+    reference_profiles: list[ProfileTable] | None = None,
+    target_efficiency: EfficiencyVector | None = None,
+    objective: Objective | None = None,
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+) -> Plan:
+    """Choose (b, f) for every method under a cap (None: no cap).
+
+    `efficiency` is the proxy r (None: r_b = 1, pure throughput, and the plan says so);
+    `reference_profiles` give the safe frequency of the baselines (default: this profile only);
+    `target_efficiency` enables the fastest-configuration oracle; `objective` (default: time,
+    the paper's) is what wattcap, baseline-2 (at the safe frequency) and the oracle minimise.
+    baseline-1 is the state of practice whatever the objective. Every method is held to the
+    same margin below the cap: `margin_sigmas` standard deviations of the sensor noise seen
+    while profiling (and of the prediction, for predicted points).
+
+    Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
+    when wattcap finds no choice within the objective's maximum energy or deadline.
+    """
+    objective = objective or Objective()
+    notes: list[str] = []
+    unavailable: dict[str, str] = {}
+    if efficiency is not None:
+        efficiency.check_matches(model=profile.model, input_shape=profile.input_shape,
+                                 architecture_fingerprint=profile.architecture_fingerprint)
+    if target_efficiency is not None:
+        target_efficiency.check_matches(
+            model=profile.model, input_shape=profile.input_shape,
+            architecture_fingerprint=profile.architecture_fingerprint)
+    replanner = Replanner(profile, efficiency, objective, margin_sigmas)
+    selector, objective = replanner.selector, replanner.objective
+    margined = replanner.profile
+    if replanner.margin_note:
+        notes.append(replanner.margin_note)
+    replanner.check_cap(power_cap_w)
+    if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
+        if power_cap_w > profile.power_cap_w:
+            notes.append(
+                f"the profile was pruned for a cap of {profile.power_cap_w:.2f} W; points above "
+                "it were not measured, so higher frequencies may be missed at this cap"
+            )
+
+    ratios, samples = replanner.ratios, replanner.samples
+    notes += replanner.ratio_notes
+
+    if objective.name == "cost":
+        source = ", the profile's highest peak power" if replanner.cost_power_filled else ""
+        notes.append(f"cost: P_max = {objective.cost_power_w:.2f} W{source}")
+    candidates = replanner.candidates
+
+    choices: dict[str, Choice] = {"wattcap": replanner.choose(power_cap_w)}
+
+    references = [with_power_margin(r, margin_sigmas)
+                  for r in (reference_profiles or [profile])]
+    if reference_profiles is None:
+        notes.append("no reference profiles: the safe frequency is computed from this model only")
+    f_safe = safe_frequency_hz(references, power_cap_w, profile.frequencies_hz)
+    if f_safe is None:
+        reason = "no frequency keeps every reference model under the cap"
+        unavailable["baseline-1"] = unavailable["baseline-2"] = reason
+    else:
+        b_max = profile.max_batch_size
+        point = margined.lookup(b_max, f_safe) if b_max is not None else None
+        if point is None or (power_cap_w is not None and point.peak_power_w > power_cap_w):
+            unavailable["baseline-1"] = (
+                f"b={b_max} at the safe frequency {f_safe / 1e6:.1f} MHz was not measured or "
+                "exceeds the cap"
+            )
+        elif b_max is None or ratios.get(b_max) is None or not samples.get(b_max):
+            unavailable["baseline-1"] = (
+                f"the efficiency vector gives no samples-to-target for b={b_max} (it was not "
+                "estimated there), so its time cannot be predicted"
+            )
+        else:
+            choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
+                                            ratios[b_max] or 1.0, samples[b_max])
+        # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
+        try:
+            p2 = candidates.best(objective, power_cap_w, frequency_hz=f_safe)
+        except InfeasibleObjectiveError as err:
+            unavailable["baseline-2"] = f"at the safe frequency, {err}"
+        else:
+            if p2 is not None:
+                choices["baseline-2"] = _choice("baseline-2", replanner.measured(p2),
+                                                ratios[p2.batch_size] or 1.0,
+                                                samples[p2.batch_size])
+            else:
+                unavailable["baseline-2"] = "no measured batch size at the safe frequency"
+
+    if target_efficiency is not None:
+        target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency)
+        notes += [f"fastest (target data): {note}" for note in target_notes]
+        oracle: ProfilePoint | None = None
+        if objective.is_paper_time:
+            oracle = selector.select(power_cap_w, target_ratios)
+        else:
+            try:
+                oracle = CandidateSet(margined.points, target_ratios, target_samples).best(
+                    objective, power_cap_w)
+            except InfeasibleObjectiveError as err:
+                unavailable["fastest"] = f"with the target's r_b, {err}"
+        if oracle is not None:
+            ob = oracle.batch_size
+            choices["fastest"] = _choice("fastest", replanner.measured(oracle),
+                                         target_ratios[ob] or 1.0, target_samples[ob])
+    else:
+        unavailable["fastest"] = "needs an efficiency vector measured on the target data"
+
+    front = candidates.pareto_front(power_cap_w)
+    on_front = {(p.batch_size, p.frequency_hz) for p in front}
+    for choice in choices.values():
+        choice.on_pareto_front = (choice.batch_size, choice.frequency_hz) in on_front
+
+    return Plan(
+        device=profile.device,
+        model=profile.model,
+        input_shape=profile.input_shape,
+        power_cap_w=power_cap_w,
+        efficiency_source=efficiency.dataset if efficiency is not None else None,
+        safe_frequency_hz=f_safe,
+        choices=choices,
+        unavailable=unavailable,
+        notes=notes,
+        objective=objective,
+        pareto_front=front,
+    )

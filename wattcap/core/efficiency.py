@@ -1,0 +1,162 @@
+"""Efficiency vectors: r_b = samples to target at b over samples at the largest b, with where each
+r_b came from, as a versioned file."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
+from wattcap.core.large_batch import LargeBatchFit
+from wattcap.core.noise_scale import NoiseScaleEstimate
+from wattcap.core.schema import VersionedFile, require_match
+
+if TYPE_CHECKING:
+    pass
+
+
+#: how an r_b was obtained ("gns": from the gradient noise scale, wattcap.train.noise_scale)
+RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget", "gns"]
+
+class EfficiencyEntry(BaseModel):
+    """One batch size: the raw samples to target per seed, their summary, and the r_b used."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_size: int
+    #: interpolated samples to target per seed; None: missed within that run's budget
+    samples_per_seed: list[float | None]
+    #: the sample budget of each seed's run (larger than the vector's where it was extended)
+    budget_per_seed: list[int]
+    #: mean and standard deviation over the seeds that reached the target
+    samples_mean: float | None
+    samples_std: float | None
+    #: E(b) used by the planner: from the fit, the raw mean, or extrapolated
+    samples: float
+    #: r_b = samples / samples of the vector's largest batch size
+    ratio: float
+    #: the interval on r_b from the fit (None when r_b is not the good fit's own)
+    ratio_low: float | None
+    ratio_high: float | None
+    #: spread of the per-seed ratios s_i / E(b_max) over the seeds that reached the target
+    ratio_std: float | None
+    source: RatioSource
+
+    @property
+    def reachable(self) -> bool:
+        """Every seed reached the target within its (possibly extended) budget."""
+        return all(s is not None for s in self.samples_per_seed)
+
+    @property
+    def ratio_mean(self) -> float:
+        """The r_b used (the v1 name, kept for the callers that print it)."""
+        return self.ratio
+
+class EfficiencyVector(VersionedFile):
+    """r_b for one model, task and target accuracy, with the raw samples and the fit."""
+
+    FILE_KIND = "wattcap.train.efficiency"
+    #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
+    #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples
+    SCHEMA_VERSION = 4
+
+    model: str
+    input_shape: list[int]
+    dataset: str
+    task: str
+    target_accuracy: float
+    #: "given" by the caller, "auto": chosen from the largest batch size's accuracy, or
+    #: "reached": the accuracy a GNS run reached (it needs no target)
+    target_accuracy_source: Literal["given", "auto", "reached"] = "given"
+    target_accuracy_rule: str | None = None
+    seeds: list[int]
+    optimizer: str = "adam"
+    lr_ref: float = DEFAULT_LR_REF
+    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF
+    sample_budget: int
+    #: factor a missed batch size's budget was extended by for its retry (None: no retry)
+    budget_extension: float | None = None
+    eval_every_samples: int = 0
+    #: the largest batch size: every r_b is relative to it
+    reference_batch_size: int
+    #: the large-batch fit of a sweep (None for a GNS vector)
+    fit: LargeBatchFit | None
+    #: "fit": r_b from the good large-batch fit; "mean": raw means (the fit is poor);
+    #: "gns": from the gradient noise scale of one run (`noise_scale`)
+    ratio_source: Literal["fit", "mean", "gns"]
+    entries: list[EfficiencyEntry]
+    notes: list[str] = []
+    #: how B_noise was measured, for a GNS vector
+    noise_scale: NoiseScaleEstimate | None = None
+    #: samples trained to make this vector, every run counted (its compute; None: unknown)
+    training_samples: int | None = None
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> EfficiencyVector:
+        gns = self.ratio_source == "gns"
+        if gns != (self.noise_scale is not None) or (not gns and self.fit is None):
+            raise ValueError("an efficiency vector comes from a sweep (ratio_source 'fit' or "
+                             "'mean', with its fit) or from the gradient noise scale "
+                             "(ratio_source 'gns', with noise_scale)")
+        return self
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
+
+    def entry(self, batch_size: int) -> EfficiencyEntry | None:
+        """The entry of b, or None when b was not estimated."""
+        return next((e for e in self.entries if e.batch_size == batch_size), None)
+
+    def ratio(self, batch_size: int) -> float | None:
+        """r_b used for planning: the fitted r_b when the fit is good, else the raw mean
+        (extrapolated from the fit where b missed the target); None when b was not
+        estimated (never to be selected)."""
+        entry = self.entry(batch_size)
+        return None if entry is None else entry.ratio
+
+    def samples(self, batch_size: int) -> float | None:
+        """Samples to target E(b) behind r_b, or None when b was not estimated."""
+        entry = self.entry(batch_size)
+        return None if entry is None else entry.samples
+
+    def ratio_notes(self) -> list[str]:
+        """What a plan should say about where r_b came from."""
+        if self.noise_scale is not None:
+            return [f"r_b from the gradient noise scale on {self.dataset}: "
+                    f"{self.noise_scale.describe()}"]
+        fit = self.fit
+        if fit is None:
+            return [f"r_b on {self.dataset} without a large-batch fit"]
+        if self.ratio_source == "fit":
+            low = "0" if fit.b_noise_low is None else f"{fit.b_noise_low:.3g}"
+            high = "inf" if fit.b_noise_high is None else f"{fit.b_noise_high:.3g}"
+            notes = [f"r_b from the large-batch fit on {self.dataset}, B_noise = "
+                     f"{fit.b_noise:.3g} [{low}, {high}] ({fit.confidence:.0%} CI)"]
+        else:
+            notes = [f"large-batch fit {fit.quality} on {self.dataset} "
+                     f"({fit.quality_reason}): r_b from raw means"]
+        extrapolated = [e.batch_size for e in self.entries if e.source == "extrapolated"]
+        if extrapolated:
+            notes.append(f"r_b extrapolated from the fit for b = {extrapolated} (the target "
+                         f"was missed within the budget on {self.dataset})")
+        extended = [e.batch_size for e in self.entries if e.source == "extended-budget"]
+        if extended:
+            notes.append(f"b = {extended} reached the target on {self.dataset} only with an "
+                         "extended budget")
+        return notes
+
+    def check_matches(
+        self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
+        source: str = "efficiency vector", architecture_fingerprint: str | None = None,
+    ) -> None:
+        """Refuse a vector made for another model, input shape or architecture (fingerprints
+        are compared when both are known)."""
+        if model is not None:
+            require_match("the efficiency vector", "model", model, self.model, source)
+        if input_shape is not None:
+            require_match(
+                "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
+            )
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the efficiency vector", "architecture fingerprint",
+                          architecture_fingerprint, self.architecture_fingerprint, source)
+

@@ -1,0 +1,132 @@
+"""Device profiles: one measured (or predicted) point per batch size and knob value, and the
+versioned table of them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from wattcap.core.schema import VersionedFile, WattcapFileError, require_match
+
+if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
+    pass
+
+
+class ProfilePoint(BaseModel):
+    """Measurements at one (batch size, frequency)."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch_size: int
+    frequency_hz: int
+    peak_power_w: float
+    avg_power_w: float
+    seconds_per_sample: float
+    steps: int
+    readings: int
+    #: True when the point was predicted by a device model fitted to measured points
+    #: (`wattcap.measure.active_profiling`), not measured; steps and readings are then 0
+    predicted: bool = False
+    #: one standard deviation of a predicted value (what a measurement would differ by);
+    #: None for measured points
+    seconds_per_sample_std: float | None = None
+    peak_power_std_w: float | None = None
+    avg_power_std_w: float | None = None
+
+    def time_for_samples_s(self, samples: float) -> float:
+        """Device seconds to process `samples` samples at this point."""
+        return self.seconds_per_sample * samples
+
+class ProfileTable(VersionedFile):
+    """The two lookup tables of a device for one model and input shape."""
+
+    FILE_KIND = "wattcap.profile"
+    #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
+    #: 3: architecture_fingerprint, device_spec
+    SCHEMA_VERSION = 3
+
+    device: str
+    device_kind: str
+    power_mode: str | None = None
+    sensor_rail: str
+    sensor_period_s: float
+    model: str
+    input_shape: list[int]
+    batch_sizes: list[int]
+    frequencies_hz: list[int]
+    max_batch_size: int | None
+    oom_batch_sizes: list[int] = []
+    mode: Literal["exhaustive", "pruned", "refresh", "model"]
+    power_cap_w: float | None = None
+    points: list[ProfilePoint]
+    points_measured: int
+    profiling_device_s: float
+    workload: dict = {}
+    #: mode "model": the fitted device model's parameters and the search's settings
+    model_fit: dict = {}
+    #: the sensor's noise (one standard deviation, W) seen while profiling: the planner keeps
+    #: a margin of a few of these below the cap
+    power_noise_w: float | None = None
+    #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
+    architecture_fingerprint: str | None = None
+    #: an emulated device's whole DeviceSpec, so the device (and its reference profiles) can
+    #: be rebuilt from the file alone, also when it came from a user's spec file
+    device_spec: dict | None = None
+
+    @property
+    def points_predicted(self) -> int:
+        """Points that were predicted, not measured."""
+        return sum(1 for p in self.points if p.predicted)
+
+    def lookup(self, batch_size: int, frequency_hz: int) -> ProfilePoint | None:
+        """The point (measured or predicted), or None if the profile does not have it."""
+        for point in self.points:
+            if point.batch_size == batch_size and point.frequency_hz == frequency_hz:
+                return point
+        return None
+
+    def rows(self) -> dict[int, list[ProfilePoint]]:
+        """Measured points per batch size, ascending in frequency."""
+        rows: dict[int, list[ProfilePoint]] = {}
+        for point in sorted(self.points, key=lambda p: (p.batch_size, p.frequency_hz)):
+            rows.setdefault(point.batch_size, []).append(point)
+        return rows
+
+    def frontier(self, power_cap_w: float | None) -> dict[int, ProfilePoint]:
+        """For each batch size, the measured point at the highest f with peak ≤ cap."""
+        result: dict[int, ProfilePoint] = {}
+        for b, row in self.rows().items():
+            feasible = [p for p in row if power_cap_w is None or p.peak_power_w <= power_cap_w]
+            if feasible:
+                result[b] = feasible[-1]
+        return result
+
+    def check_matches(
+        self,
+        device: str | None = None,
+        model: str | None = None,
+        input_shape: tuple[int, ...] | list[int] | None = None,
+        source: str = "profile",
+        architecture_fingerprint: str | None = None,
+    ) -> None:
+        """Refuse a profile made for another device, model, input shape or architecture
+        (fingerprints are compared when both are known)."""
+        if device is not None:
+            require_match("the profile", "device", device, self.device, source)
+        if model is not None:
+            require_match("the profile", "model", model, self.model, source)
+        if input_shape is not None:
+            require_match("the profile", "input shape", list(input_shape), self.input_shape, source)
+        if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
+            require_match("the profile", "architecture fingerprint", architecture_fingerprint,
+                          self.architecture_fingerprint, source)
+
+    def merged(self, newer: ProfileTable) -> ProfileTable:
+        """This profile with `newer`'s points replacing the same (b, f)."""
+        if (newer.device, newer.model, newer.input_shape) != (
+            self.device, self.model, self.input_shape
+        ):
+            raise WattcapFileError("cannot merge profiles of different devices or models")
+        keep = {(p.batch_size, p.frequency_hz): p for p in self.points}
+        keep.update({(p.batch_size, p.frequency_hz): p for p in newer.points})
+        return self.model_copy(update={"points": list(keep.values())})

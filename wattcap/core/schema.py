@@ -1,0 +1,119 @@
+"""Versioned JSON files: every file wattcap writes carries a kind, a schema version and the
+metadata needed to refuse a mismatch. Loading never trusts the file: corrupt JSON, another
+kind, another schema version, or a payload that fails validation is a `WattcapFileError` that
+names the file and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from wattcap.core.version import __version__
+
+
+class WattcapFileError(ValueError):
+    """A wattcap file is missing, corrupt, of another kind or version, or does not match."""
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class VersionedFile(BaseModel):
+    """Base of every file format. Subclasses set FILE_KIND and SCHEMA_VERSION."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    FILE_KIND: ClassVar[str] = "wattcap.file"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    kind: str = ""
+    schema_version: int = 0
+    tool_version: str = __version__
+    created_at: str = Field(default_factory=_now_iso)
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.kind:
+            self.kind = self.FILE_KIND
+        if not self.schema_version:
+            self.schema_version = self.SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        """The file's text."""
+        return self.model_dump_json(indent=2)
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (temp file + rename), so an interrupted write never leaves half a
+        file where a good one was."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def from_json(cls: type[_F], text: str, source: str = "<text>") -> _F:
+        """Parse and validate, refusing other kinds and schema versions with a clear message."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise WattcapFileError(
+                f"{source}: not valid JSON ({err.msg} at line {err.lineno})"
+            ) from None
+        if not isinstance(raw, dict):
+            raise WattcapFileError(f"{source}: expected a JSON object, found {type(raw).__name__}")
+        kind = raw.get("kind")
+        if kind != cls.FILE_KIND:
+            raise WattcapFileError(
+                f"{source}: this is a {kind!r} file, expected {cls.FILE_KIND!r}"
+            )
+        version = raw.get("schema_version")
+        if version != cls.SCHEMA_VERSION:
+            raise WattcapFileError(
+                f"{source}: schema version {version!r}; this wattcap ({__version__}) reads "
+                f"version {cls.SCHEMA_VERSION}. Re-create the file with this version."
+            )
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5]
+            )
+            raise WattcapFileError(f"{source}: invalid {cls.FILE_KIND} file: {problems}") from None
+
+    @classmethod
+    def load(cls: type[_F], path: str | Path) -> _F:
+        """Read a file written by `save`."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise WattcapFileError(f"{path}: no such file") from None
+        except UnicodeDecodeError:
+            raise WattcapFileError(f"{path}: not a text file (corrupt?)") from None
+        return cls.from_json(text, source=str(path))
+
+
+_F = TypeVar("_F", bound=VersionedFile)
+
+
+def require_match(what: str, field: str, expected: object, found: object, source: str) -> None:
+    """Refuse a file made for another device, model or input shape."""
+    if expected != found:
+        raise WattcapFileError(
+            f"{source}: {what} was made for {field} {found!r}, but it is used with "
+            f"{field} {expected!r}. Re-create it for {expected!r}."
+        )

@@ -1,0 +1,6 @@
+"""experiments — comparisons of methods on measured runs, and what a person reads of them.
+
+`compare` (the harness: baselines, wattcap and the brute-force fastest configuration over
+seeds), `significance` (within noise), `report`, `tables`, `plots`, `pareto`, `cap_run` (a run
+under a moving cap), and `demo` (what `make demo` runs).
+"""

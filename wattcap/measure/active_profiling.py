@@ -1,0 +1,279 @@
+"""Profiles from few points: measure a small design, fit a device model (`profile_model`) and
+measure next where the cap's feasible frontier is least certain, until every batch size's
+highest feasible frequency f*(b) is decided beyond the uncertainty or a point budget is spent.
+The result is an ordinary ProfileTable (mode "model") whose unmeasured points are predictions,
+marked `predicted` and carrying their standard deviations, so the planner uses it unchanged.
+
+A frontier decision for batch size b is settled when the point at f*(b) is measured or predicted
+`z` standard deviations under the cap, and the next frequency up is measured or predicted `z`
+deviations over it. Among the points that are not settled, the next measurement is the one most
+likely to be on the other side of the cap (normal tail beyond the cap) per second of device time
+it costs: at low frequencies a large batch takes seconds per step, and the cheapest
+informative point is usually at a high frequency.
+
+The fit uses only what a real device gives (`wattcap.algorithms.profile_model`): measured points,
+their raw
+readings, the frequency list, the sensor period and the model's workload. On the emulated Nano
+and TX2 NX (bench/profiling_cost.py) a predicted point under the cap was, in the exhaustive
+profile, at most 1.1 of its standard deviations over the cap; the tests hold it to 3.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from scipy.stats import norm
+
+from wattcap.algorithms.profile_model import (
+    DeviceModel,
+    MeasurementWindow,
+    Observation,
+    Prediction,
+    reading_noise_w,
+)
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.errors import DeviceOutOfMemoryError
+
+#: share of the grid measured at most by default (the goal of issue 20)
+DEFAULT_BUDGET_SHARE = 0.10
+#: a frontier decision is settled when the cap is this many standard deviations away
+DEFAULT_Z = 2.0
+
+
+def initial_design(batch_sizes: Sequence[int], frequencies_hz: Sequence[int]) -> list[
+        tuple[int, int]]:
+    """The first points: the largest batch at f_max (hottest point, where a DRAM-bound step
+    would show), the smallest batch at f_max and at f_min (launch overhead, occupancy, the
+    low end of V(f)), a middle batch at a middle frequency and the largest batch at a quarter
+    of the frequency range (the shape of V²·f at low clocks, where the dynamic power of a
+    large batch shows it best; lower still costs seconds per step). Ordered by
+    batch size and, within one, by falling frequency: the warm-up step of a new batch size
+    then runs at its fastest frequency."""
+    bs = sorted(batch_sizes)
+    fs = sorted(frequencies_hz)
+    n = len(fs)
+    wanted = [
+        (bs[-1], fs[-1]), (bs[0], fs[-1]), (bs[0], fs[0]),
+        (bs[len(bs) // 2], fs[n // 2]), (bs[-1], fs[n // 4]),
+    ]
+    unique = list(dict.fromkeys(wanted))
+    return sorted(unique, key=lambda p: (p[0], -p[1]))
+
+
+def default_budget(batch_sizes: Sequence[int], frequencies_hz: Sequence[int]) -> int:
+    """10 % of the grid, but never fewer than the initial design."""
+    grid = len(batch_sizes) * len(frequencies_hz)
+    return max(math.floor(DEFAULT_BUDGET_SHARE * grid + 1e-9),
+               len(initial_design(batch_sizes, frequencies_hz)))
+
+
+@dataclass
+class FrontierState:
+    """Where each row's f*(b) stands under the cap, from measured and predicted points."""
+
+    frontier_hz: dict[int, int | None]
+    #: (b, f) of unmeasured points whose side of the cap is not yet settled
+    undecided: list[tuple[int, int]]
+
+
+class PointMeasurer(Protocol):
+    """What the few-point search needs of a profiler (wattcap.measure.profiling.Profiler is
+    one); a protocol, so the profiler can hand itself to this module without an import cycle."""
+
+    device: Device
+    workload: Any
+    model: str
+    lead_in_steps: int
+    warmup_steps: int
+    min_steps: int
+    min_readings: int
+
+    def fitting_batch_sizes(self) -> tuple[list[int], list[int]]: ...
+
+    def measure_with_readings(self, batch_size: int, frequency_hz: int) -> tuple[
+            ProfilePoint, list[PowerReading]]: ...
+
+    def table(self, points: list[ProfilePoint], mode: Any, power_cap_w: float | None,
+              start_s: float, fits: list[int], oom: list[int], model_fit: Any = None
+              ) -> ProfileTable: ...
+
+
+@dataclass
+class ActiveProfiler:
+    """Few-point profiling with active measurement near the cap's frontier."""
+
+    profiler: PointMeasurer
+    max_points: int | None = None
+    z: float = DEFAULT_Z
+    design: list[tuple[int, int]] | None = None
+    _measured: dict[tuple[int, int], ProfilePoint] = field(default_factory=dict, init=False)
+    _readings: list[list[float]] = field(default_factory=list, init=False)
+
+    def run(self, power_cap_w: float | None) -> ProfileTable:
+        """Measure, fit and predict; returns a ProfileTable of mode "model"."""
+        profiler = self.profiler
+        device = profiler.device
+        assert profiler.workload is not None
+        start_s = device.now_s()
+        frequencies = device.frequencies_hz()
+        fits, oom = profiler.fitting_batch_sizes()
+        if not fits:
+            raise ValueError(f"{profiler.model}: no batch size fits in the device's memory")
+        budget = self.max_points or default_budget(fits, frequencies)
+        design = self.design or initial_design(fits, frequencies)
+        order: list[tuple[int, int]] = []
+        model: DeviceModel | None = None
+        state = FrontierState({}, [])
+        # Points are visited out of order: each gets a lead-in step at its own (b, f), so that
+        # its first reading does not average the previous point's power.
+        lead_in = profiler.lead_in_steps
+        profiler.lead_in_steps = max(lead_in, 1)
+        try:
+            for b, f in design:
+                if b in oom:
+                    continue
+                if self._measure(b, f, oom):
+                    order.append((b, f))
+            fits = [b for b in fits if b not in oom]
+            while True:
+                model = self._fit(fits, frequencies)
+                predictions = self._predictions(model, fits, frequencies)
+                state = frontier_state(self._measured, predictions, fits, frequencies,
+                                       power_cap_w, self.z)
+                if len(self._measured) >= budget:
+                    break
+                target = self._next_point(model, state, predictions, power_cap_w)
+                if target is None:
+                    break
+                if self._measure(*target, oom):
+                    order.append(target)
+                fits = [b for b in fits if b not in oom]
+        finally:
+            profiler.lead_in_steps = lead_in
+            device.restore()
+        assert model is not None
+        predictions = self._predictions(model, fits, frequencies)
+        points = [self._measured.get(key) or _predicted_point(p)
+                  for key, p in sorted(predictions.items())]
+        model_fit = {
+            "parameters": model.parameters(),
+            "z": self.z,
+            "max_points": budget,
+            "measured_order": [list(p) for p in order],
+            "settled": not state.undecided,
+            "undecided_batch_sizes": sorted({b for b, _ in state.undecided}),
+        }
+        return profiler.table(points, "model", power_cap_w, start_s, fits, oom, model_fit)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _measure(self, b: int, f: int, oom: list[int]) -> bool:
+        try:
+            point, readings = self.profiler.measure_with_readings(b, f)
+        except DeviceOutOfMemoryError:
+            oom.append(b)
+            return False
+        self._measured[(b, f)] = point
+        self._readings.append([r.power_w for r in readings])
+        return True
+
+    def _fit(self, fits: list[int], frequencies: list[int]) -> DeviceModel:
+        profiler = self.profiler
+        assert profiler.workload is not None
+        window = MeasurementWindow(profiler.device.sensor_period_s, profiler.min_steps,
+                                   profiler.min_readings)
+        observations = [
+            Observation(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w,
+                        p.avg_power_w, p.readings)
+            for p in self._measured.values() if p.batch_size in fits
+        ]
+        model = DeviceModel(profiler.workload, frequencies, window,
+                            reading_noise_w(self._readings))
+        return model.fit(observations)
+
+    @staticmethod
+    def _predictions(
+        model: DeviceModel, fits: list[int], frequencies: list[int]
+    ) -> dict[tuple[int, int], Prediction]:
+        grid = [(b, f) for b in fits for f in frequencies]
+        found = model.predict([b for b, _ in grid], [f for _, f in grid])
+        return {(p.batch_size, p.frequency_hz): p for p in found}
+
+    def _next_point(
+        self,
+        model: DeviceModel,
+        state: FrontierState,
+        predictions: dict[tuple[int, int], Prediction],
+        cap_w: float | None,
+    ) -> tuple[int, int] | None:
+        """The unsettled point most likely on the other side of the cap per second of device
+        time; without a cap, the point with the largest relative power uncertainty."""
+        warmed = {b for b, _ in self._measured}
+        candidates = state.undecided if cap_w is not None else [
+            key for key in predictions if key not in self._measured]
+        best, best_score = None, -1.0
+        for key in candidates:
+            p = predictions[key]
+            extra = self.profiler.lead_in_steps if key[0] in warmed else (
+                self.profiler.warmup_steps)
+            cost_s = model.window.cost_s(p.step_s, max(extra, 1))
+            if cap_w is None:
+                score = p.peak_power_std_w / p.peak_power_w / cost_s
+            else:
+                score = norm.sf(abs(p.peak_power_w - cap_w) / max(p.peak_power_std_w, 1e-9))
+                score /= cost_s
+            if score > best_score:
+                best, best_score = key, score
+        return best
+
+
+def frontier_state(
+    measured: dict[tuple[int, int], ProfilePoint],
+    predictions: dict[tuple[int, int], Prediction],
+    batch_sizes: Sequence[int],
+    frequencies_hz: Sequence[int],
+    cap_w: float | None,
+    z: float,
+) -> FrontierState:
+    """f*(b) for every row from measured peaks where there are, predictions elsewhere, and the
+    unmeasured points next to it whose side of the cap is within `z` deviations."""
+    frontier: dict[int, int | None] = {}
+    undecided: list[tuple[int, int]] = []
+    if cap_w is None:
+        return FrontierState({b: max(frequencies_hz) for b in batch_sizes}, [])
+    for b in batch_sizes:
+        feasible: list[int] = []
+        for f in frequencies_hz:
+            point = measured.get((b, f))
+            peak = point.peak_power_w if point is not None else predictions[(b, f)].peak_power_w
+            if peak <= cap_w:
+                feasible.append(f)
+        top = max(feasible) if feasible else None
+        frontier[b] = top
+        index = list(frequencies_hz).index(top) if top is not None else -1
+        # the point at f*(b) must be under the cap, the next one up over it
+        for i in (index, index + 1):
+            if 0 <= i < len(frequencies_hz) and (b, frequencies_hz[i]) not in measured:
+                p = predictions[(b, frequencies_hz[i])]
+                if abs(p.peak_power_w - cap_w) < z * p.peak_power_std_w:
+                    undecided.append((b, frequencies_hz[i]))
+    return FrontierState(frontier, undecided)
+
+
+def _predicted_point(p: Prediction) -> ProfilePoint:
+    return ProfilePoint(
+        batch_size=p.batch_size,
+        frequency_hz=p.frequency_hz,
+        peak_power_w=round(p.peak_power_w, 4),
+        avg_power_w=round(p.avg_power_w, 4),
+        seconds_per_sample=p.seconds_per_sample,
+        steps=0,
+        readings=0,
+        predicted=True,
+        seconds_per_sample_std=p.seconds_per_sample_std,
+        peak_power_std_w=round(p.peak_power_std_w, 4),
+        avg_power_std_w=round(p.avg_power_std_w, 4),
+    )

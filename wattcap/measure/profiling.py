@@ -1,0 +1,499 @@
+"""Device profiling: peak power P(b, f), average power and time per sample T(b, f).
+
+For each (b, f) the profiler locks the frequency, runs warm-up steps, then measured steps while
+the power sampler collects one reading per sensor period, until the window holds enough
+readings. Two search modes:
+
+* exhaustive: every (b, f) that fits in memory;
+* pruned (needs a cap): the largest b first, from the lowest f upward until the cap is crossed;
+  each smaller b starts from the highest feasible f of the previous one (power falls with b, so
+  that f is a good first guess), goes up while feasible, and down if the guess was not.
+  It finds the same feasible frontier as exhaustive while measuring far fewer points;
+* model (`wattcap.measure.active_profiling`): a few points measured, the rest predicted by a device
+  model fitted to them, measuring next where the cap's frontier is least certain.
+
+A profile goes stale when the device drifts (temperature, power mode, software, ageing):
+`refresh_profile` re-measures only its feasible frontier, one point per batch size (more only
+where a point now breaks the cap), and `refresh_row` is the same search for one batch size,
+which the runtime's drift monitor uses mid-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from wattcap.core.batches import DEFAULT_BATCH_SIZES
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.schema import require_match
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.errors import DeviceOutOfMemoryError
+from wattcap.devices.signals import exit_cleanly_on_signals
+
+if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
+    from wattcap.devices.workload import Workload
+
+
+
+
+
+
+@dataclass
+class PowerStats:
+    """Accumulates sensor readings: peak, time-average, energy by integration.
+
+    With `since_s` (device seconds) and `period_s`, a reading is kept only if the sensor period
+    it averages began at or after `since_s`: the first reading of a point would otherwise mix
+    in the previous point's work (another frequency, another batch size)."""
+
+    readings: list[PowerReading] = field(default_factory=list)
+    since_s: float = float("-inf")
+    period_s: float = 0.0
+
+    def __call__(self, reading: PowerReading) -> None:
+        if reading.time_s - self.period_s >= self.since_s - 1e-9:
+            self.readings.append(reading)
+
+    @property
+    def peak_w(self) -> float:
+        """Highest reading."""
+        return max(r.power_w for r in self.readings)
+
+    @property
+    def average_w(self) -> float:
+        """Mean reading: readings are evenly spaced, one per sensor period."""
+        return sum(r.power_w for r in self.readings) / len(self.readings)
+
+    def energy_j(self, period_s: float) -> float:
+        """Energy, integrating each reading over one sensor period."""
+        return sum(r.power_w for r in self.readings) * period_s
+
+
+ProgressCallback = Callable[[ProfilePoint | None, str], None]
+
+
+@dataclass
+class Profiler:
+    """Measures a ProfileTable on a device for one model."""
+
+    device: Device
+    model: str
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    warmup_steps: int = 1
+    min_steps: int = 1
+    min_readings: int = 5
+    progress: ProgressCallback | None = None
+    workload: Workload | None = None
+    #: builds the real training step of batch size b on a torch device, for models that are
+    #: not registered (a user's nn.Module); default: `build_training_step` of `model`
+    step_factory: Callable[[int, str], Callable[[], object]] | None = None
+    #: steps run at a point's (b, f) before its window opens when the previous step ran another
+    #: point: the first reading averages the sensor period before it, which then holds this
+    #: point's own step boundary instead of another point's (the searches that move between
+    #: neighbouring points, or warm up a new b at its first point, need none)
+    lead_in_steps: int = 0
+    _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
+    _warmed: set[int] = field(default_factory=set, init=False)
+    _last_point: tuple[int, int] | None = field(default=None, init=False)
+    _reading_series: list[list[float]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        if self.workload is None:
+            from wattcap.devices.workload import workload_for
+
+            self.workload = workload_for(self.model)
+        self._overhead = getattr(getattr(self.device, "spec", None), "allocator_overhead_factor", 1)
+
+    # -- one point -----------------------------------------------------------------------------
+    def _step_fn(self, batch_size: int) -> Callable[[], object] | None:
+        if not self.device.timing_needs_real_work:
+            return None
+        if batch_size not in self._steps:
+            factory = self.step_factory or (
+                lambda b, torch_device: build_training_step(self.model, b, torch_device))
+            self._steps[batch_size] = factory(batch_size, self.device.torch_device)
+        return self._steps[batch_size]
+
+    def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:
+        """Measure one point (raises DeviceOutOfMemoryError if the batch does not fit)."""
+        return self.measure_with_readings(batch_size, frequency_hz)[0]
+
+    def measure_with_readings(
+        self, batch_size: int, frequency_hz: int
+    ) -> tuple[ProfilePoint, list[PowerReading]]:
+        """Measure one point and return it with the sensor readings behind it."""
+        assert self.workload is not None
+        cost = self.workload.step_cost(batch_size, self._overhead)
+        step = self._step_fn(batch_size)
+        self.device.set_frequency_hz(frequency_hz)
+        # Warm-up (allocator, cuDNN autotuning) depends on the shape, not the clock: once per b.
+        if batch_size not in self._warmed:
+            for _ in range(self.warmup_steps):
+                self.device.execute(step, cost)
+            self._warmed.add(batch_size)
+        elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
+            for _ in range(self.lead_in_steps):
+                self.device.execute(step, cost)
+        self._last_point = (batch_size, frequency_hz)
+        period_s = self.device.sensor_period_s
+        stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
+        steps = 0
+        busy_s = 0.0
+        with self.device.sensor_ticks(stats):
+            # A window shorter than a few sensor periods would report one stale value.
+            while (
+                steps < self.min_steps
+                or len(stats.readings) < self.min_readings
+                or busy_s < self.min_readings * period_s
+            ):
+                busy_s += self.device.execute(step, cost)
+                steps += 1
+                self.device.check_watch()
+        point = ProfilePoint(
+            batch_size=batch_size,
+            frequency_hz=frequency_hz,
+            peak_power_w=round(stats.peak_w, 4),
+            avg_power_w=round(stats.average_w, 4),
+            seconds_per_sample=busy_s / (steps * batch_size),
+            steps=steps,
+            readings=len(stats.readings),
+        )
+        self._reading_series.append([r.power_w for r in stats.readings])
+        if self.progress:
+            self.progress(point, f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz")
+        return point, stats.readings
+
+    # -- searches ------------------------------------------------------------------------------
+    def fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
+        """Batch sizes whose step fits in the device's memory, and those that do not."""
+        assert self.workload is not None
+        fits, oom = [], []
+        for b in sorted(self.batch_sizes):
+            if self.workload.memory_needed_bytes(b, self._overhead) <= self.device.memory_bytes():
+                fits.append(b)
+            else:
+                oom.append(b)
+        return fits, oom
+
+    def run(
+        self,
+        power_cap_w: float | None = None,
+        exhaustive: bool = False,
+        mode: Literal["exhaustive", "pruned", "model"] | None = None,
+        max_points: int | None = None,
+    ) -> ProfileTable:
+        """Profile the device. `mode` "exhaustive" measures every point; "pruned" (the default
+        when a cap is given and `exhaustive` is False) searches each row up to the cap;
+        "model" measures a few points (at most `max_points`, default 10 % of the grid) and
+        predicts the rest with a fitted device model (`wattcap.measure.active_profiling`)."""
+        if mode is None:
+            mode = "exhaustive" if exhaustive or power_cap_w is None else "pruned"
+        if mode == "pruned" and power_cap_w is None:
+            raise ValueError("the pruned search needs a power cap")
+        if mode == "model":
+            from wattcap.measure.active_profiling import ActiveProfiler
+
+            with exit_cleanly_on_signals():
+                return ActiveProfiler(self, max_points=max_points).run(power_cap_w)
+        start_s = self.device.now_s()
+        frequencies = self.device.frequencies_hz()
+        fits, oom = self.fitting_batch_sizes()
+        points: list[ProfilePoint] = []
+        # The search locks clocks for minutes: SIGTERM/SIGINT/SIGHUP must not leave them locked.
+        with exit_cleanly_on_signals():
+            points = self._search(fits, oom, frequencies, power_cap_w, mode)
+        return self.table(points, mode, None if mode == "exhaustive" else power_cap_w,
+                          start_s, [b for b in fits if b not in oom], oom)
+
+    def table(
+        self,
+        points: list[ProfilePoint],
+        mode: Literal["exhaustive", "pruned", "model"],
+        power_cap_w: float | None,
+        start_s: float,
+        fits: list[int],
+        oom: list[int],
+        model_fit: dict | None = None,
+    ) -> ProfileTable:
+        """A ProfileTable of `points` (device time counted from `start_s`)."""
+        assert self.workload is not None
+        frequencies = self.device.frequencies_hz()
+        return ProfileTable(
+            device=self.device.name,
+            device_kind=self.device.kind,
+            power_mode=self.device.power_mode,
+            sensor_rail=self.device.sensor_rail,
+            sensor_period_s=self.device.sensor_period_s,
+            model=self.model,
+            input_shape=list(self.workload.input_shape),
+            batch_sizes=sorted(fits),
+            frequencies_hz=frequencies,
+            max_batch_size=max(fits) if fits else None,
+            oom_batch_sizes=sorted(set(oom)),
+            mode=mode,
+            power_cap_w=power_cap_w,
+            points=points,
+            points_measured=sum(1 for p in points if not p.predicted),
+            profiling_device_s=self.device.now_s() - start_s,
+            workload=self.workload.to_dict(),
+            model_fit=model_fit or {},
+            power_noise_w=self.power_noise_w(),
+            architecture_fingerprint=_fingerprint(self.model),
+            device_spec=_device_spec(self.device),
+        )
+
+    def power_noise_w(self) -> float | None:
+        """The sensor's noise (one standard deviation, W) estimated from every window measured
+        so far (successive differences; see `profile_model.reading_noise_w`); None before
+        any."""
+        from wattcap.algorithms.profile_model import reading_noise_w
+
+        if not any(len(series) > 1 for series in self._reading_series):
+            return None
+        return round(reading_noise_w(self._reading_series), 5)
+
+    def _search(
+        self, fits: list[int], oom: list[int], frequencies: list[int],
+        power_cap_w: float | None, mode: str,
+    ) -> list[ProfilePoint]:
+        points: list[ProfilePoint] = []
+        try:
+            if mode == "exhaustive":
+                for b in reversed(fits):
+                    for f in frequencies:
+                        try:
+                            points.append(self.measure(b, f))
+                        except DeviceOutOfMemoryError:
+                            oom.append(b)
+                            break
+            else:
+                assert power_cap_w is not None
+                points = self._pruned(fits, oom, frequencies, power_cap_w)
+        finally:
+            self.device.restore()
+        return points
+
+    def _pruned(
+        self, fits: list[int], oom: list[int], frequencies: list[int], cap_w: float
+    ) -> list[ProfilePoint]:
+        points: list[ProfilePoint] = []
+        start_index = 0  # frequency index to start the next (smaller) batch size from
+        for b in reversed(fits):
+            try:
+                index = start_index
+                point = self.measure(b, frequencies[index])
+                points.append(point)
+                if point.peak_power_w <= cap_w:
+                    # Feasible: climb until the cap is crossed.
+                    while index + 1 < len(frequencies):
+                        point = self.measure(b, frequencies[index + 1])
+                        points.append(point)
+                        if point.peak_power_w > cap_w:
+                            break
+                        index += 1
+                else:
+                    # The guess was over the cap: descend until feasible.
+                    while index > 0:
+                        index -= 1
+                        point = self.measure(b, frequencies[index])
+                        points.append(point)
+                        if point.peak_power_w <= cap_w:
+                            break
+                    else:
+                        index = 0
+                start_index = index
+            except DeviceOutOfMemoryError:
+                oom.append(b)
+        return points
+
+
+def refresh_row(
+    profiler: Profiler,
+    batch_size: int,
+    start_hz: int,
+    power_cap_w: float | None,
+    ceiling_hz: int | None = None,
+) -> list[ProfilePoint]:
+    """Re-measure one batch size's row from `start_hz` to find its highest feasible frequency
+    cheaply: when the start point is above the cap, step down until one is under it; when it
+    is under, step up while under, but never above `ceiling_hz` (default `start_hz`: only
+    frequencies the caller has reason to believe might be feasible are tried). Returns the
+    points measured, in measuring order. Without a cap every point is feasible, so only the
+    start point (and the ones up to the ceiling) are measured."""
+    frequencies = profiler.device.frequencies_hz()
+    index = frequencies.index(start_hz)
+    ceiling = start_hz if ceiling_hz is None else ceiling_hz
+
+    def feasible(point: ProfilePoint) -> bool:
+        return power_cap_w is None or point.peak_power_w <= power_cap_w
+
+    points = [profiler.measure(batch_size, start_hz)]
+    if feasible(points[-1]):
+        while index + 1 < len(frequencies) and frequencies[index + 1] <= ceiling:
+            index += 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if not feasible(points[-1]):
+                break
+    else:
+        while index > 0:
+            index -= 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if feasible(points[-1]):
+                break
+    return points
+
+
+class PointChange(BaseModel):
+    """A re-measured point next to the one the profile had (None: not measured before)."""
+
+    model_config = ConfigDict(extra="forbid")
+    old: ProfilePoint | None
+    new: ProfilePoint
+
+    @property
+    def time_change(self) -> float | None:
+        """Relative change of the time per sample (+0.25: 25 % slower)."""
+        if self.old is None:
+            return None
+        return self.new.seconds_per_sample / self.old.seconds_per_sample - 1.0
+
+    @property
+    def power_change(self) -> float | None:
+        """Relative change of the peak power."""
+        if self.old is None:
+            return None
+        return self.new.peak_power_w / self.old.peak_power_w - 1.0
+
+
+@dataclass
+class RefreshResult:
+    """A refreshed profile and what changed."""
+
+    previous: ProfileTable
+    table: ProfileTable
+    changes: list[PointChange]
+    power_cap_w: float | None
+    #: batch sizes whose frontier point could not be re-measured (out of memory, frequency
+    #: no longer offered by the device)
+    skipped: list[int] = field(default_factory=list)
+
+    def frontier_moved(self) -> dict[int, tuple[int, int]]:
+        """Batch sizes whose highest feasible frequency changed: b -> (old Hz, new Hz)."""
+        before = self.previous.frontier(self.power_cap_w)
+        after = self.table.frontier(self.power_cap_w)
+        return {
+            b: (before[b].frequency_hz, after[b].frequency_hz if b in after else 0)
+            for b in before
+            if b not in after or after[b].frequency_hz != before[b].frequency_hz
+        }
+
+
+def refresh_profile(
+    profiler: Profiler,
+    table: ProfileTable,
+    power_cap_w: float | None = None,
+    source: str = "profile",
+) -> RefreshResult:
+    """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
+    size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
+    cap the table was pruned for, else no cap: the highest measured frequency). A frontier
+    point that now breaks the cap is followed down its row until a frequency is under it
+    again. Returns the merged table (mode "refresh": the new points replace the old ones) and
+    the changes. The device's settings are restored afterwards; `source` names the table in
+    error messages.
+
+    Raises WattcapFileError when the table was made for another device, model or power mode.
+    """
+    device = profiler.device
+    table.check_matches(device=device.name, model=profiler.model, source=source,
+                        architecture_fingerprint=_fingerprint(profiler.model))
+    mode = device.power_mode
+    if table.power_mode is not None and mode is not None:
+        require_match("the profile", "power mode", mode, table.power_mode, source)
+    cap = power_cap_w if power_cap_w is not None else table.power_cap_w
+    start_s = device.now_s()
+    changes: list[PointChange] = []
+    skipped: list[int] = []
+    measured: list[ProfilePoint] = []
+    frequencies = device.frequencies_hz()
+    with exit_cleanly_on_signals():
+        measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
+    newer = table.model_copy(update={"points": measured})
+    merged = table.merged(newer).model_copy(update={
+        "mode": "refresh",
+        "power_cap_w": cap,
+        "points_measured": table.points_measured + len(measured),
+        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
+                         skipped=skipped)
+
+
+def _refresh_frontier(
+    profiler: Profiler, table: ProfileTable, cap: float | None, frequencies: list[int],
+    changes: list[PointChange], skipped: list[int],
+) -> list[ProfilePoint]:
+    measured: list[ProfilePoint] = []
+    try:
+        for b, old in sorted(table.frontier(cap).items(), reverse=True):
+            if old.frequency_hz not in frequencies:
+                skipped.append(b)
+                continue
+            try:
+                points = refresh_row(profiler, b, old.frequency_hz, cap)
+            except DeviceOutOfMemoryError:
+                skipped.append(b)
+                continue
+            measured += points
+            changes += [PointChange(old=table.lookup(b, p.frequency_hz), new=p) for p in points]
+    finally:
+        profiler.device.restore()
+    return measured
+
+
+def _fingerprint(model: str) -> str | None:
+    from wattcap.models import model_fingerprint
+
+    try:
+        return model_fingerprint(model)
+    except (KeyError, ValueError):
+        return None  # a workload given for a model this process cannot build
+
+
+def _device_spec(device: Device) -> dict | None:
+    spec = getattr(device, "spec", None)
+    return spec.model_dump(mode="json") if device.kind == "emulated" and spec is not None else None
+
+
+def build_training_step(
+    model_name: str, batch_size: int, torch_device: str = "cpu"
+) -> Callable[[], object]:
+    """A real training step (forward, backward, Adam) of a registered model on synthetic data,
+    on the device's torch device: what a real device runs while it is profiled."""
+    import torch
+
+    from wattcap.models import get_model_spec
+
+    spec = get_model_spec(model_name)
+    model = spec.build().to(torch_device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    inputs, targets = spec.example_batch(batch_size)
+    # Made once per batch size: a synchronous copy costs nothing worth measuring, but the
+    # non-blocking flag keeps every host-to-device copy of wattcap alike.
+    inputs = inputs.to(torch_device, non_blocking=True)
+    targets = targets.to(torch_device, non_blocking=True)
+
+    def step() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        loss = spec.loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    return step
+

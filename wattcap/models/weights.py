@@ -1,0 +1,81 @@
+"""Model weights as safetensors (never pickle), with metadata and a checksum."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from wattcap.core.schema import WattcapFileError
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of a file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_weights(model: torch.nn.Module, path: str | Path, metadata: dict[str, str]) -> Path:
+    """Write a state dict (parameters and buffers) with string metadata."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    save_file(state, str(tmp), metadata={k: str(v) for k, v in metadata.items()})
+    tmp.replace(path)
+    return path
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of a safetensors file, refusing files that are not safetensors."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return dict(handle.metadata() or {})
+    except (SafetensorError, OSError, ValueError) as err:
+        raise WattcapFileError(f"{path}: not a safetensors weights file ({err})") from None
+
+
+def load_weights(
+    model: torch.nn.Module, path: str | Path, expect_model: str | None = None,
+    new_head_classes: int | None = None,
+) -> dict[str, str]:
+    """Load weights into `model` (strict), refusing another architecture; returns metadata.
+
+    Fine-tuning on another number of classes (pre-trained on CIFAR-100, fine-tuned on
+    CIFAR-10): with `new_head_classes` = the model's head size, tensors whose first dimension
+    is that size in the model and another one in the file (the classifier head, all other
+    dimensions equal) keep their fresh initialisation; their names are returned under the
+    metadata key ``"new_head"`` (comma-separated). Any other difference is refused.
+    """
+    metadata = read_metadata(path)
+    if expect_model is not None and metadata.get("model") not in (None, expect_model):
+        raise WattcapFileError(
+            f"{path}: weights are for model {metadata.get('model')!r}, not {expect_model!r}"
+        )
+    try:
+        state = load_file(str(path))
+        kept: list[str] = []
+        if new_head_classes is not None:
+            own = model.state_dict()
+            for name, tensor in list(state.items()):
+                mine = own.get(name)
+                if (mine is not None and mine.shape != tensor.shape and mine.dim() >= 1
+                        and mine.shape[0] == new_head_classes
+                        and mine.shape[1:] == tensor.shape[1:]):
+                    state[name] = mine  # a new head: keep the fresh initialisation
+                    kept.append(name)
+        model.load_state_dict(state, strict=True)
+    except (SafetensorError, RuntimeError) as err:
+        raise WattcapFileError(f"{path}: weights do not fit {expect_model or 'the model'}: "
+                               f"{str(err).splitlines()[0]}") from None
+    if kept:
+        metadata = dict(metadata, new_head=",".join(kept))
+    return metadata

@@ -1,0 +1,8 @@
+"""runtime — the Session, the one path every training loop takes, and its parts.
+
+`session.Session` is a facade; its parts each have one job: the cap watchdog and drift monitor
+(`watchdog`), following a moving cap (`cap_follower`), the noise-scale measurement and re-plan
+(`noise_scale`, `gns_replan`), checkpoints (`checkpoint`), the power meter (`meter`), models
+and inputs placed on the device (`model_source`), and batch samplers that follow the Session's
+batch size (`sampling`).
+"""

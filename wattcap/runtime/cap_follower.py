@@ -1,0 +1,588 @@
+"""Following a cap that moves during a run (issue 19): the runtime side of `wattcap.devices.caps`.
+
+`CapFollower` is a sensor-tick callback of the Session. Once per sensor period, on the device
+clock, it tells the cap source the energy drawn (a battery drains by it) and reads the cap.
+On every change it re-runs the selection for the new cap (`ConfigChooser`, with the session's
+objective) and:
+
+* obeys a lower cap within one sensor period: in the tick itself it steps the frequency to
+  the new plan's f*(b) for the batch size in flight (or lower, never higher: the rest of the
+  step runs there);
+* changes the batch size at the next step boundary (`take_pending`, called by the Session
+  between steps), where the new plan's frequency is applied too; the Session's batch size and
+  its √-scaled learning rate follow, the optimiser state is the user's and is kept;
+* moves the watchdog's cap and ceiling with it (`CapWatchdog.set_cap`);
+* pauses training when the cap is below what any configuration can meet: the frequency drops
+  to the lowest at once, the Session idles the device between steps until a tick finds the
+  cap high enough again, and the run stops for good when the source says its cap can never
+  rise again (`CapSource.may_exceed`: a battery that only drains).
+
+Everything it did is kept as `Segment`s (one per plan) and a compact `CapTimeline`, both in
+the run record. On real hardware the tick runs in the sensor thread: the follower's state sits
+behind its own lock, clock writes hold the device's `clock_lock`, and a tick costs one source
+read and, on a change, one selection (microseconds).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from wattcap.algorithms.objectives import CandidateSet
+from wattcap.algorithms.planner import Replanner, safe_frequency_hz, with_power_margin
+from wattcap.core.cap_history import CapTimeline, Segment, TimelineRecorder
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.objective import InfeasibleObjectiveError, Objective
+from wattcap.core.plan import InfeasibleCapError
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.caps import CapSource, CapSourceError, ConstantCap, parse_cap_source
+
+if TYPE_CHECKING:
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.profile import ProfileTable
+    from wattcap.runtime.watchdog import CapWatchdog
+
+#: how a run follows its cap:
+#: replan — wattcap: batch size and frequency re-selected (Algorithm 1, or the objective);
+#: frequency — the batch size stays (a framework's dataloader), f re-selected for it;
+#: safe-frequency — baseline-1/2: the batch size stays, f is the safe frequency for the cap;
+#: fixed — nothing re-selected: the run's (b, f), paused while the cap is below its power
+CapPolicy = Literal["replan", "frequency", "safe-frequency", "fixed"]
+CAP_POLICIES: tuple[str, ...] = ("replan", "frequency", "safe-frequency", "fixed")
+
+
+def resolve_cap_source(value: CapSource | str | float | None) -> CapSource | None:
+    """A cap source from what a user passes: a `CapSource`, a spec for `parse_cap_source`
+    ("solar:seed=3", "schedule:caps.json", "5"), a number of watts, or None (no cap)."""
+    if value is None or isinstance(value, CapSource):
+        return value
+    if isinstance(value, str):
+        return parse_cap_source(value)
+    return ConstantCap(value)  # type: ignore[arg-type]  # a number; refused clearly if not
+
+
+@dataclass(frozen=True)
+class Target:
+    """A configuration the follower wants: batch size and frequency."""
+
+    batch_size: int
+    frequency_hz: int
+
+    def describe(self) -> str:
+        """'b=32 at 614.4 MHz'."""
+        return f"b={self.batch_size} at {self.frequency_hz / 1e6:.1f} MHz"
+
+
+class ConfigChooser:
+    """The configuration for any cap under one policy (see `CapPolicy`), from one profile.
+
+    Every policy keeps the planner's margin below the cap (`margin_sigmas` standard
+    deviations of the profiled sensor noise on every peak, the references' included).
+    Under "replan", a batch-size change must promise at least `switch_margin` (5 %) on the
+    objective over the best frequency for the batch size in use: near a threshold of the
+    profile a cap that creeps (a battery, the morning sun) would otherwise flip the batch size
+    (and its learning rate) every period for a gain within the profile's noise. Frequencies
+    change freely: they cost nothing to the training.
+    """
+
+    def __init__(
+        self,
+        profile: ProfileTable,
+        policy: CapPolicy,
+        batch_size: int,
+        frequency_hz: int | None,
+        efficiency: EfficiencyVector | None = None,
+        objective: Objective | None = None,
+        reference_profiles: list[ProfileTable] | None = None,
+        switch_margin: float = 0.05,
+        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    ) -> None:
+        if policy not in CAP_POLICIES:
+            raise ValueError(f"unknown cap policy {policy!r}; expected one of "
+                             f"{', '.join(CAP_POLICIES)}")
+        self.measured_profile = profile
+        self.margin_sigmas = margin_sigmas
+        #: the peaks the cap is compared with: measured peak + the margin
+        self.profile = with_power_margin(profile, margin_sigmas)
+        self.policy = policy
+        self.batch_size = batch_size
+        self.frequency_hz = frequency_hz
+        self.efficiency = efficiency
+        self.objective = objective or Objective()
+        self.references = [with_power_margin(r, margin_sigmas)
+                           for r in (reference_profiles or [profile])]
+        self.reference_profiles = reference_profiles
+        self.switch_margin = switch_margin
+        self.replanner = Replanner(profile, efficiency, self.objective, margin_sigmas)
+        candidates = self.replanner.candidates
+        scores = candidates.time_key if self.objective.is_paper_time else \
+            candidates.values(self.replanner.objective)
+        self._score = {(p.batch_size, p.frequency_hz): float(v)
+                       for p, v in zip(candidates.points, scores, strict=True)}
+        self.frequencies_hz = sorted(profile.frequencies_hz)
+        self.notes: list[str] = []
+        self._rows: dict[tuple[int, bool], CandidateSet] = {}
+        self.lowest_cap_w = self._lowest_cap_w()
+
+    def with_profile(self, profile: ProfileTable) -> ConfigChooser:
+        """The same policy over another profile (re-measured points after drift)."""
+        return ConfigChooser(profile, self.policy, self.batch_size, self.frequency_hz,
+                             self.efficiency, self.objective, self.reference_profiles,
+                             self.switch_margin, self.margin_sigmas)
+
+    def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
+        """f*(b): the highest frequency of b's row under the cap, None when none is."""
+        point = self.replanner.selector.frontier(cap_w).get(batch_size)
+        return point.frequency_hz if point is not None else None
+
+    def least_overdraw_hz(self, batch_size: int, cap_w: float) -> int | None:
+        """For a step that must finish under a cap nothing meets: the frequency of b's row that
+        draws the least energy above the cap per sample ((peak - cap) x time per sample)."""
+        row = [p for p in self.measured_profile.points if p.batch_size == batch_size]
+        if not row:
+            return None
+        best = min(row, key=lambda p: (max(p.peak_power_w - cap_w, 0.0) * p.seconds_per_sample,
+                                       p.frequency_hz))
+        return best.frequency_hz
+
+    def choose(self, cap_w: float | None, batch_size: int) -> Target | None:
+        """The configuration for the cap (`batch_size`: the one in use now, kept by every
+        policy but replan); None when nothing under this policy fits (pause)."""
+        if self.policy == "replan":
+            target = self._replan(cap_w)
+            if target is None or target.batch_size == batch_size or self.switch_margin <= 0:
+                return target
+            keep = self._best_in_row(batch_size, cap_w)
+            new_score = self._score.get((target.batch_size, target.frequency_hz))
+            keep_score = None if keep is None else \
+                self._score.get((keep.batch_size, keep.frequency_hz))
+            if new_score is not None and keep_score is not None and \
+                    new_score > keep_score * (1 - self.switch_margin):
+                return keep
+            return target
+        if self.policy == "frequency":
+            return self._best_in_row(batch_size, cap_w)
+        if self.policy == "safe-frequency":
+            safe_hz = safe_frequency_hz(self.references, cap_w, self.frequencies_hz)
+            if safe_hz is None:
+                return None
+            point = self.profile.lookup(batch_size, safe_hz)
+            if point is None or (cap_w is not None and point.peak_power_w > cap_w):
+                return None
+            return Target(batch_size, safe_hz)
+        assert self.frequency_hz is not None
+        point = self.profile.lookup(self.batch_size, self.frequency_hz)
+        if cap_w is not None and (point is None or point.peak_power_w > cap_w):
+            return None
+        return Target(self.batch_size, self.frequency_hz)
+
+    def _replan(self, cap_w: float | None) -> Target | None:
+        try:
+            choice = self.replanner.choose(cap_w)
+        except InfeasibleCapError:
+            return None
+        except InfeasibleObjectiveError as err:
+            fallback = Replanner(self.measured_profile, self.efficiency,
+                                 margin_sigmas=self.margin_sigmas)
+            self._note(f"{err}; choosing for time alone under this cap")
+            try:
+                choice = fallback.choose(cap_w)
+            except InfeasibleCapError:
+                return None
+        return Target(choice.batch_size, choice.frequency_hz)
+
+    def _best_in_row(self, batch_size: int, cap_w: float | None) -> Target | None:
+        if self.objective.is_paper_time:
+            frequency_hz = self.highest_under(batch_size, cap_w)
+            return Target(batch_size, frequency_hz) if frequency_hz is not None else None
+        for constrained in (True, False):
+            row = self._row(batch_size, constrained)
+            try:
+                point = row.best(self.objective if constrained else Objective(), cap_w)
+            except InfeasibleObjectiveError as err:
+                self._note(f"{err}; choosing for time alone under this cap")
+                continue
+            return Target(batch_size, point.frequency_hz) if point is not None else None
+        return None
+
+    def _row(self, batch_size: int, constrained: bool) -> CandidateSet:
+        key = (batch_size, constrained)
+        if key not in self._rows:
+            replanner = self.replanner
+            self._rows[key] = CandidateSet(
+                [p for p in self.profile.points if p.batch_size == batch_size],
+                replanner.ratios, replanner.samples)
+        return self._rows[key]
+
+    def _lowest_cap_w(self) -> float:
+        """The lowest cap under which `choose` finds a configuration: below it the run
+        pauses."""
+        levels = sorted({p.peak_power_w for table in [self.profile, *self.references]
+                         for p in table.points})
+        for cap_w in levels:
+            if self.choose(cap_w, self.batch_size) is not None:
+                return cap_w
+        return float("inf")
+
+    def _note(self, message: str) -> None:
+        if message not in self.notes:
+            self.notes.append(message)
+
+
+def _cap_text(cap_w: float | None) -> str:
+    return "no cap" if cap_w is None else f"{cap_w:.2f} W"
+
+
+class CapFollower:
+    """Follows a moving cap during a run: a sensor-tick callback (see the module docstring).
+
+    `chooser` None (no profile): the cap is kept by the watchdog alone, without re-planning
+    and without pauses. `batch_size`/`frequency_hz` are the configuration the run starts with.
+    """
+
+    def __init__(
+        self,
+        source: CapSource,
+        device: Device,
+        chooser: ConfigChooser | None,
+        batch_size: int,
+        frequency_hz: int,
+        watchdog: CapWatchdog | None = None,
+        max_points: int = 800,
+    ) -> None:
+        self.source = source
+        self.device = device
+        self.chooser = chooser
+        self.watchdog = watchdog
+        self.period_s = device.sensor_period_s
+        self.max_points = max_points
+        self.lock = threading.RLock()
+        self.origin_s = device.now_s()
+        self.cap_w: float | None = None
+        self.batch_size = batch_size
+        self.target = Target(batch_size, frequency_hz)
+        self.pending: Target | None = None
+        self.paused = False
+        self.stopped: str | None = None
+        self.paused_s = 0.0
+        self.pause_started_s: float | None = None
+        self.events: list[str] = []
+        self.segments: list[Segment] = []
+        self.timeline = TimelineRecorder(self.period_s, max_points)
+        self._idle_note_given = False
+        self._idling = False
+        self._idle_since_s = 0.0
+
+    # -- the run's clock -------------------------------------------------------------------------
+    def run_s(self, now_s: float | None = None) -> float:
+        """Seconds on the run's clock: device seconds since the run started, across resumes."""
+        return (self.device.now_s() if now_s is None else now_s) - self.origin_s
+
+    # -- start -----------------------------------------------------------------------------------
+    def begin(self) -> Target:
+        """Read the cap at the start of the run and choose for it (nothing runs yet, so the
+        batch size changes at once); returns the configuration to start with."""
+        with self.lock:
+            t_s = self.run_s()
+            reading = self.source.read(t_s)
+            self._warnings(t_s, reading.warnings)
+            self.cap_w = reading.cap_w
+            target = self._choose(reading.cap_w)
+            if target is None:
+                self._pause(t_s, reading.cap_w)
+                return Target(self.batch_size, self.device.frequencies_hz()[0])
+            self.target = target
+            self.batch_size = target.batch_size
+            self.segments.append(self._segment(t_s, reading.cap_w, target,
+                                               f"start under {_cap_text(reading.cap_w)}"))
+            self._set_frequency(target.frequency_hz)
+            if self.watchdog is not None:
+                self.watchdog.set_cap(reading.cap_w, ceiling_hz=target.frequency_hz)
+            return target
+
+    # -- the tick --------------------------------------------------------------------------------
+    def __call__(self, reading: PowerReading) -> None:
+        with self.lock:
+            t_s = self.run_s(reading.time_s)
+            self.source.record_energy(reading.power_w * self.period_s, t_s)
+            cap = self.source.read(t_s)
+            self._warnings(t_s, cap.warnings)
+            self.cap_w = cap.cap_w
+            # the reading averages the period before it, when the previous cap was in force
+            in_force_w = cap.previous_w if cap.changed and self.segments else cap.cap_w
+            if self.segments:
+                self.segments[-1].see(reading.power_w, in_force_w, self.period_s)
+            self.timeline.add(t_s, reading.power_w, cap.cap_w,
+                              self.device.current_frequency_hz(), self.batch_size)
+            # only readings whose whole averaging period was idle say what idling draws
+            idle_reading = self._idling and reading.time_s - self.period_s >= \
+                self._idle_since_s - 1e-9
+            if self._idling and self._idle_since_s <= reading.time_s + 1e-9 \
+                    and self.watchdog is not None and self.watchdog.power_cap_w is not None:
+                # The next reading averages idling alone: nothing is left to step down, and
+                # what the idle device draws above the cap is counted in the pause segment.
+                # (This reading, with the end of the step in flight, was judged already.)
+                self.watchdog.set_cap(None, ceiling_hz=self.device.current_frequency_hz())
+                self.watchdog.hold(None)
+            if idle_reading and cap.cap_w is not None and reading.power_w > cap.cap_w \
+                    and not self._idle_note_given:
+                self._idle_note_given = True
+                self._event(t_s, f"the device idles at {reading.power_w:.2f} W, above the cap "
+                            f"{cap.cap_w:.2f} W: no setting can meet it while the device is on")
+            if cap.changed:
+                self._on_change(t_s, cap.cap_w, cap.previous_w)
+            if self.paused and self.stopped is None and self.chooser is not None \
+                    and not self.source.may_exceed(self.chooser.lowest_cap_w, t_s):
+                self.stop(t_s, f"the cap ({self.source.describe()}) can never rise to the "
+                          f"{self.chooser.lowest_cap_w:.2f} W training needs again")
+
+    def _on_change(self, t_s: float, cap_w: float | None, previous_w: float | None) -> None:
+        target = self._choose(cap_w)
+        if target is None:
+            if not self.paused:
+                self._pause(t_s, cap_w)
+            return
+        if self.paused:
+            self._resume(t_s, cap_w, target)
+            return
+        if target == self.target:
+            if self.watchdog is not None:
+                self.watchdog.update_cap(cap_w)  # same plan: the watchdog keeps what it learnt
+            return
+        self._event(t_s, f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}: re-planned "
+                    f"{self.target.describe()} -> {target.describe()}")
+        self._close_segment(t_s)
+        self.segments.append(self._segment(t_s, cap_w, target,
+                                           f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}"))
+        self.target = target
+        if target.batch_size == self.batch_size:
+            self.pending = None
+            applied = self._set_frequency(target.frequency_hz)
+        else:
+            # The step in flight keeps its batch: its rest runs at f*(b) for the new cap (or the
+            # lowest frequency), never higher than now; the new plan starts at the boundary.
+            self.pending = target
+            interim = self._interim_frequency(cap_w)
+            applied = self._set_frequency(min(interim, self.device.current_frequency_hz()))
+        if self.watchdog is not None:
+            self.watchdog.set_cap(cap_w, ceiling_hz=applied)
+
+    def _interim_frequency(self, cap_w: float | None) -> int:
+        assert self.chooser is not None
+        highest = self.chooser.highest_under(self.batch_size, cap_w)
+        return highest if highest is not None else self.device.frequencies_hz()[0]
+
+    def _choose(self, cap_w: float | None) -> Target | None:
+        if self.chooser is None:
+            return self.target  # no profile: the watchdog alone keeps the cap
+        notes_before = len(self.chooser.notes)
+        target = self.chooser.choose(cap_w, self.batch_size)
+        for note in self.chooser.notes[notes_before:]:
+            self._event(self.run_s(), note)
+        return target
+
+    # -- pause -----------------------------------------------------------------------------------
+    def _pause(self, t_s: float, cap_w: float | None) -> None:
+        """Nothing fits under the cap. The step in flight (if any) cannot be stopped half-way:
+        it finishes at the frequency that draws the least energy above the cap, and the
+        watchdog keeps counting what it draws; then the Session idles the device at the lowest
+        frequency (`start_idling`)."""
+        self.paused = True
+        self.pause_started_s = t_s
+        self._idling = False
+        self._idle_note_given = False
+        self.pending = None
+        lowest_hz = self.device.frequencies_hz()[0]
+        finish_hz = None
+        if self.chooser is not None and cap_w is not None:
+            finish_hz = self.chooser.least_overdraw_hz(self.batch_size, cap_w)
+        applied = self._set_frequency(finish_hz if finish_hz is not None else lowest_hz)
+        if self.watchdog is not None:
+            self.watchdog.set_cap(cap_w, ceiling_hz=applied)
+            self.watchdog.hold("training paused under a cap below every configuration; the "
+                               "step in flight finishes at the frequency that overdraws least")
+        need = self.chooser.lowest_cap_w if self.chooser is not None else float("nan")
+        self._event(t_s, f"cap {_cap_text(cap_w)} is below the {need:.2f} W the lowest "
+                    f"configuration needs: training paused after the step in flight, the "
+                    f"device idles at {lowest_hz / 1e6:.1f} MHz until the cap rises")
+        self._close_segment(t_s)
+        self.segments.append(self._segment(t_s, cap_w, Target(self.batch_size, lowest_hz),
+                                           "paused: cap below every configuration",
+                                           paused=True))
+
+    def start_idling(self) -> None:
+        """The Session starts idling through a pause (no step in flight): lowest frequency."""
+        with self.lock:
+            if not self.paused or self._idling:
+                return
+            self._idling = True
+            self._idle_since_s = self.device.now_s()
+            self._set_frequency(self.device.frequencies_hz()[0])
+
+    def _resume(self, t_s: float, cap_w: float | None, target: Target) -> None:
+        self.paused = False
+        paused_for = t_s - (self.pause_started_s if self.pause_started_s is not None else t_s)
+        self.pause_started_s = None
+        self._event(t_s, f"cap {_cap_text(cap_w)}: training resumed with {target.describe()} "
+                    f"after a {paused_for:.1f} s pause")
+        self._close_segment(t_s)
+        self.segments.append(self._segment(t_s, cap_w, target, f"resumed under "
+                                           f"{_cap_text(cap_w)}"))
+        self.target = target
+        self.pending = target  # applied between steps, where the Session's wait ends
+        if self._idling:
+            applied = self.device.current_frequency_hz()  # the plan's comes between steps
+        else:
+            # a step still in flight (the pause had not begun idling) finishes under the cap
+            applied = self._set_frequency(self._interim_frequency(cap_w))
+        self._idling = False
+        if self.watchdog is not None:
+            self.watchdog.hold(None)
+            self.watchdog.set_cap(cap_w, ceiling_hz=applied)
+
+    def stop(self, t_s: float, reason: str) -> None:
+        """End the run for good (the cap can never rise again, or a pause lasted too long)."""
+        with self.lock:
+            if self.stopped is None:
+                self.stopped = reason
+                self._event(t_s, f"run stopped: {reason}")
+
+    @property
+    def pause_s(self) -> float:
+        """How long the current pause has lasted (0 when running)."""
+        if self.pause_started_s is None:
+            return 0.0
+        return self.run_s() - self.pause_started_s
+
+    # -- the Session's hooks ----------------------------------------------------------------------
+    def take_pending(self) -> Target | None:
+        """At a step boundary: apply the plan's new batch size and frequency, if any (returns
+        it). Nothing while paused."""
+        with self.lock:
+            if self.paused or self.pending is None:
+                return None
+            target, self.pending = self.pending, None
+            applied = self._set_frequency(target.frequency_hz)
+            self.batch_size = target.batch_size
+        if self.watchdog is not None:
+            self.watchdog.set_ceiling_hz(applied)
+        return target
+
+    def on_step(self, samples: int, busy_s: float) -> None:
+        """A training step ended."""
+        with self.lock:
+            if self.segments:
+                segment = self.segments[-1]
+                segment.samples += samples
+                segment.steps += 1
+                segment.device_time_s += busy_s
+
+    def on_idle(self, seconds: float) -> None:
+        """The Session idled the device for `seconds` while paused."""
+        with self.lock:
+            self.paused_s += seconds
+            if self.segments:
+                self.segments[-1].device_time_s += seconds
+
+    def adopt_frequency(self, frequency_hz: int) -> None:
+        """A drift re-plan chose another frequency for the current batch size."""
+        with self.lock:
+            self.target = Target(self.target.batch_size, frequency_hz)
+
+    # -- the record and checkpoints ---------------------------------------------------------------
+    def finish(self) -> tuple[list[Segment], CapTimeline]:
+        """Close the last segment; the segments and the timeline for the run record."""
+        with self.lock:
+            self._close_segment(self.run_s())
+            return list(self.segments), self.timeline.finish()
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-compatible state for a checkpoint (the source's state included)."""
+        with self.lock:
+            return {
+                "run_s": self.run_s(),
+                "clock_phase_s": self.device.now_s() % self.period_s,
+                "source": self.source.state_dict(),
+                "cap_w": self.cap_w,
+                "batch_size": self.batch_size,
+                "frequency_hz": self.device.current_frequency_hz(),
+                "target": [self.target.batch_size, self.target.frequency_hz],
+                "pending": None if self.pending is None else
+                [self.pending.batch_size, self.pending.frequency_hz],
+                "paused": self.paused,
+                "idling": self._idling,
+                "pause_started_s": self.pause_started_s,
+                "paused_s": self.paused_s,
+                "stopped": self.stopped,
+                "events": list(self.events),
+                "segments": [s.model_dump() for s in self.segments],
+                "timeline": self.timeline.state(),
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue a checkpointed run: the source, the plan, the segments, the run's clock.
+
+        On a virtual clock (the emulator), the device first idles for less than one sensor
+        period so that its ticks fall at the same moments of the run's clock as before the
+        restart: a resumed run is then the run that was never stopped."""
+        with self.lock:
+            if not self.device.timing_needs_real_work:
+                # the emulator ticks at multiples of the period on its clock
+                wait_s = (state["clock_phase_s"] - self.device.now_s()) % self.period_s
+                if 1e-9 < wait_s < self.period_s - 1e-9:
+                    self.device.idle(wait_s)
+            self.origin_s = self.device.now_s() - state["run_s"]
+            self.source.load_state_dict(state["source"])
+            self.cap_w = state["cap_w"]
+            self.batch_size = state["batch_size"]
+            self.target = Target(*state["target"])
+            self.pending = None if state["pending"] is None else Target(*state["pending"])
+            self.paused = state["paused"]
+            self._idling = state.get("idling", False)
+            self.pause_started_s = state["pause_started_s"]
+            self.paused_s = state["paused_s"]
+            self.stopped = state["stopped"]
+            self.events = list(state["events"])
+            self.segments = [Segment.model_validate(s) for s in state["segments"]]
+            self.timeline = TimelineRecorder.from_state(state["timeline"], self.period_s,
+                                                        self.max_points)
+            applied = self._set_frequency(state["frequency_hz"])
+        if self.watchdog is not None:
+            self.watchdog.set_cap(None if self._idling else self.cap_w, ceiling_hz=applied)
+            self.watchdog.hold("training paused; the step in flight finishes" if self.paused
+                               and not self._idling else None)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _segment(self, t_s: float, cap_w: float | None, target: Target, reason: str,
+                 paused: bool = False) -> Segment:
+        return Segment(start_s=t_s, end_s=t_s, cap_w=cap_w, batch_size=target.batch_size,
+                       frequency_hz=target.frequency_hz, paused=paused, reason=reason)
+
+    def _close_segment(self, t_s: float) -> None:
+        if self.segments:
+            self.segments[-1].end_s = max(t_s, self.segments[-1].start_s)
+
+    def _set_frequency(self, frequency_hz: int) -> int:
+        with self.device.clock_lock:
+            if self.device.current_frequency_hz() == frequency_hz:
+                return frequency_hz
+            return self.device.set_frequency_hz(frequency_hz)
+
+    def _event(self, t_s: float, message: str) -> None:
+        self.events.append(f"t={t_s:.2f} s: {message}")
+
+    def _warnings(self, t_s: float, warnings: tuple[str, ...]) -> None:
+        for warning in warnings:
+            self._event(t_s, f"cap source: {warning}")
+
+
+__all__ = [
+    "CAP_POLICIES",
+    "CapFollower",
+    "CapPolicy",
+    "CapSourceError",
+    "ConfigChooser",
+    "Target",
+    "resolve_cap_source",
+]

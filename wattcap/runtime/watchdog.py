@@ -1,0 +1,454 @@
+"""Run-time guards while training: the power-cap watchdog and the profile-drift monitor.
+
+Both are sensor-tick callbacks (`Device.sensor_ticks`), so they act on every backend, mid-step
+included: from a polling thread on real hardware, from the virtual clock on the emulator.
+
+* `CapWatchdog` keeps the cap: two consecutive readings above it (power above the cap for
+  longer than one sensor period) step the GPU frequency down one level, and every run of
+  readings above the cap is recorded as a `CapViolation`.
+* `DriftMonitor` keeps the plan honest: it compares the power and step time measured at the
+  applied (b, f) with the profile's point; when they differ by more than a tolerance (the device
+  heated up, changed power mode, aged) it records a `DriftEvent`, and at the next evaluation it
+  re-measures that batch size's row around the current frequency and re-plans f*(b) — the batch
+  size stays, since changing it mid-run would change the samples needed to reach the target.
+
+`exit_cleanly_on_signals` (wattcap.devices.signals) turns SIGTERM/SIGINT/SIGHUP into an exception,
+so
+device context managers put the clocks back however the run ends.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.profile import ProfileTable
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.errors import DeviceError
+from wattcap.devices.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
+from wattcap.measure.profiling import Profiler, refresh_row
+
+__all__ = [
+    "EXIT_SIGNALS", "CapViolation", "CapWatchdog", "DriftEvent", "DriftMonitor",
+    "FrequencyStep", "Replan", "Terminated", "exit_cleanly_on_signals",
+]
+
+
+
+
+
+
+
+
+
+
+@dataclass
+class CapWatchdog:
+    """Keeps the cap: steps the frequency down one level when power stays above the cap for
+    longer than one sensor period (two consecutive readings), and records every violation. A
+    single reading over the cap is noise until the next one confirms it, but it is still
+    recorded: the cap is never exceeded silently. Each further reading above the cap steps down
+    one more level, so a violation lasts one sensor period per level needed to get back under.
+
+    Hysteresis: a step-down caused by a transient (a noise spike, a burst of work) should not
+    slow the rest of the run. After `recovery_readings` consecutive readings under the cap, the
+    watchdog steps back up one level if the level above was, before the step, typically under
+    the cap by a margin (its median reading + `margin_sigmas` x the readings' spread there,
+    from the median absolute deviation);
+    never above the frequency it started at (`ceiling_hz`, the plan's). A level that fails
+    again after a step back up doubles the wait before the next try, so a level that really
+    breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
+    cannot do (already at the lowest frequency, the device refused the change) goes to
+    `notes`. Clock changes hold the device's `clock_lock`.
+
+    `hold(reason)` keeps recording violations but leaves the frequency alone (a moving cap
+    fell below every configuration: the step in flight finishes at the frequency that
+    overdraws least, and stepping down would only stretch it); `hold(None)` releases."""
+
+    device: Device
+    power_cap_w: float | None
+    recovery_readings: int = 20
+    margin_sigmas: float = 2.0
+    max_recovery_readings: int = 640
+    violations: list[CapViolation] = field(default_factory=list)
+    steps: list[FrequencyStep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ceiling_hz: int | None = None
+    _run: list[PowerReading] = field(default_factory=list)
+    _noted: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _history: dict[int, deque[float]] = field(default_factory=dict)
+    _typical_w: dict[int, tuple[float, float]] = field(default_factory=dict)
+    _under: int = 0
+    _wait: dict[int, int] = field(default_factory=dict)
+    _held: str | None = None
+
+    def __call__(self, reading: PowerReading) -> None:
+        if self.power_cap_w is None:
+            return
+        with self._lock:
+            current = self.device.current_frequency_hz()
+            if self.ceiling_hz is None:
+                self.ceiling_hz = current
+            self._history.setdefault(current, deque(maxlen=64)).append(reading.power_w)
+            if reading.power_w > self.power_cap_w:
+                self._under = 0
+                self._run.append(reading)
+                if len(self._run) >= 2:
+                    if self._held is None:
+                        self._step_down(reading)
+                    else:
+                        self._note(f"held: {self._held}", f"power above the cap, frequency "
+                                   f"held: {self._held}")
+                return
+            if self._run:
+                self._close_run()
+            self._under += 1
+            if self._held is None:
+                self._maybe_step_up(reading, current)
+
+    def _step_down(self, reading: PowerReading) -> None:
+        with self.device.clock_lock:
+            current = self.device.current_frequency_hz()
+            lower = [f for f in self.device.frequencies_hz() if f < current]
+            if not lower:
+                self._note("floor", f"power {reading.power_w:.2f} W above the cap "
+                           f"{self.power_cap_w:.2f} W at the lowest frequency "
+                           f"{current / 1e6:.1f} MHz: the cap cannot be met by the frequency "
+                           "alone")
+                return
+            try:
+                applied = self.device.set_frequency_hz(lower[-1])
+            except DeviceError as err:
+                self._note(f"refused {lower[-1]}", "could not step the frequency down to "
+                           f"{lower[-1] / 1e6:.1f} MHz: {err.message}")
+                return
+        history = list(self._history.get(current, ()))
+        before = history[:-len(self._run)] if len(history) > len(self._run) else history
+        if before:
+            # What the level was like before it broke the cap (the violating readings are the
+            # transient in question, not its normal running): typical (median) and spread.
+            # Median and MAD, not mean and standard deviation: earlier spikes at this level
+            # must not make its normal running look worse than it is.
+            median_w = statistics.median(before)
+            spread_w = 1.4826 * statistics.median(abs(w - median_w) for w in before)
+            self._typical_w[current] = (median_w, spread_w)
+        if any(s.to_hz == current and s.reason.startswith("headroom") for s in self.steps[-1:]):
+            # The level failed right after a step back up: wait twice as long next time.
+            self._wait[current] = min(2 * self._wait.get(current, self.recovery_readings),
+                                      self.max_recovery_readings)
+        self._under = 0
+        self.steps.append(FrequencyStep(
+            time_s=reading.time_s, from_hz=current, to_hz=applied,
+            reason=f"power {reading.power_w:.2f} W above the cap {self.power_cap_w:.2f} W "
+                   "for more than one sensor period",
+        ))
+
+    def _maybe_step_up(self, reading: PowerReading, current: int) -> None:
+        assert self.power_cap_w is not None
+        if self.ceiling_hz is None or current >= self.ceiling_hz:
+            return
+        higher = [f for f in self.device.frequencies_hz() if current < f <= self.ceiling_hz]
+        if not higher:
+            return
+        up = higher[0]
+        typical = self._typical_w.get(up)
+        if typical is None:
+            return  # never measured there by this watchdog: no evidence that it fits
+        if self._under < self._wait.get(up, self.recovery_readings):
+            return
+        median_w, spread_w = typical
+        if median_w + self.margin_sigmas * spread_w > self.power_cap_w:
+            return  # the level breaks the cap in its normal running, not by a transient
+        with self.device.clock_lock:
+            if self.device.current_frequency_hz() != current:
+                return  # someone else (a re-plan) changed the clock meanwhile
+            try:
+                applied = self.device.set_frequency_hz(up)
+            except DeviceError as err:
+                self._note(f"refused {up}", f"could not step the frequency back up to "
+                           f"{up / 1e6:.1f} MHz: {err.message}")
+                return
+        self._under = 0
+        self.steps.append(FrequencyStep(
+            time_s=reading.time_s, from_hz=current, to_hz=applied,
+            reason=f"headroom: {self._wait.get(up, self.recovery_readings)} readings under the "
+                   f"cap {self.power_cap_w:.2f} W, and {up / 1e6:.1f} MHz ran at a typical "
+                   f"{median_w:.2f} W before its step down",
+        ))
+
+    def _note(self, key: str, message: str) -> None:
+        # Once per kind of problem: a device stuck at its floor would otherwise log every tick.
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(message)
+
+    def _close_run(self) -> None:
+        first, last = self._run[0], self._run[-1]
+        self.violations.append(CapViolation(
+            start_s=first.time_s,
+            duration_s=last.time_s - first.time_s,
+            readings=len(self._run),
+            max_power_w=max(r.power_w for r in self._run),
+        ))
+        self._run = []
+
+    def set_cap(self, power_cap_w: float | None, ceiling_hz: int | None = None) -> None:
+        """A new cap (and the plan's frequency for it): what was learnt about levels under the
+        old cap no longer says whether they fit."""
+        with self._lock:
+            if self._run:
+                self._close_run()
+            self.power_cap_w = power_cap_w
+            self.ceiling_hz = ceiling_hz
+            self._typical_w.clear()
+            self._wait.clear()
+            self._under = 0
+
+    def hold(self, reason: str | None) -> None:
+        """Record violations without changing the frequency (None: act again)."""
+        with self._lock:
+            self._held = reason
+            self._under = 0
+
+    def update_cap(self, power_cap_w: float | None) -> None:
+        """The cap moved a little but the plan stays (a battery draining): judge the next
+        readings against it, keeping what was learnt about each level."""
+        with self._lock:
+            self.power_cap_w = power_cap_w
+
+    def set_ceiling_hz(self, ceiling_hz: int) -> None:
+        """The plan changed the frequency (a re-plan after drift): never step back up above it."""
+        with self._lock:
+            self.ceiling_hz = ceiling_hz
+            self._under = 0
+
+    def lowest_infeasible_hz(self) -> int | None:
+        """The lowest frequency this watchdog had to leave because of the cap and never got
+        back to, if any."""
+        with self._lock:
+            left = {s.from_hz for s in self.steps if not s.reason.startswith("headroom")}
+            regained = {s.to_hz for s in self.steps if s.reason.startswith("headroom")}
+            return min(left - regained, default=None)
+
+    def finish(self) -> None:
+        """Close a violation still open at the end of the run."""
+        with self._lock:
+            if self._run:
+                self._close_run()
+
+
+class DriftMonitor:
+    """Compares what the run measures at the applied (b, f) with the profile, and re-plans the
+    frequency when the device drifted.
+
+    Use it as a sensor-tick callback (it collects readings) and call `on_step` after every
+    training step with the step's device-time span. Readings taken outside steps (evaluation,
+    checkpoints) are ignored, and so are steps during which the frequency changed. Every
+    `min_readings` readings (and at least `min_steps` steps) at one frequency, it compares the
+    window's seconds per sample and average power with the profile point; a relative difference
+    beyond `time_tolerance` or `power_tolerance` records a `DriftEvent` and marks a re-plan as
+    due. `replan_if_due`, called by the trainer at the next evaluation, re-measures the row of
+    the batch size with the profiler, from the current frequency down until a point is under
+    the cap (up only to frequencies that are not known to break it), applies the highest
+    feasible frequency and records a `Replan`. Re-measured points replace the profile's, so a
+    drift is reported once, not at every window.
+
+    On real hardware the re-measure runs the profiler's synthetic training step of the model,
+    which needs memory for a second copy of the model next to the one being trained.
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        profile: ProfileTable,
+        batch_size: int,
+        power_cap_w: float | None = None,
+        tolerance: float = 0.1,
+        power_tolerance: float | None = None,
+        watchdog: CapWatchdog | None = None,
+        min_readings: int = 5,
+        min_steps: int = 2,
+        profiler: Profiler | None = None,
+        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    ) -> None:
+        if tolerance <= 0 or (power_tolerance is not None and power_tolerance <= 0):
+            raise ValueError("drift tolerances must be positive fractions (0.1 = 10 %)")
+        profile.check_matches(device=device.name)
+        self.device = device
+        self.reference = profile
+        self.batch_size = batch_size
+        self.power_cap_w = power_cap_w
+        #: re-planning keeps the planner's margin below the cap (sensor noise x sigmas)
+        self.margin_w = margin_sigmas * (profile.power_noise_w or 0.0)
+        self.time_tolerance = tolerance
+        self.power_tolerance = tolerance if power_tolerance is None else power_tolerance
+        self.watchdog = watchdog
+        self.min_readings = min_readings
+        self.min_steps = min_steps
+        self.profiler = profiler or Profiler(device, profile.model, batch_sizes=(batch_size,))
+        self.events: list[DriftEvent] = []
+        self.replans: list[Replan] = []
+        self.notes: list[str] = []
+        self.pending: DriftEvent | None = None
+        self._lock = threading.Lock()
+        self._incoming: list[PowerReading] = []
+        self._reset_window(None, float("-inf"))
+
+    # -- collecting ----------------------------------------------------------------------------
+    def __call__(self, reading: PowerReading) -> None:
+        with self._lock:
+            self._incoming.append(reading)
+
+    def _reset_window(self, frequency_hz: int | None, start_s: float) -> None:
+        self._window_hz = frequency_hz
+        self._window_start_s = start_s
+        self._window_steps = 0
+        self._window_busy_s = 0.0
+        self._window_power_w: list[float] = []
+
+    def on_step(self, start_s: float, end_s: float, busy_s: float,
+                samples: int | None = None) -> DriftEvent | None:
+        """Account one training step that ran over device time [start_s, end_s] and took
+        `busy_s` device seconds; returns the drift event if this step completed a window that
+        left the tolerance. A step of another size than the batch size (`samples`: a short
+        last batch) is not the profile's point: the window restarts after it."""
+        frequency_hz = self._table_frequency(self.device.current_frequency_hz())
+        period_s = self.device.sensor_period_s
+        with self._lock:
+            incoming, self._incoming = self._incoming, []
+        if frequency_hz != self._window_hz or (samples is not None
+                                               and samples != self.batch_size):
+            # The frequency changed (watchdog, re-plan) during or before this step (its time
+            # and readings mix two frequencies), or the step was not of the batch size: the
+            # window restarts after it.
+            self._reset_window(frequency_hz, end_s)
+            return None
+        for reading in incoming:
+            # A reading averages the sensor period before it: keep only those whose whole
+            # period lies inside the window, and only those taken while steps ran.
+            if start_s < reading.time_s <= end_s + 1e-9 and (
+                reading.time_s - period_s >= self._window_start_s - 1e-9
+            ):
+                self._window_power_w.append(reading.power_w)
+        self._window_steps += 1
+        self._window_busy_s += busy_s
+        if len(self._window_power_w) < self.min_readings or self._window_steps < self.min_steps:
+            return None
+        event = self._check(end_s)
+        self._reset_window(frequency_hz, end_s)
+        return event
+
+    def _table_frequency(self, frequency_hz: int) -> int:
+        # Clock dividers report values a few kHz off the table (Jetson cur_freq): the profile
+        # is keyed by table entries.
+        frequencies = self.device.frequencies_hz()
+        if frequency_hz in frequencies:
+            return frequency_hz
+        return min(frequencies, key=lambda f: abs(f - frequency_hz))
+
+    def _check(self, time_s: float) -> DriftEvent | None:
+        assert self._window_hz is not None
+        expected = self.reference.lookup(self.batch_size, self._window_hz)
+        if expected is None:
+            note = (f"the profile has no point at b={self.batch_size}, "
+                    f"{self._window_hz / 1e6:.1f} MHz: drift is not checked there")
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+        measured_sps = self._window_busy_s / (self._window_steps * self.batch_size)
+        measured_w = sum(self._window_power_w) / len(self._window_power_w)
+        time_change = measured_sps / expected.seconds_per_sample - 1.0
+        power_change = measured_w / expected.avg_power_w - 1.0
+        if abs(time_change) <= self.time_tolerance and abs(power_change) <= self.power_tolerance:
+            return None
+        event = DriftEvent(
+            time_s=time_s, batch_size=self.batch_size, frequency_hz=self._window_hz,
+            expected_seconds_per_sample=expected.seconds_per_sample,
+            measured_seconds_per_sample=measured_sps,
+            expected_avg_power_w=expected.avg_power_w, measured_avg_power_w=measured_w,
+            time_change=time_change, power_change=power_change,
+            steps=self._window_steps, readings=len(self._window_power_w),
+        )
+        self.events.append(event)
+        self.pending = event
+        return event
+
+    # -- re-planning ---------------------------------------------------------------------------
+    def _ceiling_hz(self, current_hz: int) -> int:
+        """The highest frequency worth re-measuring: no higher than the profile's old f*(b) (a
+        derated device does not get faster), and below any frequency the watchdog had to leave
+        (known to break the cap)."""
+        frequencies = self.device.frequencies_hz()
+        ceiling = current_hz
+        if self.power_cap_w is not None:
+            old = self.reference.frontier(self.power_cap_w - self.margin_w).get(self.batch_size)
+            if old is not None:
+                ceiling = max(ceiling, old.frequency_hz)
+        infeasible = self.watchdog.lowest_infeasible_hz() if self.watchdog else None
+        if infeasible is not None:
+            below = [f for f in frequencies if f < infeasible]
+            ceiling = min(ceiling, below[-1] if below else frequencies[0])
+        return ceiling
+
+    def replan_if_due(self) -> Replan | None:
+        """If drift was found since the last call: re-measure the batch size's row around the
+        current frequency, lock the highest frequency that keeps it under the cap, record and
+        return the re-plan. Device time spent re-measuring is in `remeasure_device_s`."""
+        event, self.pending = self.pending, None
+        if event is None:
+            return None
+        start_s = self.device.now_s()
+        from_hz = self._table_frequency(self.device.current_frequency_hz())
+        frequencies = self.device.frequencies_hz()
+        cap = None if self.power_cap_w is None else self.power_cap_w - self.margin_w
+        points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
+                             ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))
+        feasible = [p for p in points if cap is None or p.peak_power_w <= cap]
+        best = max(feasible, key=lambda p: p.frequency_hz) if feasible else None
+        to_hz = best.frequency_hz if best is not None else frequencies[0]
+        applied_hz = self.device.set_frequency_hz(to_hz)
+        if self.watchdog is not None:
+            self.watchdog.set_ceiling_hz(applied_hz)
+        self.reference = self.reference.merged(
+            self.reference.model_copy(update={"points": points})
+        )
+        what = []
+        if abs(event.time_change) > self.time_tolerance:
+            what.append(f"time per sample {event.time_change:+.0%}")
+        if abs(event.power_change) > self.power_tolerance:
+            what.append(f"average power {event.power_change:+.0%}")
+        reason = (f"drift at b={event.batch_size}, {event.frequency_hz / 1e6:.1f} MHz: "
+                  f"{' and '.join(what)} vs the profile")
+        if best is None:
+            reason += "; no re-measured frequency keeps this batch size under the cap"
+        replan = Replan(
+            time_s=self.device.now_s(), batch_size=self.batch_size, from_hz=from_hz,
+            to_hz=applied_hz, power_cap_w=cap, points=points,
+            remeasure_device_s=self.device.now_s() - start_s,
+            predicted_seconds_per_sample=best.seconds_per_sample if best else None,
+            reason=reason,
+        )
+        self.replans.append(replan)
+        self._reset_window(None, self.device.now_s())
+        return replan
+
+    def follow(self, batch_size: int, power_cap_w: float | None) -> None:
+        """The run moved to another batch size or cap (a moving cap): compare the new point
+        from the next window on, and re-plan for the new cap."""
+        with self._lock:
+            self._incoming.clear()
+        self.batch_size = batch_size
+        self.power_cap_w = power_cap_w
+        self._reset_window(None, self.device.now_s())
+
+    def adopt(self, replans: list[Replan]) -> None:
+        """Take the re-measured points of earlier re-plans (a resumed run) as the reference."""
+        for replan in replans:
+            self.reference = self.reference.merged(
+                self.reference.model_copy(update={"points": replan.points})
+            )

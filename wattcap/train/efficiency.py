@@ -1,0 +1,213 @@
+"""Batch-size efficiency r_b = N_acc(b) / N_acc(b_max): samples needed to reach the target
+accuracy with batch size b, relative to the largest batch size, measured on a proxy dataset
+(or, for the fastest-configuration oracle, on the target data itself).
+
+Samples-to-target are read precisely from each run's accuracy curve (wattcap.algorithms.curves),
+and r_b
+comes from the large-batch relation E(b) = E_min·(1 + b/B_noise) fitted to every run
+(wattcap.algorithms.large_batch) when that fit is good, else from the raw means per batch size. A
+batch
+size whose runs missed the target within the budget is kept: re-run with a larger budget, or
+extrapolated from the fit, and every r_b says how it was obtained. A cheaper vector comes
+from the gradient noise scale of one short run (wattcap.train.noise_scale: entries of source "gns").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
+from wattcap.core.efficiency import EfficiencyVector
+
+if TYPE_CHECKING:
+    from wattcap.train.executors import Executor
+
+
+
+
+
+
+
+#: share of the largest batch size's best accuracy that an "auto" proxy target asks for
+AUTO_TARGET_SHARE = 0.9
+
+
+#: evaluations a proxy run goes on after reaching the target, so that its samples-to-target is
+#: read from a smoothed curve that does not end on one lucky evaluation
+EVALS_PAST_TARGET = 2
+
+
+def estimate_efficiency(
+    model: str,
+    proxy: str,
+    target_accuracy: float | Literal["auto"] = "auto",
+    weights: str | Path | None = None,
+    batch_sizes: tuple[int, ...] = (4, 8, 16, 32, 64, 128),
+    seeds: int = 3,
+    sample_budget: int = 20_000,
+    eval_every_samples: int = 256,
+    lr_ref: float = DEFAULT_LR_REF,
+    batch_size_ref: int = DEFAULT_BATCH_SIZE_REF,
+    optimizer: str = "adam",
+    progress: Callable[[int, int, str], None] | None = None,
+    dataset_seed: int = 0,
+    budget_extension: float | None = 2.0,
+    auto_target_share: float = AUTO_TARGET_SHARE,
+    weight_decay: float = 0.0,
+    data_options: dict | None = None,
+    data: tuple | None = None,
+    num_workers: int = 0,
+    executor: Executor | None = None,
+) -> EfficiencyVector:
+    """Fine-tune from the same weights with every batch size and seed on the proxy dataset
+    until the proxy's target accuracy, and build the efficiency vector from the runs.
+
+    The proxy has a target of its own: `target_accuracy` as given, or "auto": one run with the
+    largest batch size (seed 0) trains for the whole budget, and the target is
+    `auto_target_share` (0.9) of the highest accuracy of its smoothed curve, rounded down to
+    0.0001. That run is also the largest batch size's seed-0 run (read up to its first
+    crossing of the target, as a run stopping there would have been). Samples to target are
+    interpolated on each run's smoothed curve. A batch size with a run that missed the target
+    re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
+    the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
+    when retries are scheduled.
+
+    ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
+    :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
+    ``data`` gives the (train, test) pair already loaded. ``num_workers``: DataLoader
+    workers of every run; ``weight_decay``: the optimizer's (e.g. 0.01 with AdamW).
+
+    The runs are independent: `executor` (default: serial, in this process) runs each group
+    of them (the auto-target run, the sweep, the retries) as tasks, e.g. a
+    `wattcap.train.executors.RayExecutor`; the vector is the same either way.
+    """
+    from wattcap.algorithms.curves import max_smoothed_accuracy, samples_to_target, stopped_curve
+    from wattcap.data import load_splits
+    from wattcap.models import get_model_spec, model_fingerprint
+    from wattcap.train.executors import SerialExecutor
+    from wattcap.train.loop import TrainConfig
+    from wattcap.train.tasks import TrainingTask
+
+    if seeds < 1:
+        raise ValueError(f"seeds must be at least 1, got {seeds}")
+    if not batch_sizes:
+        raise ValueError("at least one batch size is needed")
+    if budget_extension is not None and not budget_extension > 1:
+        raise ValueError(f"the budget extension must be a factor > 1 (or None), got "
+                         f"{budget_extension}")
+    if not 0 < auto_target_share <= 1:
+        raise ValueError(f"the auto target share must be in (0, 1], got {auto_target_share}")
+    auto = target_accuracy == "auto"
+    if not auto and not (isinstance(target_accuracy, int | float)
+                         and 0 < float(target_accuracy) <= 1):
+        raise ValueError(f"the proxy target accuracy must be in (0, 1] or 'auto', got "
+                         f"{target_accuracy!r}")
+    spec = get_model_spec(model)
+    if data is not None:
+        train, test = data
+    else:
+        train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
+    b_max = max(batch_sizes)
+    runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
+    runs_done = 0
+    trained = 0
+    executor = executor or SerialExecutor()
+    task = TrainingTask.shipping(train, test, weights,
+                                 carry_weights=not isinstance(executor, SerialExecutor),
+                                 num_workers=num_workers)
+
+    def config(b: int, seed: int, target: float, budget: int) -> TrainConfig:
+        return TrainConfig(
+            model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
+            eval_every_samples=eval_every_samples, lr_ref=lr_ref,
+            batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
+            weight_decay=weight_decay,
+            evals_past_target=EVALS_PAST_TARGET,
+        )
+
+    def run_all(configs: list[TrainConfig], label: Callable[[TrainConfig, list], str]
+                ) -> list[list]:
+        """The curves of `configs`, in their order; progress as each run finishes."""
+        def done(i: int, record: object) -> None:
+            nonlocal runs_done, trained
+            runs_done += 1
+            trained += record.samples_seen  # type: ignore[attr-defined]
+            report(label(configs[i], record.curve))  # type: ignore[attr-defined]
+
+        return [r.curve for r in executor.map(task, configs, done)]
+
+    def report(label: str) -> None:
+        if progress is not None:
+            progress(runs_done, runs_total, label)
+
+    def reached_label(c: TrainConfig, curve: list) -> str:
+        extra = "" if c.sample_budget == sample_budget else f" with {c.sample_budget} samples"
+        return (f"b={c.batch_size} seed={c.seed}{extra}: "
+                f"{_samples_label(samples_to_target(curve, c.target_accuracy))}")
+
+    known: dict[tuple[int, int], float | None] = {}
+    rule = None
+    if auto:
+        [curve] = run_all([config(b_max, 0, 1.0, sample_budget)],
+                          lambda c, curve: f"b={b_max} seed=0: the proxy's best accuracy")
+        best = max_smoothed_accuracy(curve)
+        if best is None or best <= 0:
+            raise ValueError(f"b={b_max} learned nothing on {proxy} within {sample_budget} "
+                             "samples: no automatic target accuracy can be chosen")
+        target = math.floor(auto_target_share * best * 1e4) / 1e4
+        rule = (f"auto: {auto_target_share:g} x {best:.4f}, the highest smoothed test accuracy "
+                f"of b={b_max} (seed 0) within {sample_budget} samples")
+        known[(b_max, 0)] = samples_to_target(
+            stopped_curve(curve, target, EVALS_PAST_TARGET), target)
+        report(f"proxy target {target:.4f} ({rule})")
+    else:
+        target = float(target_accuracy)  # type: ignore[arg-type]
+
+    pending = [(b, seed) for b in batch_sizes for seed in range(seeds)
+               if (b, seed) not in known]
+    curves = run_all([config(b, seed, target, sample_budget) for b, seed in pending],
+                     reached_label)
+    for (b, seed), curve in zip(pending, curves, strict=True):
+        known[(b, seed)] = samples_to_target(curve, target)
+    samples = {b: [known[(b, seed)] for seed in range(seeds)] for b in batch_sizes}
+    budgets = {b: [sample_budget] * seeds for b in batch_sizes}
+
+    if budget_extension is not None:
+        extended = int(math.ceil(sample_budget * budget_extension / eval_every_samples)
+                       * eval_every_samples)
+        missed = [(b, i) for b in batch_sizes for i in range(seeds) if samples[b][i] is None]
+        runs_total += len(missed)
+        curves = run_all([config(b, seed, target, extended) for b, seed in missed],
+                         reached_label)
+        for (b, seed), curve in zip(missed, curves, strict=True):
+            samples[b][seed] = samples_to_target(curve, target)
+            budgets[b][seed] = extended
+
+    return vector_from_samples(
+        samples,
+        sample_budget=sample_budget,
+        budgets=budgets,
+        model=model,
+        input_shape=list(spec.input_shape),
+        dataset=proxy,
+        task=spec.task,
+        target_accuracy=target,
+        target_accuracy_source="auto" if auto else "given",
+        target_accuracy_rule=rule,
+        seeds=list(range(seeds)),
+        optimizer=optimizer,
+        lr_ref=lr_ref,
+        batch_size_ref=batch_size_ref,
+        budget_extension=budget_extension,
+        eval_every_samples=eval_every_samples,
+        training_samples=trained,
+        architecture_fingerprint=model_fingerprint(model),
+    )
+
+
+def _samples_label(samples: float | None) -> str:
+    return "missed" if samples is None else f"{samples:.0f} samples"
