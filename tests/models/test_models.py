@@ -348,3 +348,12 @@ def test_digits_cnn_learns_sklearn_digits_quickly() -> None:
         correct, counted = spec.correct(model(x[test]), y[test])
     assert counted == len(test)
     assert correct / counted > 0.9
+
+
+def test_the_torch_free_reference_list_matches_the_registry():
+    """`wattcap plan` reads cached reference profiles by these names without importing torch:
+    the list must name exactly the registry's reference models."""
+    from wattcap.core.defaults import REFERENCE_MODELS
+    from wattcap.models import reference_models
+
+    assert sorted(REFERENCE_MODELS) == reference_models()

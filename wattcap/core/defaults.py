@@ -9,3 +9,8 @@ DEFAULT_MARGIN_SIGMAS = 2.0
 #: the learning-rate reference of the paper: Adam at 5e-4 for b = 128, scaled by sqrt(b / 128)
 DEFAULT_LR_REF = 5e-4
 DEFAULT_BATCH_SIZE_REF = 128
+
+#: the reference paper's models, whose profiles define a device's safe frequency; kept here so
+#: that reading cached reference profiles (`wattcap plan`) never imports torch. The model
+#: registry's `reference_models()` must list the same names (a test checks it).
+REFERENCE_MODELS = ("efficientvit", "mobilenetv2", "resnet18")

@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 
 from wattcap.core.cache import cache_dir
+from wattcap.core.defaults import REFERENCE_MODELS
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import WattcapFileError
 from wattcap.devices.emulated import EmulatedDevice
@@ -34,10 +35,8 @@ def emulated_reference_profiles(
     ``device_spec`` is a bundled spec's name, a spec file's path, or a DeviceSpec. The cache
     is keyed by the spec's contents, so two specs of the same name never share entries.
     """
-    from wattcap.models import reference_models
-
     profiles = []
-    for model in models or reference_models():
+    for model in models or REFERENCE_MODELS:
         device = EmulatedDevice(device_spec, power_mode=power_mode)
         path = cache_dir() / (f"reference-{device.name}-{device.power_mode}-"
                               f"{spec_digest(device.spec)}-{model}.json")
@@ -56,15 +55,13 @@ def emulated_reference_profiles(
 
 def load_reference_profiles(folder: str | Path, device: str) -> list[ProfileTable]:
     """Profiles of reference models for `device` found in a folder."""
-    from wattcap.models import reference_models
-
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         try:
             profile = ProfileTable.load(path)
         except WattcapFileError:
             continue
-        if profile.device == device and profile.model in reference_models():
+        if profile.device == device and profile.model in REFERENCE_MODELS:
             found.append(profile)
     return found
 
