@@ -338,7 +338,7 @@ def test_bad_payloads_are_refused_and_nothing_is_stored(server, client, artifact
     answer = _post_json(url, "/profiles", artifacts["efficiency"].read_text())
     assert answer.status_code == 422
     assert "expected 'wattcap.profile'" in answer.json()["detail"]
-    answer = _post_json(url, "/efficiency-vectors", '{"kind": "wattcap.train.efficiency", ')
+    answer = _post_json(url, "/efficiency-vectors", '{"kind": "wattcap.efficiency", ')
     assert answer.status_code == 422
     assert "not valid JSON" in answer.json()["detail"]
 

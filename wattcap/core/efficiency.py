@@ -55,7 +55,7 @@ class EfficiencyEntry(BaseModel):
 class EfficiencyVector(VersionedFile):
     """r_b for one model, task and target accuracy, with the raw samples and the fit."""
 
-    FILE_KIND = "wattcap.train.efficiency"
+    FILE_KIND = "wattcap.efficiency"
     #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
     #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples
     SCHEMA_VERSION = 4

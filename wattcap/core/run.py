@@ -73,7 +73,7 @@ class CurvePoint(BaseModel):
 class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
-    FILE_KIND = "wattcap.core.run"
+    FILE_KIND = "wattcap.run"
     SCHEMA_VERSION = 4  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
     #                     timeline, paused_s, stop_reason (a moving cap)
 

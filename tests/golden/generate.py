@@ -1,0 +1,107 @@
+"""Golden outputs of the command line on fixed seeds (issue 25: the layout moved, behaviour did
+not). `python tests/golden/generate.py OUT` writes them into OUT through the public CLI only
+(`python -m wattcap.cli ...`), masked; `tests/test_golden.py` compares a fresh run with the
+files committed beside this script. Regenerate after an intended change of behaviour with
+`python tests/golden/generate.py tests/golden/expected`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+INPUTS = HERE / "inputs"
+
+#: keys whose values depend on the clock, the machine or the version, not on the method
+MASKED_KEYS = {"created_at", "tool_version", "wall_time_s", "wall_s", "elapsed_wall_s",
+               "hostname", "pid", "wall_seconds"}
+#: path-like strings: where the run happened, not what it computed
+_TMP = re.compile(r"(/tmp/|/private/var/|/var/folders/)[^\s\"']*")
+_KEY_SUFFIX = re.compile(r"-[0-9a-f]{12}(\.json)$")
+
+
+def mask(value: object, key: str = "") -> object:
+    """The value with clock, machine and version fields replaced by a marker."""
+    if key in MASKED_KEYS or key.startswith("wall") or key.endswith("_wall_s"):
+        return "<masked>"
+    if isinstance(value, dict):
+        return {k: mask(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    if isinstance(value, str):
+        return _TMP.sub("<tmp>", value)
+    return value
+
+
+def run_cli(args: list[str], cwd: Path) -> str:
+    """Run `wattcap ARGS` in a fresh process (the same interpreter); its stdout."""
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb")
+    out = subprocess.run([sys.executable, "-m", "wattcap.cli", *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"wattcap {' '.join(args)} failed ({out.returncode}):\n"
+                           f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
+def write_json(path: Path, data: object) -> None:
+    path.write_text(json.dumps(mask(data), indent=1, sort_keys=True) + "\n")
+
+
+def generate(out: Path) -> list[str]:
+    """Write every golden output into `out`; the names written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        eff = work / "efficiency.json"
+        shutil.copy(INPUTS / "efficiency.json", eff)
+        # profiles of the emulated devices (device time is deterministic)
+        for device in ("jetson-nano", "jetson-tx2nx"):
+            profile = work / f"{device}.json"
+            run_cli(["profile", "--device", f"emulated:{device}", "--model", "digits32-cnn",
+                     "--exhaustive", "--out", str(profile)], work)
+            write_json(out / f"profile-{device}.json", json.loads(profile.read_text()))
+            written.append(f"profile-{device}.json")
+            caps = ("4.5", "5.5", "none") if device == "jetson-nano" else ("7", "9", "none")
+            for cap in caps:
+                text = run_cli(["plan", "--profile", str(profile), "--efficiency", str(eff),
+                                "--power-cap", cap, "--json"], work)
+                name = f"plan-{device}-{cap}.json"
+                write_json(out / name, json.loads(text))
+                written.append(name)
+        # a training run's record on the emulated Nano
+        record = work / "record.json"
+        run_cli(["train", "--profile", str(work / "jetson-nano.json"), "--efficiency", str(eff),
+                 "--model", "digits32-cnn", "--data", "digits-5-9-32", "--power-cap", "4.5",
+                 "--target-accuracy", "0.8", "--sample-budget", "4096", "--seed", "0",
+                 "--out", str(record)], work)
+        write_json(out / "run-record.json", json.loads(record.read_text()))
+        written.append("run-record.json")
+        # the quick demo: the comparison harness end to end, its tables and files
+        demo = work / "demo"
+        run_cli(["demo", "--quick", "--out", str(demo)], work)
+        for path in sorted(demo.rglob("*")):
+            # run files are named by their identity key, whose hash covers file stamps of
+            # the temporary folder: the name without it
+            name = _KEY_SUFFIX.sub(r"\1", "demo-" + "-".join(path.relative_to(demo).parts))
+            if path.suffix == ".json":
+                write_json(out / name, json.loads(path.read_text()))
+                written.append(name)
+            elif path.suffix in (".md", ".csv", ".txt"):
+                (out / name).write_text(_TMP.sub("<tmp>", path.read_text()))
+                written.append(name)
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "expected"
+    names = generate(target)
+    print(f"{len(names)} golden files in {target}")
