@@ -4,13 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test test-fast checks lint-imports typecheck lint bench clean venv
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
-	# torch is pinned: pip takes the local CPU wheel; a loose requirement would pull a CUDA build
-	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,server,nvml,lightning,hf,ray]"
+	# the exact CPU torch lives only in constraints-cpu.txt: pip takes the local CPU wheel; a
+	# loose requirement would pull a CUDA build. pyproject.toml has lower bounds only.
+	$(PY) -m pip install --quiet -c constraints-cpu.txt torch
+	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev,server,nvml,lightning,hf,ray]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -18,8 +19,21 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/wattcap demo --out demo-output
 
-test: $(STAMP)
+# the layer contracts and the type checker run before the tests, in both test targets
+lint-imports: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+checks: lint-imports typecheck
+
+test: checks
 	$(PY) -m pytest
+
+# the edit-test loop: everything but the tests marked slow
+test-fast: checks
+	$(PY) -m pytest -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check wattcap tests bench

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.optimize import isotonic_regression
@@ -38,7 +38,8 @@ CurveLike = Sequence[tuple[float, float]] | Sequence[_CurvePoint]
 def curve_arrays(curve: CurveLike) -> tuple[np.ndarray, np.ndarray]:
     """(samples, accuracy) arrays of a curve given as pairs or as points with `.samples` and
     `.accuracy` (a RunRecord's curve); refuses unordered or non-finite curves."""
-    pairs = [(p.samples, p.accuracy) if hasattr(p, "accuracy") else p for p in curve]
+    points: Sequence[Any] = curve  # pairs, or points with .samples and .accuracy
+    pairs = [(p.samples, p.accuracy) if hasattr(p, "accuracy") else p for p in points]
     samples = np.array([float(s) for s, _ in pairs])
     accuracy = np.array([float(a) for _, a in pairs])
     if not (np.all(np.isfinite(samples)) and np.all(np.isfinite(accuracy))):

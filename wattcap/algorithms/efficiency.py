@@ -4,6 +4,7 @@ over every run (missed runs censored), r_b relative to the largest batch size.""
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 from wattcap.algorithms.large_batch import fit_large_batch
 from wattcap.core.efficiency import EfficiencyEntry, EfficiencyVector, RatioSource
@@ -14,7 +15,7 @@ def vector_from_samples(
     sample_budget: int,
     budgets: dict[int, list[int]] | None = None,
     use_fit: bool = True,
-    **metadata: object,
+    **metadata: Any,
 ) -> EfficiencyVector:
     """Build the vector from samples-to-target per batch size and seed (None: that run
     missed the target within its budget) and the sample budget.
@@ -83,7 +84,7 @@ def vector_from_samples(
             ratio_std=statistics.stdev(ratios) if len(ratios) > 1 else None,
             source=source,
         ))
-    notes = list(metadata.pop("notes", []))  # type: ignore[arg-type]
+    notes = list(metadata.pop("notes", []))
     notes.append(f"large-batch fit: {fit.describe()}")
     if any(s is None for s in samples[reference]):
         notes.append(f"b={reference} missed the target in some runs: its samples come from "

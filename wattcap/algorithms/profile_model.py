@@ -290,8 +290,8 @@ class DeviceModel:
             starts.append([math.log(float(np.min(step_obs)) * 0.1), math.log(s_per_flop * 0.5),
                            math.log(8.0), min(memory, upper[3])])
         best = None
-        for start in starts:
-            start = np.clip(start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
+        for raw_start in starts:
+            start = np.clip(raw_start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
             result = least_squares(residuals, start, bounds=(lower, upper), x_scale="jac")
             if best is None or result.cost < best.cost:
                 best = result

@@ -257,7 +257,7 @@ def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
         reached = (f"{record.samples_to_target} samples to target"
                    if record.samples_to_target is not None else "target not reached")
         report.advance(detail=f"{record.dataset} b={record.batch_size} "
-                              f"seed={record.config.seed}: {reached}")
+                              f"seed={record.config.seed if record.config else '?'}: {reached}")
     return done
 
 
@@ -279,10 +279,11 @@ def print_summary(comparison: Comparison, console: Console) -> None:
     for device, cap, target in keys:
         cells = []
         for method in METHODS:
-            r = comparison.get(device, cap, target, method)
-            if r is None:
+            found = comparison.get(device, cap, target, method)
+            if found is None:
                 cells.append("—")
                 continue
+            r = found
             choice = f"b={r.batch_size}, {r.frequency_hz / 1e6:.0f} MHz"
             if r.time_mean_s is None:
                 cells.append(f"not reached ({choice})")

@@ -11,14 +11,15 @@ converts images to the model's input shape).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
 from wattcap.cli.common import fail
 
 if TYPE_CHECKING:
-    from wattcap.data import AnyDataset, DataSpec
+    from wattcap.data import DataSpec
+    from wattcap.data.specs import AnyDataset
     from wattcap.models import ModelSpec
 
 MODEL_HELP = ("Registered model name, or your own: path/to/file.py:factory or "
@@ -53,7 +54,7 @@ def check_target_accuracy(value: float, option: str = "--target-accuracy") -> No
         fail(f"{option} is a fraction in (0, 1], got {value:g}{hint}")
 
 
-def parse_target(value: str, option: str = "--target-accuracy") -> float | str:
+def parse_target(value: str, option: str = "--target-accuracy") -> float | Literal["auto"]:
     """A target accuracy as a fraction in (0, 1], or 'auto'."""
     if value.strip().lower() == "auto":
         return "auto"

@@ -122,7 +122,7 @@ def print_pareto_front(result: Plan) -> None:
     for column in ("batch", "MHz", "pred. time (s)", "pred. energy (J)", "peak W", "avg W",
                    "methods here"):
         table.add_column(column, justify="left" if column == "methods here" else "right")
-    at = {}
+    at: dict[tuple[int, int], list[str]] = {}
     for name, choice in result.choices.items():
         at.setdefault((choice.batch_size, choice.frequency_hz), []).append(name)
     for point in result.pareto_front:

@@ -41,11 +41,11 @@ def connect(url: str, token: str | None) -> WattcapClient:
     return WattcapClient(url, token=token)
 
 
-def _server_errors() -> tuple[type[Exception], ...]:
+def _server_errors(*extra: type[Exception]) -> tuple[type[Exception], ...]:
     from wattcap.core.schema import WattcapFileError
     from wattcap.server.client import ServerError
 
-    return (ServerError, WattcapFileError)
+    return (ServerError, WattcapFileError, *extra)
 
 
 def _cached(kind: str, sha256: str, suffix: str) -> Path:
@@ -119,6 +119,7 @@ class Fetcher:
                 required: bool = True) -> tuple[Path, ModelInfo] | None:
         """Weights of stored model `model_id`, else the newest stored `model` weights."""
         try:
+            info: ModelInfo | None
             if model_id is not None:
                 info = self.client.get_model(model_id)
                 if info.architecture != model:
@@ -332,7 +333,7 @@ def push_weights(
     client = connect(server, token)
     try:
         info = client.push_weights(path, architecture=model, num_classes=num_classes)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"stored as model {info.id}: {info.architecture} {info.input_shape}, "
         f"{info.num_classes} classes, {info.size_bytes} bytes, sha256 {info.sha256}")
@@ -349,7 +350,7 @@ def push_efficiency(
     client = connect(server, token)
     try:
         info = client.push_efficiency(path, model_id=model_id)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"stored as efficiency vector {info.id}: {info.model} on {info.dataset}, target "
         f"{info.target_accuracy}")
@@ -365,7 +366,7 @@ def push_profile(
     client = connect(server, token)
     try:
         info = client.push_profile(path)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"stored as profile {info.id}: {info.model} on {info.device} "
         f"({info.power_mode or 'default mode'}), {info.points} points")
@@ -385,7 +386,7 @@ def pull_weights(
     try:
         model_id = _newest_model_id(client, server, model) if model_id is None else model_id
         info = client.pull_weights(model_id, out)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"wrote {out}: model {info.id} ({info.architecture}), sha256 {info.sha256}")
 
@@ -412,7 +413,7 @@ def pull_efficiency(
         vector = client.pull_efficiency(efficiency_id)
         vector.check_matches(model=model, source=f"efficiency vector {efficiency_id}")
         vector.save(out)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"wrote {out}: efficiency vector {efficiency_id} ({vector.model} on {vector.dataset})")
 
@@ -438,7 +439,7 @@ def pull_profile(
         table = client.pull_profile(profile_id)
         table.check_matches(device=device_name, model=model, source=f"profile {profile_id}")
         table.save(out)
-    except (*_server_errors(), OSError) as err:
+    except _server_errors(OSError) as err:
         fail_plain(str(err))
     say(f"wrote {out}: profile {profile_id} ({table.model} on {table.device})")
 

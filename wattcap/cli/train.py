@@ -43,6 +43,7 @@ from wattcap.cli.inputs import (
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
+    from wattcap.core.cap_history import Segment
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.run import RunRecord
     from wattcap.runtime.session import SessionStatus
@@ -381,7 +382,7 @@ def train(
     goal = parse_objective(objective, eta, max_energy, deadline)
     cap_spec = parse_cap_spec(power_cap)
     source = cap_spec if isinstance(cap_spec, CapSource) else None
-    cap = None if source is not None else cap_spec
+    cap: float | None = None if isinstance(cap_spec, CapSource) else cap_spec
     if plot is not None and source is None:
         fail("--plot draws a run under a moving cap: give --power-cap a cap source (e.g. "
              "solar:seed=3)")
@@ -452,7 +453,7 @@ def train(
             lr_ref=lr_ref or (vector.lr_ref if vector else DEFAULT_LR_REF),
             batch_size_ref=batch_size_ref or (vector.batch_size_ref if vector
                                                  else DEFAULT_BATCH_SIZE_REF),
-            optimizer=optimizer or (vector.optimizer if vector else "adam"),
+            optimizer=optimizer or (vector.optimizer if vector else "adam"),  # type: ignore[arg-type]  # checked by config.check()
             weight_decay=weight_decay)
         config.check()
     except ValueError as err:
@@ -552,7 +553,7 @@ def print_segments(record: RunRecord) -> None:
     for column in ("from (s)", "to (s)", "cap (W)", "batch", "MHz", "samples", "energy (J)",
                    "peak W", "note"):
         table.add_column(column, justify="left" if column == "note" else "right")
-    segments = record.segments
+    segments: list[Segment | None] = list(record.segments)
     shown = segments if len(segments) <= MAX_SEGMENT_ROWS else \
         segments[:MAX_SEGMENT_ROWS // 2] + [None] + segments[-MAX_SEGMENT_ROWS // 2:]
     for segment in shown:

@@ -143,7 +143,7 @@ class TimelineRecorder:
                    ) -> TimelineRecorder:
         """Continue from `state()`'s output."""
         recorder = cls(period_s, max_points, CapTimeline.model_validate(state["timeline"]))
-        recorder._pending = [tuple(p) for p in state.get("pending", [])]  # type: ignore[misc]
+        recorder._pending = [tuple(p) for p in state.get("pending", [])]
         return recorder
 
     def finish(self) -> CapTimeline:

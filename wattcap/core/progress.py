@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -105,7 +105,7 @@ class PlainProgress(ProgressReporter):
     """
 
     def __init__(self, description: str, total: int | None, unit: str,
-                 stream: TextIO | None = None, interval_s: float = PLAIN_INTERVAL_S,
+                 stream: IO[str] | None = None, interval_s: float = PLAIN_INTERVAL_S,
                  step_fraction: float = PLAIN_STEP_FRACTION,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(description, total, unit)
@@ -167,8 +167,8 @@ class RichProgress(ProgressReporter):
     def __init__(self, description: str, total: int | None, unit: str, console: Console) -> None:
         super().__init__(description, total, unit)
         self.console = console
-        self._progress = None
-        self._task = None
+        self._progress: Any = None  # a rich Progress once started
+        self._task: Any = None
 
     def _start(self) -> None:
         from rich.markup import escape

@@ -235,7 +235,7 @@ class UInt8ImageDataset:
     classes: tuple[str, ...] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     rows: np.ndarray | None = None
-    output_shape: tuple[int, int, int] | None = None
+    output_shape: tuple[int, ...] | None = None
 
     task = "image-classification"
 
@@ -272,8 +272,8 @@ class UInt8ImageDataset:
         if self.rows is not None:
             self.rows = np.asarray(self.rows, dtype=np.int64)
         if self.output_shape is not None:
-            self.output_shape = tuple(int(s) for s in self.output_shape)  # type: ignore[assignment]
-            check_convertible(self.images.shape[1:], self.output_shape)
+            self.output_shape = shape = tuple(int(s) for s in self.output_shape)
+            check_convertible(self.images.shape[1:], shape)
         if self.classes is not None:
             self.classes = tuple(self.classes)
 

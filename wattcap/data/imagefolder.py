@@ -66,7 +66,8 @@ def image_folder_pixels(
     if cache:
         from wattcap.data.pixel_cache import cached_pixels
 
-        images, stats = cached_pixels(listing, mode, size, cache_dir)
+        images, cached_stats = cached_pixels(listing, mode, size, cache_dir)
+        stats: tuple[tuple[float, ...], ...] | None = cached_stats
     else:
         images = decode_images(listing.files, mode, size)
         stats = channel_stats(images) if mean is None else None

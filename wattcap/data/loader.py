@@ -11,7 +11,7 @@ conversion happen. With a CUDA target the batches come in pinned memory and are 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,15 +50,15 @@ class StreamBatches(Sequence[np.ndarray]):
         self.stream = stream
         self.start = start
         self.batch_size = batch_size
-        self.count = count
+        self.batches = count  # not `count`: that is Sequence's method
 
     def __len__(self) -> int:
-        return self.count
+        return self.batches
 
     def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
-        if not -self.count <= i < self.count:
+        if not -self.batches <= i < self.batches:
             raise IndexError(i)
-        i %= self.count
+        i %= self.batches
         return self.stream.indices(self.start + i * self.batch_size, self.batch_size)
 
 
@@ -110,7 +110,7 @@ def iterate_batches(
     torch_device: torch.device | str | None = None,
     pin_memory: bool | None = None,
     non_blocking: bool = True,
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+) -> Generator[tuple[torch.Tensor, torch.Tensor], None, None]:
     """``(x, y)`` tensors on ``torch_device`` for each index batch, in order.
 
     Copies to a GPU come from pinned memory (pinned by the loader, else here) and are

@@ -15,7 +15,7 @@ import numpy as np
 from wattcap.data._files import locate, read_bytes
 from wattcap.data.base import ArrayDataset, DatasetFormatError, UInt8ImageDataset
 
-_IDX_TYPES = {
+_IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"),
     0x09: np.dtype("i1"),
     0x0B: np.dtype(">i2"),

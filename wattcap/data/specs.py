@@ -32,6 +32,7 @@ import numpy as np
 
 from wattcap.data.base import (
     ArrayDataset,
+    Dataset,
     DatasetFormatError,
     UInt8ImageDataset,
     _stratified_pick,
@@ -423,7 +424,7 @@ def seeded_subset(data: AnyDataset, fraction: float, seed: int) -> AnyDataset:
     return data.subset(np.sort(idx))
 
 
-def check_data_fits_model(data: AnyDataset, model: ModelSpec) -> None:
+def check_data_fits_model(data: Dataset, model: ModelSpec) -> None:
     """Refuse data the model cannot train on: another task or another input shape.
 
     Raises DataMismatchError saying what the model expects and how to convert the data.

@@ -37,7 +37,7 @@ def parse_image_shape(shape: Sequence[int] | str) -> tuple[int, int, int]:
         raise ShapeConversionError(
             f"an image input shape is 3 positive integers C x H x W (e.g. 3x32x32), got {shape}"
         )
-    return values  # type: ignore[return-value]
+    return values
 
 
 def check_convertible(from_shape: Sequence[int], to_shape: Sequence[int]) -> None:

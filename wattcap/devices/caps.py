@@ -682,8 +682,8 @@ _SPEC_HELP = (
 )
 
 
-def _options(text: str, spec: str, allowed: dict[str, str]) -> dict[str, float]:
-    options: dict[str, float] = {}
+def _options(text: str, spec: str, allowed: dict[str, str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()

@@ -340,15 +340,15 @@ def cuda_index_for_pci_bus(bus_id: str | None) -> int | None:
     """The CUDA index of the GPU at PCI `bus_id`, None when torch has no CUDA or no match."""
     import sys
 
-    torch = sys.modules.get("torch")
+    torch: Any = sys.modules.get("torch")
     if bus_id is None or torch is None or not torch.cuda.is_available():
         return None
     wanted = _normal_bus_id(bus_id)
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         found = "{:04x}:{:02x}:{:02x}.0".format(
-            getattr(props, "pci_domain_id", 0), getattr(props, "pci_bus_id", -1),
-            getattr(props, "pci_device_id", -1))
+            int(getattr(props, "pci_domain_id", 0)), int(getattr(props, "pci_bus_id", -1)),
+            int(getattr(props, "pci_device_id", -1)))
         if found == wanted:
             return index
     return None

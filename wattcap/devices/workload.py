@@ -152,7 +152,7 @@ class _KernelCensus(TorchDispatchMode):
 def measure_workload(
     model: torch.nn.Module,
     inputs: torch.Tensor,
-    targets: torch.Tensor,
+    targets: torch.Tensor | None,
     loss_fn,  # noqa: ANN001 - (outputs, targets) -> scalar tensor
     name: str,
 ) -> Workload:

@@ -31,6 +31,7 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import METHODS, InfeasibleCapError
 from wattcap.core.profile import ProfileTable
+from wattcap.core.run import RunRecord, TrainConfig
 from wattcap.core.schema import VersionedFile, WattcapFileError
 from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
@@ -42,7 +43,6 @@ from wattcap.runtime.meter import PowerMeter
 from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.efficiency import EVALS_PAST_TARGET
 from wattcap.train.executors import Executor, SerialExecutor
-from wattcap.train.loop import RunRecord, TrainConfig
 from wattcap.train.tasks import TrainingTask
 
 Progress = Callable[[str], None]
@@ -84,6 +84,14 @@ class MethodResult(BaseModel):
     @property
     def energy_std_j(self) -> float:
         return _std(self.energy_j)
+
+
+def _config_of(record: RunRecord) -> TrainConfig:
+    """The training configuration of a recorded run (every run compare makes carries one)."""
+    if record.config is None:
+        raise ValueError(f"run record of {record.model} on {record.dataset} has no training "
+                         "configuration: it was not written by a comparison")
+    return record.config
 
 
 def _mean_if_all(values: list[float | None]) -> float | None:
@@ -291,8 +299,9 @@ def efficiency_from_runs(
         samples = {b: v for b, v in samples.items() if all(s is not None for s in v)}
         if not samples:
             return None
-    budgets = {b: [r.config.sample_budget for r in chosen[b]] for b in samples}
-    first = next(iter(chosen.values()))[0].config
+    configs = {b: [_config_of(r) for r in chosen[b]] for b in samples}
+    budgets = {b: [c.sample_budget for c in configs[b]] for b in samples}
+    first = _config_of(next(iter(chosen.values()))[0])
     try:
         return vector_from_samples(
             samples, sample_budget=min(min(v) for v in budgets.values()), budgets=budgets,
@@ -389,7 +398,7 @@ def estimate_proxy_efficiency(
             progress(done, total, label)
 
     vector = estimate_efficiency(
-        model, proxy, target_accuracy if target_accuracy == "auto" else float(target_accuracy),
+        model, proxy, "auto" if target_accuracy == "auto" else float(target_accuracy),
         weights=weights, batch_sizes=batch_sizes, seeds=seeds, sample_budget=sample_budget,
         progress=count, data=dataset_splits(proxy, data_options), num_workers=num_workers,
         executor=executor)

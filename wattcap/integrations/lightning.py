@@ -83,7 +83,8 @@ class WattcapCallback(pl.Callback):
         session = self.session
         self._driver.adopt(pl_module, getattr(pl_module, "example_input_array", None))
         if self._driver.set_batch_size:
-            for holder in (trainer.datamodule, pl_module):
+            # a Trainer has `datamodule` only once fit() was given one
+            for holder in (getattr(trainer, "datamodule", None), pl_module):
                 if holder is not None and hasattr(holder, "batch_size"):
                     holder.batch_size = session.batch_size
 

@@ -40,6 +40,7 @@ class CausalSelfAttention(nn.Module):
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
+        self.mask: torch.Tensor
         self.register_buffer("mask", mask.view(1, 1, block_size, block_size), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -59,7 +59,7 @@ def resolve_cap_source(value: CapSource | str | float | None) -> CapSource | Non
         return value
     if isinstance(value, str):
         return parse_cap_source(value)
-    return ConstantCap(value)  # type: ignore[arg-type]  # a number; refused clearly if not
+    return ConstantCap(value)  # a number; refused clearly if not
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ class Session:
         example_input: Any = None,
         model_name: str | None = None,
         profile: ProfileTable | str | Path | None = None,  # or "auto"
-        efficiency: EfficiencyVector | str | Path | None = None,
+        efficiency: EfficiencyVector | GnsSettings | str | Path | None = None,
         power_cap_w: float | None = None,
         power_cap: CapSource | str | float | None = None,
         objective: Objective | str | None = None,

@@ -7,7 +7,7 @@ themselves (profiles, efficiency vectors) travel as their own versioned files
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -97,9 +97,9 @@ class EstimateRequest(BaseModel):
     input_shape: list[int] | None = Field(None, min_length=3, max_length=3, description=(
         "Convert the proxy's images to this shape, C x H x W (it must be the model's)."))
 
-    def data_options(self) -> dict[str, object]:
+    def data_options(self) -> dict[str, Any]:
         """Keyword arguments of wattcap.data.load_splits for the proxy."""
-        options: dict[str, object] = {"subset_fraction": self.subset_fraction,
+        options: dict[str, Any] = {"subset_fraction": self.subset_fraction,
                                       "test_fraction": self.test_fraction}
         if self.input_shape is not None:
             options["input_shape"] = tuple(self.input_shape)

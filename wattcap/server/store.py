@@ -365,6 +365,7 @@ class Store:
                 (model_id, request.model_dump_json(), now, now),
             )
             job_id = cursor.lastrowid
+        assert job_id is not None  # an INSERT always sets it
         job = self.get_job(job_id)
         assert job is not None
         return job
@@ -373,7 +374,8 @@ class Store:
                    progress: str | None = None, error: str | None = None,
                    efficiency_id: int | None = None) -> None:
         """Record a job's progress or outcome (fields left None are unchanged)."""
-        sets, values = ["updated_at = ?"], [_now()]
+        sets: list[str] = ["updated_at = ?"]
+        values: list[object] = [_now()]
         for column, value in (("status", status), ("progress", progress), ("error", error),
                               ("efficiency_id", efficiency_id)):
             if value is not None:
@@ -397,7 +399,8 @@ class Store:
                 (vector.model, _shape(vector.input_shape), vector.task, vector.dataset,
                  vector.target_accuracy, model_id, sha, body, _now()),
             )
-            efficiency_id = int(cursor.lastrowid)
+            assert cursor.lastrowid is not None  # an INSERT always sets it
+            efficiency_id = cursor.lastrowid
             db.execute("UPDATE jobs SET status = 'succeeded', efficiency_id = ?, updated_at = ? "
                        "WHERE id = ?", (efficiency_id, _now(), job_id))
         return efficiency_id

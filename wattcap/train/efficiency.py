@@ -165,7 +165,7 @@ def estimate_efficiency(
             stopped_curve(curve, target, EVALS_PAST_TARGET), target)
         report(f"proxy target {target:.4f} ({rule})")
     else:
-        target = float(target_accuracy)  # type: ignore[arg-type]
+        target = float(target_accuracy)
 
     pending = [(b, seed) for b in batch_sizes for seed in range(seeds)
                if (b, seed) not in known]

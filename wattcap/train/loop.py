@@ -15,7 +15,7 @@ seed, and a checkpointed run resumes into exactly the same sequence.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import numpy as np
@@ -222,7 +222,7 @@ def train_to_accuracy(
         stream = BatchStream(len(train), config.seed)
         every = config.eval_every_samples
 
-        def batches_of(b: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        def batches_of(b: int) -> Generator[tuple[torch.Tensor, torch.Tensor], None, None]:
             # Enough batches for the rest of the budget, rounded up to whole evaluation rounds.
             left = -(-(config.sample_budget - session.samples) // b)
             return iterate_batches(

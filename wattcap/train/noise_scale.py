@@ -230,7 +230,8 @@ def estimate_efficiency_gns(
     if not batch_sizes:
         raise ValueError("at least one batch size is needed")
     numeric = isinstance(target_accuracy, int | float) and not isinstance(target_accuracy, bool)
-    if target_accuracy not in (None, "auto") and not (numeric and 0 < target_accuracy <= 1):
+    if target_accuracy not in (None, "auto") and not (
+            numeric and 0 < float(target_accuracy) <= 1):
         raise ValueError(f"the proxy target accuracy must be in (0, 1], 'auto' or None, got "
                          f"{target_accuracy!r}")
     spec = get_model_spec(model)
