@@ -11,15 +11,12 @@ time/energy Pareto front of the feasible choices, each method's choice marked on
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass
-
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import Choice, InfeasibleCapError, Plan
-from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase
 
 #: samples a prediction is made for when no efficiency vector gives samples to target
 DEFAULT_SAMPLES = 10_000
@@ -31,37 +28,12 @@ DEFAULT_SAMPLES = 10_000
 
 
 
-@dataclass
-class _Staircase:
-    """One row reduced to the points no higher frequency beats on power."""
-
-    powers_w: list[float]  # ascending
-    points: list[ProfilePoint]  # same order: highest frequency last... per power
-
-    @classmethod
-    def of(cls, row: list[ProfilePoint]) -> _Staircase:
-        kept: list[ProfilePoint] = []
-        lowest = float("inf")
-        for point in sorted(row, key=lambda p: -p.frequency_hz):
-            if point.peak_power_w < lowest:
-                kept.append(point)
-                lowest = point.peak_power_w
-        kept.reverse()  # ascending power, ascending frequency
-        return cls([p.peak_power_w for p in kept], kept)
-
-    def highest_under(self, cap_w: float | None) -> ProfilePoint | None:
-        if cap_w is None:
-            return self.points[-1] if self.points else None
-        index = bisect.bisect_right(self.powers_w, cap_w) - 1
-        return self.points[index] if index >= 0 else None
-
-
 class Selector:
     """Algorithm 1 over a profile: rows prepared once, each query O(|B| log |F|)."""
 
     def __init__(self, profile: ProfileTable) -> None:
         self.profile = profile
-        self._rows = {b: _Staircase.of(row) for b, row in profile.rows().items()}
+        self._rows = {b: Staircase.of(row) for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:
         """f*(b) for every batch size that has a feasible frequency."""

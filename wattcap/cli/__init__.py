@@ -13,12 +13,14 @@ from __future__ import annotations
 import typer
 
 from wattcap.cli import demo, devices, experiments, plan, profile, server, train
+from wattcap.cli.errors import WattcapGroup
 
 app = typer.Typer(
     help="wattcap: choose batch size and GPU frequency together, for the fastest training "
     "under a power cap.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=WattcapGroup,  # every command's WattcapError ends here, in one line and an exit code
 )
 
 @app.callback()

@@ -82,12 +82,9 @@ def parse_objective(name: str, eta: float | None, max_energy: float | None,
                     deadline: float | None) -> Objective:
     """--objective, --eta, --max-energy and --deadline as one `Objective`; a clear exit on a
     combination that does not make sense."""
-    from wattcap.core.objective import Objective, ObjectiveError
+    from wattcap.core.objective import Objective
 
-    try:
-        return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline)
-    except ObjectiveError as err:
-        fail(str(err))
+    return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline)
 
 
 def parse_batch_sizes(value: str, option: str = "--batch-sizes") -> tuple[int, ...]:
@@ -117,13 +114,8 @@ def parse_drift(value: str | None) -> Drift | None:
 
 
 def load_or_fail(cls: type[FileT], path: Path) -> FileT:
-    """Load a wattcap file or exit with its message."""
-    from wattcap.core.schema import WattcapFileError
-
-    try:
-        return cls.load(path)
-    except WattcapFileError as err:
-        fail(str(err))
+    """Load a wattcap file (a WattcapFileError becomes a one-line exit in cli.errors)."""
+    return cls.load(path)
 
 
 def progress(description: str, total: int | None, unit: str) -> ProgressReporter:
@@ -145,12 +137,9 @@ RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ra
 
 def executor_or_fail(spec: str | None) -> Executor:
     """The executor a --ray option names, or a clear exit."""
-    from wattcap.train.executors import ExecutorError, get_executor
+    from wattcap.train.executors import get_executor
 
-    try:
-        executor = get_executor(spec)
-        if spec is not None:
-            say(f"starting {executor.describe()}")
-        return executor.start()
-    except ExecutorError as err:
-        fail(str(err))
+    executor = get_executor(spec)
+    if spec is not None:
+        say(f"starting {executor.describe()}")
+    return executor.start()

@@ -134,7 +134,6 @@ def profile(
 ) -> None:
     """Measure peak power and time per sample over (batch size, frequency)."""
     from wattcap.core.profile import ProfileTable
-    from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError, get_device
     from wattcap.measure.profiling import Profiler, refresh_profile
 
@@ -164,11 +163,8 @@ def profile(
     if previous is not None:
         from wattcap.models import model_fingerprint
 
-        try:
-            previous.check_matches(device=dev.name, model=model, source=str(refresh),
-                                   architecture_fingerprint=model_fingerprint(model))
-        except WattcapFileError as err:
-            fail(str(err))
+        previous.check_matches(device=dev.name, model=model, source=str(refresh),
+                               architecture_fingerprint=model_fingerprint(model))
 
     if dry_run:
         _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh,
@@ -190,16 +186,13 @@ def profile(
             dev, model, batch_sizes=rows,
             progress=lambda point, label: report.advance(detail=_point_detail(point, label, cap)),
         )
-        try:
-            if previous is not None:
-                result = refresh_profile(profiler, previous, power_cap_w=cap,
-                                         source=str(refresh))
-            else:
-                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
-                                     mode="model" if few_points else None,
-                                     max_points=max_points)
-        except (DeviceError, WattcapFileError) as err:
-            fail(str(err))
+        if previous is not None:
+            result = refresh_profile(profiler, previous, power_cap_w=cap,
+                                     source=str(refresh))
+        else:
+            table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
+                                 mode="model" if few_points else None,
+                                 max_points=max_points)
         # a pruned search or a refresh measures fewer points than the grid: that is the end
         report.update(total=report.completed)
     if previous is not None:

@@ -79,18 +79,15 @@ class Fetcher:
         if not device or not model:
             fail_plain("with --server, give --device-name and --model to fetch the profile (or a "
                   "local --profile)")
-        try:
-            info = self.client.latest_profile(device, model, power_mode=power_mode)
-            if info is None:
-                mode = f" in power mode {power_mode}" if power_mode else ""
-                fail_plain(f"the server at {self.url} has no profile of {device}{mode} for "
-                           f"{model}; profile the device (wattcap profile) and push it "
-                           "(wattcap push profile)")
-            path = _cached("profile", info.sha256, ".json")
-            if not _is_cached(path, info.sha256):
-                self.client.pull_profile(info.id, dest=path)
-        except _server_errors() as err:
-            fail_plain(str(err))
+        info = self.client.latest_profile(device, model, power_mode=power_mode)
+        if info is None:
+            mode = f" in power mode {power_mode}" if power_mode else ""
+            fail_plain(f"the server at {self.url} has no profile of {device}{mode} for "
+                       f"{model}; profile the device (wattcap profile) and push it "
+                       "(wattcap push profile)")
+        path = _cached("profile", info.sha256, ".json")
+        if not _is_cached(path, info.sha256):
+            self.client.pull_profile(info.id, dest=path)
         return path
 
     def efficiency(self, model: str | None, proxy: str | None = None,
@@ -99,56 +96,47 @@ class Fetcher:
         `target_accuracy`, when given)."""
         if not model:
             fail_plain("with --server, give --model to fetch the efficiency vector")
-        try:
-            info = self.client.latest_efficiency(model, dataset=proxy,
-                                                 target_accuracy=target_accuracy)
-            if info is None:
-                which = "".join([f" on proxy {proxy}" if proxy else "",
-                                 f" for target {target_accuracy}" if target_accuracy else ""])
-                fail_plain(f"the server at {self.url} has no efficiency vector for "
-                           f"{model}{which}; push one (wattcap push efficiency) or estimate it "
-                           "there (wattcap estimate --server URL --on-server ...)")
-            path = _cached("efficiency", info.sha256, ".json")
-            if not _is_cached(path, info.sha256):
-                self.client.pull_efficiency(info.id, dest=path)
-        except _server_errors() as err:
-            fail_plain(str(err))
+        info = self.client.latest_efficiency(model, dataset=proxy,
+                                             target_accuracy=target_accuracy)
+        if info is None:
+            which = "".join([f" on proxy {proxy}" if proxy else "",
+                             f" for target {target_accuracy}" if target_accuracy else ""])
+            fail_plain(f"the server at {self.url} has no efficiency vector for "
+                       f"{model}{which}; push one (wattcap push efficiency) or estimate it "
+                       "there (wattcap estimate --server URL --on-server ...)")
+        path = _cached("efficiency", info.sha256, ".json")
+        if not _is_cached(path, info.sha256):
+            self.client.pull_efficiency(info.id, dest=path)
         return path, info
 
     def weights(self, model: str, model_id: int | None = None,
                 required: bool = True) -> tuple[Path, ModelInfo] | None:
         """Weights of stored model `model_id`, else the newest stored `model` weights."""
-        try:
-            info: ModelInfo | None
-            if model_id is not None:
-                info = self.client.get_model(model_id)
-                if info.architecture != model:
-                    fail_plain(f"model {model_id} on the server is a {info.architecture}, "
-                               f"not {model}")
-            else:
-                info = self.client.latest_model(model)
-            if info is None:
-                if required:
-                    fail_plain(f"the server at {self.url} has no weights for {model}; push "
-                               "them (wattcap push weights) or pass local --weights")
-                return None
-            path = _cached("weights", info.sha256, ".safetensors")
-            if not _is_cached(path, info.sha256):
-                self.client.pull_weights(info.id, path)
-        except _server_errors() as err:
-            fail_plain(str(err))
+        info: ModelInfo | None
+        if model_id is not None:
+            info = self.client.get_model(model_id)
+            if info.architecture != model:
+                fail_plain(f"model {model_id} on the server is a {info.architecture}, "
+                           f"not {model}")
+        else:
+            info = self.client.latest_model(model)
+        if info is None:
+            if required:
+                fail_plain(f"the server at {self.url} has no weights for {model}; push "
+                           "them (wattcap push weights) or pass local --weights")
+            return None
+        path = _cached("weights", info.sha256, ".safetensors")
+        if not _is_cached(path, info.sha256):
+            self.client.pull_weights(info.id, path)
         return path, info
 
 
 def device_identity(device: str) -> tuple[str, str | None]:
     """(device model name, power mode) of a device spec such as emulated:jetson-nano, read
     without changing anything on the device."""
-    from wattcap.devices import DeviceError, get_device
+    from wattcap.devices import get_device
 
-    try:
-        dev = get_device(device, dry_run=True)
-    except DeviceError as err:
-        fail_plain(str(err))
+    dev = get_device(device, dry_run=True)
     return dev.name, getattr(dev, "power_mode", None)
 
 
@@ -201,10 +189,7 @@ def push_estimated(url: str, token: str | None, vector: EfficiencyVector,
                    model_id: int | None) -> None:
     """Upload a vector estimated here, linked to the weights it started from."""
     client = connect(url, token)
-    try:
-        info = client.push_efficiency(vector, model_id=model_id)
-    except _server_errors() as err:
-        fail_plain(str(err))
+    info = client.push_efficiency(vector, model_id=model_id)
     say(f"pushed the efficiency vector to {url} as {info.id}")
 
 
@@ -228,28 +213,25 @@ def estimate_on_server(
     from wattcap.server.schemas import EstimateRequest
 
     client = connect(url, token)
-    try:
-        model_id = _newest_model_id(client, url, model) if model_id is None else model_id
-        job = client.start_estimate(model_id, EstimateRequest(
-            proxy=proxy, target_accuracy=target_accuracy, batch_sizes=list(batch_sizes),
-            seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
-            lr_ref=lr_ref, batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
-            test_fraction=test_fraction, input_shape=input_shape,
-        ))
-        say(f"job {job.id} started on {url} for model {model_id}")
-        last = [""]
+    model_id = _newest_model_id(client, url, model) if model_id is None else model_id
+    job = client.start_estimate(model_id, EstimateRequest(
+        proxy=proxy, target_accuracy=target_accuracy, batch_sizes=list(batch_sizes),
+        seeds=seeds, sample_budget=sample_budget, eval_every_samples=eval_every,
+        lr_ref=lr_ref, batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
+        test_fraction=test_fraction, input_shape=input_shape,
+    ))
+    say(f"job {job.id} started on {url} for model {model_id}")
+    last = [""]
 
-        def report(state) -> None:  # noqa: ANN001
-            if state.progress and state.progress != last[0]:
-                last[0] = state.progress
-                say(f"  job {state.id}: {state.progress}")
+    def report(state) -> None:  # noqa: ANN001
+        if state.progress and state.progress != last[0]:
+            last[0] = state.progress
+            say(f"  job {state.id}: {state.progress}")
 
-        job = client.wait_job(job.id, timeout_s=timeout_s, on_progress=report)
-        if job.status != "succeeded" or job.efficiency_id is None:
-            fail_plain(f"job {job.id} {job.status}: {job.error or 'no result'}")
-        return client.pull_efficiency(job.efficiency_id)
-    except _server_errors() as err:
-        fail_plain(str(err))
+    job = client.wait_job(job.id, timeout_s=timeout_s, on_progress=report)
+    if job.status != "succeeded" or job.efficiency_id is None:
+        fail_plain(f"job {job.id} {job.status}: {job.error or 'no result'}")
+    return client.pull_efficiency(job.efficiency_id)
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -456,23 +438,20 @@ def pull_list(
         fail_plain(f"list what? one of {', '.join(kinds)} or all")
     client = connect(server, token)
     lines: list[str] = []
-    try:
-        if what in ("models", "all"):
-            lines += [f"model {m.id}: {m.architecture} {m.input_shape} {m.task}, "
-                      f"{m.num_classes} classes, {m.size_bytes} B, {m.created_at}"
-                      for m in client.list_models()]
-        if what in ("efficiency", "all"):
-            lines += [f"efficiency {e.id}: {e.model} on {e.dataset}, target "
-                      f"{e.target_accuracy}, weights {e.model_id}, {e.created_at}"
-                      for e in client.list_efficiency()]
-        if what in ("profiles", "all"):
-            lines += [f"profile {p.id}: {p.model} on {p.device} ({p.power_mode}), "
-                      f"{p.points} points, {p.created_at}" for p in client.list_profiles()]
-        if what in ("jobs", "all"):
-            lines += [f"job {j.id}: model {j.model_id} {j.status} {j.progress} {j.error or ''}"
-                      for j in client.list_jobs()]
-    except _server_errors() as err:
-        fail_plain(str(err))
+    if what in ("models", "all"):
+        lines += [f"model {m.id}: {m.architecture} {m.input_shape} {m.task}, "
+                  f"{m.num_classes} classes, {m.size_bytes} B, {m.created_at}"
+                  for m in client.list_models()]
+    if what in ("efficiency", "all"):
+        lines += [f"efficiency {e.id}: {e.model} on {e.dataset}, target "
+                  f"{e.target_accuracy}, weights {e.model_id}, {e.created_at}"
+                  for e in client.list_efficiency()]
+    if what in ("profiles", "all"):
+        lines += [f"profile {p.id}: {p.model} on {p.device} ({p.power_mode}), "
+                  f"{p.points} points, {p.created_at}" for p in client.list_profiles()]
+    if what in ("jobs", "all"):
+        lines += [f"job {j.id}: model {j.model_id} {j.status} {j.progress} {j.error or ''}"
+                  for j in client.list_jobs()]
     for line in lines:
         say(line)
     if not lines:

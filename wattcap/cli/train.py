@@ -418,11 +418,8 @@ def train(
         dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
     except (DeviceError, KeyError, ValueError) as err:
         fail(str(err).strip("'\""))
-    try:
-        table.check_matches(device=dev.name, model=model, source=str(profile),
-                            architecture_fingerprint=model_fingerprint(model))
-    except WattcapFileError as err:
-        fail(str(err))
+    table.check_matches(device=dev.name, model=model, source=str(profile),
+                        architecture_fingerprint=model_fingerprint(model))
     train_split, test_split = load_data(data_spec, spec, options)
     plan_cap = cap
     if source is not None:

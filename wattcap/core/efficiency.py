@@ -3,7 +3,7 @@ r_b came from, as a versioned file."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -11,10 +11,6 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.large_batch import LargeBatchFit
 from wattcap.core.noise_scale import NoiseScaleEstimate
 from wattcap.core.schema import VersionedFile, require_match
-
-if TYPE_CHECKING:
-    pass
-
 
 #: how an r_b was obtained ("gns": from the gradient noise scale, wattcap.train.noise_scale)
 RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget", "gns"]

@@ -10,8 +10,8 @@ class WattcapError(Exception):
     what to do about it. Subclasses also derive from the builtin a caller would catch
     (ValueError, RuntimeError, ...) so that existing `except` clauses keep working."""
 
-    #: the process exit code the command line uses for this kind of error
-    exit_code: int = 1
+    #: the process exit code the command line ends with (2: bad input, as for a usage error)
+    exit_code: int = 2
 
     def __init__(self, message: str = "", hint: str | None = None) -> None:
         super().__init__(message)

@@ -8,13 +8,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from wattcap.core.errors import WattcapError
 from wattcap.core.profile import ProfilePoint
 
 ObjectiveName = Literal["time", "energy", "cost"]
 
 OBJECTIVES: tuple[str, ...] = ("time", "energy", "cost")
 
-class ObjectiveError(ValueError):
+class ObjectiveError(WattcapError, ValueError):
     """An objective that does not make sense (unknown name, η outside [0, 1], ...)."""
 
 def _check(name: str, eta: float | None, max_energy_j: float | None,
@@ -94,7 +95,7 @@ class FrontPoint(BaseModel):
     peak_power_w: float
     avg_power_w: float
 
-class InfeasibleObjectiveError(ValueError):
+class InfeasibleObjectiveError(WattcapError, ValueError):
     """The cap leaves choices, but none meets the objective's constraint."""
 
     def __init__(self, objective: Objective, cap_w: float | None, best_value: float,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.core.errors import WattcapError
 from wattcap.core.objective import FrontPoint, Objective
 from wattcap.core.schema import VersionedFile
 
 METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
-class InfeasibleCapError(ValueError):
+class InfeasibleCapError(WattcapError, ValueError):
     """No configuration keeps the device under the power cap."""
 
     def __init__(self, cap_w: float, lowest_feasible_w: float, reason: str) -> None:

@@ -3,14 +3,13 @@ versioned table of them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import bisect
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.schema import VersionedFile, WattcapFileError, require_match
-
-if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
-    pass
 
 
 class ProfilePoint(BaseModel):
@@ -96,9 +95,9 @@ class ProfileTable(VersionedFile):
         """For each batch size, the measured point at the highest f with peak ≤ cap."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            feasible = [p for p in row if power_cap_w is None or p.peak_power_w <= power_cap_w]
-            if feasible:
-                result[b] = feasible[-1]
+            point = Staircase.of(row).highest_under(power_cap_w)
+            if point is not None:
+                result[b] = point
         return result
 
     def check_matches(
@@ -130,3 +129,30 @@ class ProfileTable(VersionedFile):
         keep = {(p.batch_size, p.frequency_hz): p for p in self.points}
         keep.update({(p.batch_size, p.frequency_hz): p for p in newer.points})
         return self.model_copy(update={"points": list(keep.values())})
+
+
+@dataclass
+class Staircase:
+    """One row reduced to the points no higher frequency beats on power: f*(b), the highest
+    frequency whose peak power is under a cap, is `highest_under(cap)`. This is the one place
+    f*(b) is computed (ProfileTable.frontier and the planner's Selector both use it)."""
+
+    powers_w: list[float]  # ascending
+    points: list[ProfilePoint]  # same order: highest frequency last... per power
+
+    @classmethod
+    def of(cls, row: list[ProfilePoint]) -> Staircase:
+        kept: list[ProfilePoint] = []
+        lowest = float("inf")
+        for point in sorted(row, key=lambda p: -p.frequency_hz):
+            if point.peak_power_w < lowest:
+                kept.append(point)
+                lowest = point.peak_power_w
+        kept.reverse()  # ascending power, ascending frequency
+        return cls([p.peak_power_w for p in kept], kept)
+
+    def highest_under(self, cap_w: float | None) -> ProfilePoint | None:
+        if cap_w is None:
+            return self.points[-1] if self.points else None
+        index = bisect.bisect_right(self.powers_w, cap_w) - 1
+        return self.points[index] if index >= 0 else None

@@ -15,10 +15,11 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from wattcap.core.errors import WattcapError
 from wattcap.core.version import __version__
 
 
-class WattcapFileError(ValueError):
+class WattcapFileError(WattcapError, ValueError):
     """A wattcap file is missing, corrupt, of another kind or version, or does not match."""
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from wattcap.core.errors import WattcapError
 from wattcap.data.transforms import check_convertible, convert_images, convert_stats
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 TASKS = ("image-classification", "char-lm")
 
 
-class DatasetFormatError(ValueError):
+class DatasetFormatError(WattcapError, ValueError):
     """A data file is missing, truncated, corrupt or not in the format its reader expects."""
 
     def __init__(self, path: str | Path | None, problem: str) -> None:

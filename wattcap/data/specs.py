@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from wattcap.core.errors import WattcapError
 from wattcap.data.base import (
     ArrayDataset,
     Dataset,
@@ -45,11 +46,11 @@ if TYPE_CHECKING:
 AnyDataset = Union[ArrayDataset, UInt8ImageDataset]  # noqa: UP007 - a runtime alias
 
 
-class DataSpecError(ValueError):
+class DataSpecError(WattcapError, ValueError):
     """A data spec that names no known data set or format."""
 
 
-class DataMismatchError(ValueError):
+class DataMismatchError(WattcapError, ValueError):
     """Data that does not fit the model it is meant for (input shape, task, classes)."""
 
 

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from wattcap.core.errors import WattcapError
+
 # ITU-R BT.601 luma weights, the ones Pillow's convert("L") uses.
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 
 
-class ShapeConversionError(ValueError):
+class ShapeConversionError(WattcapError, ValueError):
     """The images cannot be converted to the requested shape."""
 
 

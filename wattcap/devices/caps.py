@@ -41,8 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from wattcap.core.errors import WattcapError
 
-class CapSourceError(ValueError):
+
+class CapSourceError(WattcapError, ValueError):
     """A cap source that cannot be built or read: a bad file, spec or value."""
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
+from wattcap.core.errors import WattcapError
 
 
-class DeviceError(RuntimeError):
+class DeviceError(WattcapError, RuntimeError):
     """A device problem, with a hint telling the user how to fix it."""
 
     def __init__(self, message: str, hint: str | None = None) -> None:
+        # the text carries the fix on its own line (as every device message always has)
+        super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
         self.message = message
         self.hint = hint
-        super().__init__(message if hint is None else f"{message}\n  fix: {hint}")
 
 class DevicePermissionError(DeviceError):
     """Writing a setting (clocks, governor) needs privileges we do not have."""

@@ -37,11 +37,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from wattcap.core.errors import WattcapError
 from wattcap.models.fingerprint import architecture_fingerprint
 from wattcap.models.registry import TASKS, ModelSpec
 
 
-class UserModelError(ValueError):
+class UserModelError(WattcapError, ValueError):
     """A user's model cannot be resolved, built or run; the message says what to fix."""
 
 

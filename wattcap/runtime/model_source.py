@@ -7,12 +7,14 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from wattcap.core.errors import WattcapError
+
 if TYPE_CHECKING:
 
     from wattcap.devices.workload import Workload
 
 
-class ModelSourceError(ValueError):
+class ModelSourceError(WattcapError, ValueError):
     """`model=` is not something wattcap can train."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.errors import WattcapError
 from wattcap.core.objective import Objective, ObjectiveError
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.core.schema import WattcapFileError
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 REPLAN_WITHOUT_REPORT_STEPS = 200
 
 
-class SessionError(ValueError):
+class SessionError(WattcapError, ValueError):
     """A Session cannot start or go on as asked (no plan possible, a misuse of the API)."""
 
 

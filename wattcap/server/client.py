@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel
 
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.errors import WattcapError
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import VersionedFile, WattcapFileError
 from wattcap.server import CHECKSUM_HEADER
@@ -38,7 +39,7 @@ _M = TypeVar("_M", bound=BaseModel)
 _F = TypeVar("_F", bound=VersionedFile)
 
 
-class ServerError(RuntimeError):
+class ServerError(WattcapError, RuntimeError):
     """The server refused a request, could not be reached, or sent something invalid."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:

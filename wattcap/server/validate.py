@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.errors import WattcapError
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import WattcapFileError
 
@@ -27,7 +28,7 @@ _SAFETENSORS_DTYPES = {
 }
 
 
-class PayloadError(ValueError):
+class PayloadError(WattcapError, ValueError):
     """An upload that is not what it claims to be (answered with a 4xx, nothing stored)."""
 
 

@@ -22,6 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from wattcap.core.errors import WattcapError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -30,7 +32,7 @@ DEFAULT_LOCAL_CPUS = 2
 _INSTALL_HINT = "Ray is not installed: pip install 'wattcap[ray]' (or run without --ray)"
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(WattcapError, RuntimeError):
     """An executor cannot start (Ray missing, no cluster at the address, a bad spec)."""
 
 
