@@ -10,6 +10,7 @@ from wattcap.core.version import __version__
 
 if TYPE_CHECKING:
     from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import SessionConfig
 
 
 def __getattr__(name: str) -> Any:
@@ -17,7 +18,11 @@ def __getattr__(name: str) -> Any:
         from wattcap.runtime.session import Session
 
         return Session
+    if name == "SessionConfig":
+        from wattcap.runtime.session_config import SessionConfig
+
+        return SessionConfig
     raise AttributeError(f"module 'wattcap' has no attribute {name!r}")
 
 
-__all__ = ["Session", "__version__"]
+__all__ = ["Session", "SessionConfig", "__version__"]

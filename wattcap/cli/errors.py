@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
@@ -33,7 +32,7 @@ def report_error(err: WattcapError) -> int:
 class WattcapGroup(TyperGroup):
     """The app's command group: runs a command and maps its WattcapError to a clean exit."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
             return super().invoke(ctx)
         except WattcapError as err:

@@ -38,24 +38,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
-from wattcap.core.errors import WattcapError
-from wattcap.core.objective import Objective, ObjectiveError
+from wattcap.core.objective import Objective
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.core.schema import WattcapFileError
 from wattcap.data.loader import move_to_device
 from wattcap.devices.base import Device, out_of_memory_as_device_error
-from wattcap.devices.caps import CapSource, CapSourceError, ConstantCap
+from wattcap.devices.caps import CapSource
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.signals import exit_cleanly_on_signals
+from wattcap.runtime.cap_control import CapControl
 from wattcap.runtime.cap_follower import (
-    CAP_POLICIES,
-    CapFollower,
     CapPolicy,
-    ConfigChooser,
-    Target,
-    resolve_cap_source,
 )
 from wattcap.runtime.checkpoint import Checkpoint, SessionState
+from wattcap.runtime.checkpointing import Checkpointing
+from wattcap.runtime.device_guard import DeviceGuard
+from wattcap.runtime.errors import SessionError
+from wattcap.runtime.gns_part import NoiseScalePart
 from wattcap.runtime.meter import MeterState, PowerMeter
 from wattcap.runtime.model_source import (
     ModelSourceError,
@@ -63,6 +62,8 @@ from wattcap.runtime.model_source import (
     module_workload,
     resolve_model,
 )
+from wattcap.runtime.record_builder import RecordBuilder
+from wattcap.runtime.session_config import SessionConfig
 from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from wattcap.core.plan import Choice, Plan
     from wattcap.core.profile import ProfileTable
     from wattcap.devices.workload import StepCost, Workload
+    from wattcap.runtime.cap_follower import CapFollower
     from wattcap.runtime.gns_replan import GnsSettings, NoiseScaleReplan
     from wattcap.runtime.noise_scale import LossOf
 
@@ -80,8 +82,6 @@ if TYPE_CHECKING:
 REPLAN_WITHOUT_REPORT_STEPS = 200
 
 
-class SessionError(WattcapError, ValueError):
-    """A Session cannot start or go on as asked (no plan possible, a misuse of the API)."""
 
 
 @dataclass
@@ -207,35 +207,67 @@ class Session:
         config: TrainConfig | None = None,
         weights_source: str | None = None,
     ) -> None:
-        if power_cap_w is not None and not power_cap_w > 0:  # also refuses nan
-            raise SessionError(f"the power cap must be a positive number of watts or None, "
-                               f"got {power_cap_w!r}")
-        if target_accuracy is not None and not 0 < target_accuracy <= 1:
-            raise SessionError(f"target accuracy must be in (0, 1], got {target_accuracy}")
-        if drift_tolerance < 0:
-            raise SessionError(f"drift_tolerance must be >= 0, got {drift_tolerance}")
+        self._build(SessionConfig(
+            device=device, model=model, example_input=example_input, model_name=model_name,
+            profile=profile, efficiency=efficiency, power_cap_w=power_cap_w,
+            power_cap=power_cap, objective=objective, cap_policy=cap_policy,
+            max_pause_s=max_pause_s, method=method, reference_profiles=reference_profiles,
+            batch_size=batch_size, frequency_hz=frequency_hz,
+            target_accuracy=target_accuracy, sample_budget=sample_budget, lr_ref=lr_ref,
+            batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
+            margin_sigmas=margin_sigmas, checkpoint_dir=checkpoint_dir, identity=identity,
+            dataset=dataset, handle_signals=handle_signals, restore=restore,
+            progress=progress, progress_every=progress_every, config=config,
+            weights_source=weights_source))
+
+    @classmethod
+    def from_config(cls, config: SessionConfig) -> Session:
+        """A Session built from a `SessionConfig` (the same as passing its fields as
+        keywords). Like the constructor, it opens no device: `start()` does."""
+        session = cls.__new__(cls)
+        session._build(config)
+        return session
+
+    def _build(self, cfg: SessionConfig) -> None:
+        """Set up the parts and the run state from a checked config; plan now from given files
+        (profile="auto" waits for start(), which measures the device first)."""
+        self.settings = cfg
+        device = cfg.device
+        # A device given by name is opened by start(), never here: building a Session touches
+        # no hardware (the name is enough to plan from given files).
         self._owns_device = isinstance(device, str)
-        if isinstance(device, str):
-            from wattcap.devices import get_device
+        self._device_name: str | None = device if isinstance(device, str) else None
+        self.device: Device | None = None if isinstance(device, str) else device
+        self._has_device = device is not None
+        self.power_cap_w = cfg.power_cap_w
+        self.method = cfg.method
+        self.target_accuracy = cfg.target_accuracy
+        self.sample_budget = cfg.sample_budget
+        self.dataset = cfg.dataset
+        self.config = cfg.config
+        self.weights_source = cfg.weights_source
+        self.progress = cfg.progress
+        self.progress_every = max(1, cfg.progress_every)
+        self._handle_signals = cfg.handle_signals
+        self._restore = cfg.restore
+        self._checkpoint = Checkpoint(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir else None
 
-            device = get_device(device)
-        self.device: Device | None = device
-        self.power_cap_w = power_cap_w
-        self.method = method
-        self.target_accuracy = target_accuracy
-        self.sample_budget = sample_budget
-        self.dataset = dataset
-        self.config = config
-        self.weights_source = weights_source
-        self.progress = progress
-        self.progress_every = max(1, progress_every)
-        self._handle_signals = handle_signals
-        self._restore = restore
-        self._checkpoint = Checkpoint(Path(checkpoint_dir)) if checkpoint_dir else None
+        # set by the cap part (CapControl.init) when the plan is made
+        self.objective: Objective = Objective.of("time")
+        self.cap_source: CapSource | None = None
+        self.cap_policy: CapPolicy = "replan"
+        self.max_pause_s: float | None = None
+        self._follower: CapFollower | None = None
+        # the parts, each with one job (their state lives on the session, read by all)
+        self._cap = CapControl(self)
+        self._checkpointing = Checkpointing(self)
+        self._noise = NoiseScalePart(self)
+        self._records = RecordBuilder(self)
+        self._guard_part = DeviceGuard(self)
 
-        self._watchdog_on = watchdog
-        self._drift_tolerance = drift_tolerance
-        self.margin_sigmas = margin_sigmas
+        self._watchdog_on = cfg.watchdog
+        self._drift_tolerance = cfg.drift_tolerance
+        self.margin_sigmas = cfg.margin_sigmas
 
         # run state
         self.samples = 0
@@ -246,7 +278,7 @@ class Session:
         self.events: list[str] = []
         self.resumed_from_samples: int | None = None
         self.record: RunRecord | None = None
-        self._meter = PowerMeter(device.sensor_period_s if device is not None else 0.0)
+        self._meter = PowerMeter(self.device.sensor_period_s if self.device is not None else 0.0)
         self._guard: CapWatchdog | None = None
         self._monitor: DriftMonitor | None = None
         self._stack: ExitStack | None = None
@@ -266,38 +298,71 @@ class Session:
         self._measure_workload: Callable[[], Workload] | None = None
         self._workload: Workload | None = None
         self._step_factory: Callable[[int, str], Callable[[], object]] | None = None
-        self._model_name_override = model_name
+        self._model_name_override = cfg.model_name
         self.identity: dict[str, Any] = {}
-        if model is not None:
-            self.adopt_model(model, example_input)
-        gns_settings = _gns_settings(efficiency)
-        self.efficiency = None if gns_settings is not None else _load_efficiency(efficiency)
-        self.profile = self._auto_profile(batch_size) if profile == "auto" else \
-            _load_profile(profile)
+        if cfg.model is not None:
+            self.adopt_model(cfg.model, cfg.example_input)
+        self._gns_settings = _gns_settings(cfg.efficiency)
+        self.efficiency = None if self._gns_settings is not None else \
+            _load_efficiency(cfg.efficiency)
+        self._gns: NoiseScaleReplan | None = None
+        self._reference_profiles = cfg.reference_profiles
+        self.plan: Plan | None = None
+        self.choice: Choice | None = None
+        self._batch_size: int | None = cfg.batch_size
+        self.frequency_hz: int | None = cfg.frequency_hz
+        # profile="auto" measures the device: that waits for start(); given files plan now
+        self._profile_pending = cfg.profile == "auto"
+        self.profile = None if self._profile_pending else _load_profile(cfg.profile)
+        if not self._profile_pending:
+            self._make_plan()
+
+    def _make_plan(self) -> None:
+        """Check the profile against the model (and the device, once open), resolve the cap,
+        run Algorithm 1 (or take the given configuration), and derive the learning rate."""
+        planning = self.settings  # read once the profile is known (now, or in start())
         if self.profile is not None and self.device is not None:
             self.profile.check_matches(device=self.device.name, source="profile")
         if self.profile is not None and self.model_name is not None:
             self.profile.check_matches(model=self.model_name, source="profile",
                                        architecture_fingerprint=self.architecture_fingerprint)
-        self._reference_profiles = reference_profiles
-        self._init_moving_cap(power_cap, objective, cap_policy, max_pause_s,
-                              batch_size_given=batch_size is not None)
-        self.plan: Plan | None = None
-        self.choice: Choice | None = None
+        self._cap.init(planning.power_cap, planning.objective, planning.cap_policy,
+                       planning.max_pause_s, batch_size_given=planning.batch_size is not None)
         self.batch_size, self.frequency_hz = self._decide(
-            batch_size, frequency_hz, reference_profiles)
-        self.lr_ref = lr_ref if lr_ref is not None else (
+            planning.batch_size, planning.frequency_hz, self._reference_profiles)
+        self.lr_ref = planning.lr_ref if planning.lr_ref is not None else (
             self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
-        self.batch_size_ref = batch_size_ref if batch_size_ref is not None else (
-            self.efficiency.batch_size_ref if self.efficiency is not None
-            else DEFAULT_BATCH_SIZE_REF)
-        self.identity = identity if identity is not None else {
+        self.batch_size_ref = planning.batch_size_ref if planning.batch_size_ref is not None \
+            else (self.efficiency.batch_size_ref if self.efficiency is not None
+                  else DEFAULT_BATCH_SIZE_REF)
+        self.identity = planning.identity if planning.identity is not None else {
             "model": self.model_name, "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate, "target_accuracy": target_accuracy,
+            "learning_rate": self.learning_rate, "target_accuracy": self.target_accuracy,
         }
-        self._gns: NoiseScaleReplan | None = None
-        if gns_settings is not None:
-            self._start_gns(gns_settings, reference_profiles)
+        if self._gns_settings is not None:
+            self._noise.start(self._gns_settings, self._reference_profiles)
+
+    @property
+    def batch_size(self) -> int:
+        """The batch size of the plan (it may change during a run: read it each iteration)."""
+        if self._batch_size is None:
+            raise SessionError("profile='auto': the batch size is planned when the session "
+                               "starts (it profiles the device first); call start(), or use "
+                               "the session in a `with` block, before reading it")
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        self._batch_size = value
+
+    def _open_device(self) -> None:
+        """Open the device given by name (the Session then closes it on exit)."""
+        if self._device_name is None or self.device is not None:
+            return
+        from wattcap.devices import get_device
+
+        self.device = get_device(self._device_name)
+        self._meter.period_s = self.device.sensor_period_s
 
     def _auto_profile(self, batch_size: int | None) -> ProfileTable:
         """Profile the model on the device now (pruned for the cap; every point without one),
@@ -440,29 +505,42 @@ class Session:
         self.close(failed=exc_type is not None)
 
     def start(self) -> None:
-        """Apply the frequency, start the watch; `close` undoes it (a `with` block does both)."""
+        """Open the device (given by name), profile it (profile="auto") and plan, apply the
+        frequency, start the watch; `close` undoes it (a `with` block does both)."""
         if self._open:
             raise SessionError("the session is already running")
         stack = ExitStack()
+        stack_has_restore = False
         try:
+            if self._device_name is not None and self.device is None:
+                self._open_device()
+                stack_has_restore = True
+                if self._restore:  # close what this session opened, whatever happens next
+                    stack.callback(self._guard_part.restore)
+                if self.profile is not None and self.device is not None:
+                    self.profile.check_matches(device=self.device.name, source="profile")
+            if self._profile_pending:
+                self.profile = self._auto_profile(self.settings.batch_size)
+                self._profile_pending = False
+                self._make_plan()
             if self._handle_signals:
                 stack.enter_context(exit_cleanly_on_signals())
             device = self.device
             if device is not None:
-                if self._restore:
-                    stack.callback(self._restore_device)
+                if self._restore and not stack_has_restore:
+                    stack.callback(self._guard_part.restore)
                 if self.frequency_hz is not None:
-                    self._apply_frequency(self.frequency_hz, "plan")
+                    self._guard_part.apply_frequency(self.frequency_hz, "plan")
                 self._counter_start_j = device.energy_counter_j()
                 stack.enter_context(device.sensor_ticks(self._meter))
                 if self._watchdog_on:
                     self._guard = CapWatchdog(device, self.power_cap_w)
                     stack.enter_context(device.sensor_ticks(self._guard))
                 if self.profile is not None and self._drift_tolerance > 0:
-                    self._monitor = self._make_monitor()
+                    self._monitor = self._guard_part.make_monitor()
                     if self._monitor is not None:
                         stack.enter_context(device.sensor_ticks(self._monitor))
-                self._start_cap_follower(stack)
+                self._cap.start_follower(stack)
         except BaseException:
             stack.close()
             raise
@@ -470,37 +548,8 @@ class Session:
         self._open = True
         self._wall_start = time.monotonic()
 
-    def _make_monitor(self) -> DriftMonitor | None:
-        assert self.device is not None and self.profile is not None
-        if self.model_name is None:
-            self.events.append("drift monitor off: the session has no model to re-measure")
-            return None
-        from wattcap.measure.profiling import Profiler
 
-        profiler = Profiler(self.device, self.model_name, batch_sizes=(self.batch_size,),
-                            workload=self.workload, step_factory=self._step_factory)
-        return DriftMonitor(self.device, self.profile, self.batch_size,
-                            power_cap_w=self.power_cap_w, tolerance=self._drift_tolerance,
-                            watchdog=self._guard, profiler=profiler,
-                            margin_sigmas=self.margin_sigmas)
 
-    def _apply_frequency(self, frequency_hz: int, why: str) -> None:
-        assert self.device is not None
-        applied = self.device.set_frequency_hz(frequency_hz)
-        if self.profile is not None and self.power_cap_w is not None:
-            point = self.profile.lookup(self.batch_size, frequency_hz)
-            if point is not None and point.peak_power_w > self.power_cap_w:
-                self.events.append(
-                    f"{why}: b={self.batch_size} at {frequency_hz / 1e6:.1f} MHz peaked at "
-                    f"{point.peak_power_w:.2f} W in the profile, above the cap "
-                    f"{self.power_cap_w:g} W: the watchdog will step it down")
-        self.frequency_hz = applied
-
-    def _restore_device(self) -> None:
-        assert self.device is not None
-        self.device.restore()
-        if self._owns_device and hasattr(self.device, "close"):
-            self.device.close()
 
     def close(self, failed: bool = False) -> RunRecord | None:
         """Stop the watch, build the RunRecord, restore the device. Idempotent."""
@@ -511,8 +560,8 @@ class Session:
             if self._guard is not None:
                 self._guard.finish()
             try:
-                self.record = self._build_record()
-                self._add_cap_history(self.record)
+                self.record = self._records.build()
+                self._cap.add_history(self.record)
             except Exception:  # noqa: BLE001 - a failed run must still restore the device
                 if not failed:
                     raise
@@ -562,7 +611,7 @@ class Session:
         device cost is that of a batch of `samples` (default: the batch size)."""
         if not self._open:
             raise SessionError("use the session in a `with` block (or call start()) first")
-        self._cap_before_step()
+        self._cap.before_step()
         if self.device is not None:
             self._step_start_s = self.device.now_s()
             self._timer = self.device.begin_step(self._cost(samples or self.batch_size))
@@ -585,7 +634,7 @@ class Session:
         self.samples += trained
         self.steps += 1
         self._steps_since_report += 1
-        self._cap_after_step(trained, busy_s)
+        self._cap.after_step(trained, busy_s)
         if self._monitor is not None and self._monitor.pending is not None \
                 and self._steps_since_report >= REPLAN_WITHOUT_REPORT_STEPS:
             self._replan_if_due()  # a loop that never reports still gets its re-plan
@@ -618,12 +667,12 @@ class Session:
                            accuracy=float(accuracy), device_time_s=self.device_time_s)
         self.curve.append(point)
         self._steps_since_report = 0
-        self._cap_take_pending()  # between steps: the next batch is fetched after this
+        self._cap.take_pending()  # between steps: the next batch is fetched after this
         if not self.reached:
             self._replan_if_due()
-        self._gns_replan_if_due()
+        self._noise.replan_if_due()
         if self._attached is not None and self._checkpoint is not None:
-            self.save_checkpoint()
+            self._checkpointing.save()
         if self.progress is not None:
             self.progress(self.status())
         return point
@@ -636,7 +685,7 @@ class Session:
             # The re-measure interrupted training; its device time is paid by this run.
             self.device_time_s += replan.remeasure_device_s
             self.frequency_hz = replan.to_hz
-            self._cap_after_drift_replan(replan.to_hz)
+            self._cap.after_drift_replan(replan.to_hz)
 
     @property
     def reached(self) -> bool:
@@ -689,324 +738,35 @@ class Session:
             batch_size=self.batch_size, sample_budget=self.sample_budget,
             paused=self._follower is not None and self._follower.paused)
 
-    # -- checkpoints -----------------------------------------------------------------------------
+    # -- the parts' public faces ----------------------------------------------------------------
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                ) -> bool:
         """Let the session checkpoint `model` and `optimizer` at every `report` (with a
         checkpoint_dir), and resume them now from an earlier checkpoint of this run; True when
         it resumed."""
-        self._attached = (model, optimizer)
-        if self._checkpoint is None or not self._checkpoint.exists():
-            return False
-        self.resume(model, optimizer)
-        return True
+        return self._checkpointing.attach(model, optimizer)
 
     def save_checkpoint(self, extra: dict[str, Any] | None = None) -> None:
         """Write the attached model and optimizer and the run state (atomically)."""
-        if self._checkpoint is None or self._attached is None:
-            raise SessionError("save_checkpoint needs a checkpoint_dir and attach(model, ...)")
-        if not self.reached:
-            self._replan_if_due()
-        model, optimizer = self._attached
-        self._checkpoint.save(model, optimizer, self._state(extra or {}))
-
-    def _state(self, extra: dict[str, Any]) -> SessionState:
-        guard, monitor = self._guard, self._monitor
-        if self._gns is not None and self._gns.vector is not None:
-            extra = {**extra, "gns_vector": self._gns.vector.model_dump(mode="json")}
-        return SessionState(
-            identity=self.identity, samples=self.samples, steps=self.steps, curve=self.curve,
-            device_time_s=self.device_time_s, meter=self._meter.state(), events=self.events,
-            counter_energy_j=self._counter_energy_j(),
-            frequency_hz=self.device.current_frequency_hz() if self.device else None,
-            batch_size=self.batch_size,
-            cap_violations=guard.violations if guard else [],
-            frequency_steps=guard.steps if guard else [],
-            drift_events=monitor.events if monitor else [],
-            replans=monitor.replans if monitor else [], extra=extra,
-            cap=self._follower.state_dict() if self._follower is not None else None)
+        self._checkpointing.save(extra)
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                ) -> SessionState:
         """Load the checkpoint into `model`/`optimizer` and the run state into the session."""
-        if self._checkpoint is None or not self._checkpoint.exists():
-            raise SessionError("no checkpoint to resume from")
-        state = self._checkpoint.load(model, optimizer)
-        if state.identity != _jsonable(self.identity):
-            raise WattcapFileError(
-                f"{self._checkpoint.folder}: the checkpoint belongs to another run "
-                "configuration; use another checkpoint folder or delete it")
-        self.samples = self.resumed_from_samples = state.samples
-        self.steps = state.steps
-        self.curve = list(state.curve)
-        self._crossing = None
-        self.device_time_s = state.device_time_s
-        self._meter.peak_w = state.meter.peak_w
-        self._meter.total_w = state.meter.total_w
-        self._meter.readings = state.meter.readings
-        self.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
-        if state.counter_energy_j is not None:
-            self._energy_before_j = state.counter_energy_j
-            if self.device is not None:
-                self._counter_start_j = self.device.energy_counter_j()
-        else:
-            self._energy_before_j = self._meter.energy_j
-        if self._guard is not None:
-            self._guard.violations += state.cap_violations
-            self._guard.steps += state.frequency_steps
-        if self._monitor is not None:
-            self._monitor.events += state.drift_events
-            self._monitor.replans += state.replans
-            self._monitor.adopt(state.replans)
-        device = self.device
-        saved_hz = state.frequency_hz
-        if self._gns is not None and "gns_vector" in state.extra:
-            self._resume_gns(state, model, optimizer)
-        # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the
-        # frequency applied now may be the plan's).
-        if (device is not None and saved_hz is not None
-                and saved_hz < device.current_frequency_hz()
-                and saved_hz in device.frequencies_hz()):
-            device.set_frequency_hz(saved_hz)
-            self.frequency_hz = saved_hz
-            if self._guard is not None:
-                self._guard.set_ceiling_hz(saved_hz)
-        self._resume_moving_cap(state)
-        return state
+        return self._checkpointing.resume(model, optimizer)
 
-    # -- r_b from the gradient noise scale (efficiency="gns") ----------------------------------
-    def _start_gns(self, settings: GnsSettings,
-                   reference_profiles: list[ProfileTable] | None) -> None:
-        from wattcap.runtime.gns_replan import NoiseScaleReplan
-
-        if self.profile is None:
-            raise SessionError("efficiency='gns' re-plans with Algorithm 1: it needs a profile")
-        self._gns = NoiseScaleReplan(settings, self.profile, self.power_cap_w, self.method,
-                                     reference_profiles, self.margin_sigmas)
-        self.events.append(
-            f"gns: r_b is measured from the gradient noise scale over the first "
-            f"{settings.samples} samples at b={self.batch_size} ({settings.chunks} chunks per "
-            "batch), then the run re-plans")
+    def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """`loss_of(inputs, targets).backward()`; while the noise scale is measured
+        (efficiency='gns'), the chunked backward that measures it (same gradient in `.grad`,
+        each chunk normalised on its own). Needs `attach(model, optimizer)` first."""
+        self._noise.backward(loss_of, inputs, targets)
 
     @property
     def measuring_noise_scale(self) -> bool:
         """efficiency='gns' and the noise scale is still being measured."""
         return self._gns is not None and self._gns.measuring
 
-    def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
-        """`loss_of(inputs, targets).backward()`; while the noise scale is measured
-        (efficiency='gns'), the chunked backward that measures it (same gradient in `.grad`,
-        each chunk normalised on its own). Needs `attach(model, optimizer)` first."""
-        gns = self._gns
-        if gns is None or not gns.measuring:
-            loss_of(inputs, targets).backward()
-            return
-        if gns.gns is None:
-            if self._attached is None or self._attached[1] is None:
-                raise SessionError("efficiency='gns' measures with the optimiser's state: call "
-                                   "session.attach(model, optimizer) first")
-            gns.attach(self._attached[0], self._attached[1], self.batch_size)
-        gns.backward(loss_of, inputs, targets)
-
-    def _gns_context(self) -> dict[str, Any]:
-        from wattcap.models import get_model_spec
-
-        try:
-            task = get_model_spec(self.model_name or "").task
-        except (KeyError, ValueError):
-            task = "custom"
-        workload = self.workload
-        return {"model": self.model_name or "unknown",
-                "input_shape": list(workload.input_shape) if workload is not None else [],
-                "dataset": self.dataset, "task": task, "lr_ref": self.lr_ref,
-                "batch_size_ref": self.batch_size_ref}
-
-    def _gns_replan_if_due(self) -> None:
-        gns = self._gns
-        if gns is None or not gns.due(self.samples):
-            return
-        try:
-            choice = gns.replan(**self._gns_context())
-        except ValueError as err:
-            raise SessionError(f"gns re-plan: {err}") from None
-        assert gns.vector is not None and gns.vector.noise_scale is not None
-        self.efficiency = gns.vector
-        self.events.append(f"gns: {gns.vector.noise_scale.describe()}")
-        self._adopt_gns_choice(choice.batch_size, choice.frequency_hz, "gns re-plan")
-
-    def _adopt_gns_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
-        old_b, old_hz, old_lr = self.batch_size, self.frequency_hz, self.learning_rate
-        self.batch_size = batch_size
-        if self.device is not None:
-            self._apply_frequency(frequency_hz, why)
-            if self._guard is not None:
-                self._guard.set_ceiling_hz(self.frequency_hz or frequency_hz)
-        else:
-            self.frequency_hz = frequency_hz
-        if self._monitor is not None:
-            self._monitor.batch_size = batch_size  # drift is checked at the new row
-        if self._attached is not None and self._attached[1] is not None:
-            for group in self._attached[1].param_groups:  # √ rule; Adam's moments are kept
-                group["lr"] = self.learning_rate
-        self.events.append(
-            f"{why} at {self.samples} samples: b={old_b} -> {self.batch_size}, "
-            f"{_mhz(old_hz)} -> {_mhz(self.frequency_hz)}, learning rate {old_lr:.3g} -> "
-            f"{self.learning_rate:.3g}")
-
-    def _resume_gns(self, state: SessionState, model: Any, optimizer: Any) -> None:
-        """A checkpoint written after the re-plan: the measured vector and its choice."""
-        from wattcap.core.efficiency import EfficiencyVector
-
-        assert self._gns is not None
-        vector = EfficiencyVector.model_validate(state.extra["gns_vector"])
-        self._gns.vector = self.efficiency = vector
-        self.batch_size = state.batch_size
-        if self.device is not None and state.frequency_hz is not None \
-                and state.frequency_hz in self.device.frequencies_hz():
-            self._apply_frequency(state.frequency_hz, "resumed gns plan")
-        if self._monitor is not None:
-            self._monitor.batch_size = self.batch_size
-
-    # -- the record ------------------------------------------------------------------------------
-    def _counter_energy_j(self) -> float | None:
-        if self._counter_start_j is None or self.device is None:
-            return None
-        now_j = self.device.energy_counter_j()
-        return None if now_j is None else self._energy_before_j + now_j - self._counter_start_j
-
-    def _build_record(self) -> RunRecord:
-        guard, monitor, device = self._guard, self._monitor, self.device
-        events = list(self.events)
-        if guard is not None:
-            for v in guard.violations:
-                events.append(f"cap exceeded for {v.duration_s:.2f} s at t={v.start_s:.1f} s "
-                              f"(max {v.max_power_w:.2f} W)")
-            events += [f"watchdog: {note}" for note in guard.notes]
-        if monitor is not None:
-            events += [f"drift monitor: {note}" for note in monitor.notes]
-            for replan in monitor.replans:
-                events.append(
-                    f"re-planned at t={replan.time_s:.1f} s: {replan.from_hz / 1e6:.1f} -> "
-                    f"{replan.to_hz / 1e6:.1f} MHz ({replan.reason}; re-measured "
-                    f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
-        if device is not None and device.sensor_error is not None:
-            events.append(f"power sensor stopped: {device.sensor_error.message}")
-        energy_j = self._counter_energy_j()
-        energy_source = None if device is None else "sensor" if energy_j is None else "counter"
-        if energy_j is None:
-            energy_j = self._meter.energy_j
-        reached_at = self.samples_to_target
-        time_to_accuracy_s = None if reached_at is None else self.time_at_samples_s(reached_at)
-        return RunRecord(
-            config=self.config, model=self.model_name or "unknown", batch_size=self.batch_size,
-            learning_rate=self.learning_rate, target_accuracy=self.target_accuracy,
-            sample_budget=self.sample_budget, dataset=self.dataset, method=self.method,
-            device=device.name if device else None,
-            device_kind=device.kind if device else None, torch_device=self.torch_device,
-            frequency_hz=device.current_frequency_hz() if device else None,
-            power_cap_w=self.power_cap_w, reached=reached_at is not None,
-            samples_to_target=reached_at, time_to_accuracy_s=time_to_accuracy_s,
-            samples_seen=self.samples, steps=self.steps,
-            final_accuracy=self.curve[-1].accuracy if self.curve else 0.0, curve=self.curve,
-            device_time_s=self.device_time_s, energy_j=energy_j,
-            peak_power_w=self._meter.peak_w, avg_power_w=self._meter.average_w,
-            cap_violations=guard.violations if guard else [],
-            frequency_steps=guard.steps if guard else [],
-            drift_events=monitor.events if monitor else [],
-            replans=monitor.replans if monitor else [], energy_source=energy_source,
-            events=events, resumed_from_samples=self.resumed_from_samples,
-            wall_time_s=time.monotonic() - self._wall_start,
-            weights_source=self.weights_source,
-            architecture_fingerprint=self.architecture_fingerprint,
-        )
-
-    # -- a moving cap (issue 19) -----------------------------------------------------------------
-    def _init_moving_cap(self, power_cap: CapSource | str | float | None,
-                         objective: Objective | str | None, cap_policy: CapPolicy | None,
-                         max_pause_s: float | None, batch_size_given: bool) -> None:
-        """Resolve the cap source, the objective and the policy; set `power_cap_w` to the cap
-        the first plan is made for."""
-        try:
-            self.objective = objective if isinstance(objective, Objective) else \
-                Objective.of(objective or "time")
-        except ObjectiveError as err:
-            raise SessionError(str(err)) from None
-        if max_pause_s is not None and not max_pause_s > 0:
-            raise SessionError(f"max_pause_s must be a positive number of seconds, got "
-                               f"{max_pause_s!r}")
-        if cap_policy is not None and cap_policy not in CAP_POLICIES:
-            raise SessionError(f"unknown cap_policy {cap_policy!r}; expected one of "
-                               f"{', '.join(CAP_POLICIES)}")
-        self.max_pause_s = max_pause_s
-        self.cap_source: CapSource | None = None
-        self._follower: CapFollower | None = None
-        self.cap_policy: CapPolicy = cap_policy or (
-            "safe-frequency" if self.method in ("baseline-1", "baseline-2")
-            else "frequency" if batch_size_given else "replan")
-        if power_cap is None:
-            return
-        if self.power_cap_w is not None:
-            raise SessionError("give power_cap_w (a constant cap) or power_cap (a cap source), "
-                               "not both")
-        try:
-            source = resolve_cap_source(power_cap)
-            initial_w = source.cap_w(0.0) if source is not None else None
-        except CapSourceError as err:
-            raise SessionError(str(err)) from None
-        if isinstance(source, ConstantCap):
-            if initial_w is not None and not initial_w > 0:
-                raise SessionError(f"the power cap must be a positive number of watts or None, "
-                                   f"got {initial_w!r}")
-            self.power_cap_w = initial_w
-            return
-        if self.device is None:
-            raise SessionError("a moving power cap needs a device: its sensor ticks read the "
-                               "cap and keep it")
-        self.cap_source = source
-        if self.profile is not None and initial_w is not None:
-            # a run that starts below every configuration starts paused, but still needs a
-            # first plan: the one for the lowest cap anything meets (with the margin)
-            from wattcap.algorithms.planner import with_power_margin
-
-            margined = with_power_margin(self.profile, self.margin_sigmas)
-            initial_w = max(initial_w, min(p.peak_power_w for p in margined.points))
-        self.power_cap_w = initial_w
-
-    def _start_cap_follower(self, stack: ExitStack) -> None:
-        device, source = self.device, self.cap_source
-        if device is None or source is None:
-            return
-        chooser = None
-        if self.profile is not None:
-            refs = self._reference_profiles
-            if refs is None and self.cap_policy == "safe-frequency":
-                from wattcap.measure.references import reference_profiles_for
-
-                refs = reference_profiles_for(self.profile)
-            chooser = ConfigChooser(
-                self.profile, self.cap_policy, self.batch_size,
-                self.frequency_hz or device.current_frequency_hz(),
-                efficiency=self.efficiency, objective=self.objective,
-                reference_profiles=refs, margin_sigmas=self.margin_sigmas)
-        else:
-            self.events.append("no profile: the moving cap is kept by the watchdog alone "
-                               "(no re-plan, no pause)")
-        follower = CapFollower(source, device, chooser, self.batch_size,
-                               device.current_frequency_hz(), watchdog=self._guard)
-        self._follower = follower
-        self._adopt_target(follower.begin())
-        stack.enter_context(device.sensor_ticks(follower))
-
-    def _adopt_target(self, target: Target) -> None:
-        follower = self._follower
-        assert follower is not None and self.device is not None
-        changed_b = target.batch_size != self.batch_size
-        self.batch_size = target.batch_size
-        self.frequency_hz = self.device.current_frequency_hz()
-        self.power_cap_w = follower.cap_w
-        if self._monitor is not None and changed_b:
-            self._monitor.follow(self.batch_size, self.power_cap_w)
-
+    # -- a moving cap ----------------------------------------------------------------------------
     @property
     def cap_stopped(self) -> bool:
         """A moving cap ended the run (see `stop_reason`)."""
@@ -1035,94 +795,7 @@ class Session:
                 changed = True
         return changed
 
-    def _cap_before_step(self) -> None:
-        if self._follower is None:
-            return
-        self._cap_wait_while_paused()
-        if self._follower.stopped is not None:
-            raise SessionError(f"the run has stopped: {self._follower.stopped} (check "
-                               "`session.done` after each step)")
 
-    def _cap_after_step(self, samples: int, busy_s: float) -> None:
-        follower = self._follower
-        if follower is None:
-            return
-        follower.on_step(samples, busy_s)
-        self._cap_wait_while_paused()
-        self._cap_take_pending()
-
-    def _cap_take_pending(self) -> None:
-        follower = self._follower
-        if follower is None:
-            return
-        target = follower.take_pending()
-        if target is not None:
-            self._adopt_target(target)
-        self.power_cap_w = follower.cap_w
-        if self._monitor is not None:
-            self._monitor.power_cap_w = follower.cap_w
-
-    def _cap_wait_while_paused(self) -> None:
-        """Idle the device, one sensor period at a time, while the cap is below every
-        configuration (the ticks read the cap meanwhile)."""
-        follower, device = self._follower, self.device
-        if follower is None or device is None or not follower.paused:
-            return
-        follower.start_idling()
-        if self.progress is not None:
-            self.progress(self.status())
-        periods = 0
-        while follower.paused and follower.stopped is None:
-            before_s = device.now_s()
-            device.idle(device.sensor_period_s)
-            idled_s = device.now_s() - before_s
-            self.device_time_s += idled_s
-            follower.on_idle(idled_s)
-            device.check_watch()
-            periods += 1
-            if self.max_pause_s is not None and follower.pause_s >= self.max_pause_s:
-                follower.stop(follower.run_s(), f"paused for {follower.pause_s:.1f} s, "
-                              f"longer than max_pause_s ({self.max_pause_s:g} s)")
-            if self.progress is not None and periods % self.progress_every == 0:
-                self.progress(self.status())
-        if self.progress is not None:
-            self.progress(self.status())
-
-    def _cap_after_drift_replan(self, frequency_hz: int) -> None:
-        follower = self._follower
-        if follower is None or self._monitor is None:
-            return
-        if follower.chooser is not None:
-            follower.chooser = follower.chooser.with_profile(self._monitor.reference)
-        follower.adopt_frequency(frequency_hz)
-
-    def _resume_moving_cap(self, state: SessionState) -> None:
-        follower = self._follower
-        if follower is None:
-            return
-        if state.cap is None:
-            raise WattcapFileError(
-                f"{self._checkpoint.folder if self._checkpoint else 'the checkpoint'}: it was "
-                "written without a moving cap; use another checkpoint folder or delete it")
-        follower.load_state_dict(state.cap)
-        self._adopt_target(Target(follower.batch_size, follower.target.frequency_hz))
-
-    def _add_cap_history(self, record: RunRecord) -> None:
-        record.objective = self.objective.describe()
-        follower = self._follower
-        if follower is None:
-            return
-        segments, timeline = follower.finish()
-        record.cap_source = follower.source.describe()
-        record.segments = segments
-        record.timeline = timeline
-        record.paused_s = follower.paused_s
-        record.stop_reason = follower.stopped
-        record.events = record.events + follower.events
-
-
-def _mhz(frequency_hz: int | None) -> str:
-    return "-" if frequency_hz is None else f"{frequency_hz / 1e6:.1f} MHz"
 
 
 def _gns_settings(efficiency: Any) -> GnsSettings | None:
@@ -1151,9 +824,6 @@ def _fingerprint(model: Any, name: str | None) -> str | None:
         return None
 
 
-def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
-    # The identity goes through JSON in the checkpoint: compare like with like.
-    return json.loads(json.dumps(value))
 
 
 def _load_profile(profile: Any) -> ProfileTable | None:
