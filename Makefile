@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast checks lint-imports typecheck lint bench clean venv
+.PHONY: demo test test-fast checks lint-imports typecheck deadcode lint bench clean venv
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,14 +19,19 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/wattcap demo --out demo-output
 
-# the layer contracts and the type checker run before the tests, in both test targets
+# the layer contracts, the type checker and the dead-code check run before the tests, in both
+# test targets
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-checks: lint-imports typecheck
+# dead code: vulture over the library, the tests, benchmarks and examples as its users
+deadcode: $(STAMP)
+	$(VENV)/bin/vulture
+
+checks: lint-imports typecheck deadcode
 
 test: checks
 	$(PY) -m pytest

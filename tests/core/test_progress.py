@@ -125,3 +125,47 @@ def test_a_pipe_gets_plain_lines_and_a_terminal_gets_a_bar() -> None:
     drawn = terminal.file.getvalue()
     assert "\x1b[" in drawn  # a live terminal display, not plain lines
     assert "3/4 points" in drawn and "b=8 f=921.6 MHz" in drawn
+
+
+def test_a_reporter_follows_the_one_progress_protocol() -> None:
+    from wattcap.core.progress import JobProgress
+
+    piped = Console(file=io.StringIO(), force_terminal=False, width=200)
+    with make_progress(piped, "sweep", 4, "runs") as report:
+        report.show(JobProgress(1, 4, "runs", "b=8 seed=0: 512 samples to target"))
+        assert (report.completed, report.total, report.detail) == \
+            (1, 4, "b=8 seed=0: 512 samples to target")
+        report.show(JobProgress(2, 6, "runs"))  # a grown total (retries); a message-less step
+        assert (report.completed, report.total, report.detail) == \
+            (2, 6, "b=8 seed=0: 512 samples to target")
+
+
+def test_a_session_status_is_a_progress_update() -> None:
+    from wattcap.runtime.session import SessionStatus
+
+    status = SessionStatus(samples=512, steps=16, device_time_s=3.25, accuracy=0.8,
+                           target_accuracy=0.9, power_w=4.5, power_cap_w=5.0,
+                           frequency_hz=614_400_000, batch_size=32, sample_budget=2048)
+    assert (status.done, status.total, status.unit, status.item) == (512, 2048, "samples",
+                                                                     status)
+    assert status.detail == ("accuracy 80.0% (target 90%), 4.50 W (cap 5 W), 614 MHz, "
+                             "3.2 s of device time")
+    piped = Console(file=io.StringIO(), force_terminal=False, width=200)
+    with make_progress(piped, "training", 2048, "samples") as report:
+        report.show(status)
+        assert report.completed == 512 and "614 MHz" in report.detail
+
+
+def test_every_long_job_takes_the_one_progress_callback() -> None:
+    import inspect
+
+    from wattcap.experiments.compare import estimate_proxy_efficiency, math_runs, run_comparison
+    from wattcap.measure.profiling import Profiler
+    from wattcap.train.efficiency import estimate_efficiency
+    from wattcap.train.noise_scale import estimate_efficiency_gns
+
+    for job in (Profiler, estimate_efficiency, estimate_efficiency_gns, math_runs,
+                estimate_proxy_efficiency, run_comparison):
+        annotation = str(inspect.signature(job).parameters["progress"].annotation)
+        assert annotation.replace("ProgressCallback", "OnProgress") == "OnProgress | None", \
+            (job, annotation)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.profile import ProfileTable
+from wattcap.core.progress import ProgressUpdate
 from wattcap.devices import DeviceSpec, EmulatedDevice, load_spec
 from wattcap.devices.base import PowerReading
 from wattcap.devices.workload import workload_for
@@ -148,7 +149,8 @@ def test_profiler_restores_the_device_frequency() -> None:
     assert device.current_frequency_hz() == initial
     assert any(f != initial for _, f in device.frequency_log)
 
-    def interrupt(point: ProfilePoint | None, label: str) -> None:
+    def interrupt(update: ProgressUpdate) -> None:
+        point = update.item
         if point is not None and point.frequency_hz > device.frequencies_hz()[2]:
             raise KeyboardInterrupt
 
@@ -159,15 +161,19 @@ def test_profiler_restores_the_device_frequency() -> None:
 
 
 def test_progress_callback_once_per_point() -> None:
-    seen: list[tuple[ProfilePoint | None, str]] = []
-    profiler = Profiler(EmulatedDevice(NANO), "digits32-cnn",
-                        progress=lambda point, label: seen.append((point, label)))
+    seen: list[ProgressUpdate] = []
+    device = EmulatedDevice(NANO)
+    profiler = Profiler(device, "digits32-cnn", progress=seen.append)
+    grid = len(profiler.batch_sizes) * len(device.frequencies_hz())
     for kwargs in ({"exhaustive": True}, {"power_cap_w": 4.0}):
         seen.clear()
         profile = profiler.run(**kwargs)
         assert len(seen) == profile.points_measured
-        assert [p for p, _ in seen] == profile.points
-        assert all(f"b={p.batch_size}" in label for p, label in seen)
+        assert [u.item for u in seen] == profile.points
+        assert all(f"b={u.item.batch_size}" in u.detail for u in seen)
+        # each run counts its own points, of at most the grid
+        assert [u.done for u in seen] == list(range(1, len(seen) + 1))
+        assert {(u.total, u.unit) for u in seen} == {(grid, "points")}
 
 
 def test_exhaustive_flag_wins_over_a_cap() -> None:

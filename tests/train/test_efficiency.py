@@ -39,7 +39,7 @@ def test_auto_proxy_target_is_a_share_of_what_the_largest_batch_reaches():
     calls = []
     vector = estimate_efficiency(
         "digits-cnn", "digits", "auto", batch_sizes=(16, 64), seeds=1, sample_budget=1536,
-        eval_every_samples=256, progress=lambda done, total, label: calls.append((done, total)),
+        eval_every_samples=256, progress=lambda u: calls.append((u.done, u.total)),
         **FROM_SCRATCH,
     )
     assert vector.target_accuracy_source == "auto"
@@ -64,7 +64,7 @@ def test_missed_runs_are_retried_with_an_extended_budget():
     vector = estimate_efficiency(
         "digits-cnn", "digits", 0.9, batch_sizes=(16, 128), seeds=1, sample_budget=512,
         eval_every_samples=128, budget_extension=2.0, **FROM_SCRATCH,
-        progress=lambda done, total, label: calls.append((done, total, label)),
+        progress=lambda u: calls.append((u.done, u.total, u.detail)),
     )
     assert vector.budget_extension == 2.0 and vector.sample_budget == 512
     for entry in vector.entries:

@@ -106,7 +106,7 @@ def test_sweep_on_ray_equals_the_serial_sweep(ray_executor) -> None:
         torch.set_num_threads(threads)
     calls = []
     on_ray = estimate_efficiency("digits-cnn", "digits", 0.85, executor=ray_executor,
-                                 progress=lambda done, total, label: calls.append(done),
+                                 progress=lambda update: calls.append(update.done),
                                  **settings)
     assert _untimed(json.loads(on_ray.to_json())) == _untimed(json.loads(serial.to_json()))
     assert calls == list(range(1, len(calls) + 1)) and calls[-1] >= 4  # every task counted
@@ -196,9 +196,14 @@ def test_local_processes_give_the_serial_files(tmp_path) -> None:
             seen = []
             runs = math_runs(out, "digits-cnn", None, "digits", (16, 32), 1, 0.8, 512, True,
                              counters, executor=executor,
-                             on_run=lambda record, seen=seen: seen.append(record.batch_size))
+                             progress=seen.append)
         assert counters == {"trained": 2, "reused": 0} and list(runs) == [(16, 0), (32, 0)]
-        assert sorted(seen) == [16, 32]
+        # one progress update per finished run, the record as its item, counted up to the total
+        finished = [u for u in seen if u.item is not None]
+        assert sorted(u.item.batch_size for u in finished) == [16, 32]
+        assert [(u.done, u.total, u.unit) for u in finished] == [(1, 2, "runs"), (2, 2, "runs")]
+        assert all("samples to target" in u.detail or "not reached" in u.detail
+                   for u in finished)
         records[name] = {p.name: _untimed(json.loads(p.read_text()))
                          for p in sorted((out / "runs").iterdir())}
     assert records["processes"] == records["serial"] and len(records["serial"]) == 2

@@ -1,6 +1,8 @@
 """The `wattcap` command line: one typer app, a module per command group.
 
-Modules: `common` (consoles, clear exits, shared parsing), `devices`, `profile` (profile,
+Modules: `options` (every option more than one command takes, as one `Annotated` alias),
+`common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
+(the one handler of `WattcapError`), `devices`, `profile` (profile,
 plot-profile), `plan`, `train` (pretrain, estimate, train), `demo`, `experiments` (compare,
 sensitivity) and `server` (serve, push, pull and the `--server` helpers). Each imports only
 typer, rich and light wattcap modules at load time; torch loads inside the commands that train

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 console = make_console()
 err_console = make_console(stderr=True)
 
-DEVICE_HELP = "auto, jetson, nvml:N, emulated:NAME"
-
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a clear error (no traceback) and exit."""
@@ -72,10 +70,6 @@ def parse_cap_spec(value: str) -> float | None | CapSource:
         return parse_cap_source(value)
     except CapSourceError as err:
         fail(f"--power-cap: {err}")
-
-
-OBJECTIVE_HELP = ("What the selection minimises under the cap: time (the paper's), energy, or "
-                  "cost (Zeus's eta*E + (1-eta)*P_max*T, with --eta).")
 
 
 def parse_objective(name: str, eta: float | None, max_energy: float | None,
@@ -125,14 +119,6 @@ def progress(description: str, total: int | None, unit: str) -> ProgressReporter
 
     return make_progress(console, description, total, unit)
 
-
-MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) kept as a margin "
-               "below the cap, so that a long run at the chosen point does not cross it.")
-
-RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ray]'): 'local' "
-            "starts a local Ray of 2 CPUs ('local:N': N CPUs), anything else is a cluster "
-            "address ('auto', HOST:PORT, ray://HOST:10001); 'processes:N' runs them in N local "
-            "processes without Ray. Default: one after another here.")
 
 
 def executor_or_fail(spec: str | None) -> Executor:

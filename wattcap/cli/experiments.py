@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import RAY_HELP, executor_or_fail
+from wattcap.cli.common import executor_or_fail
 from wattcap.cli.console import make_console
 from wattcap.cli.inputs import (
-    DATA_HELP,
-    INPUT_SHAPE,
-    MODEL_HELP,
-    NUM_CLASSES,
-    SUBSET_FRACTION,
-    TEST_FRACTION,
-    VOCAB_SIZE,
-    WORKERS,
     check_data,
     check_seeds,
     check_target_accuracy,
@@ -29,27 +22,41 @@ from wattcap.cli.inputs import (
     parse_target,
     resolve_model,
 )
+from wattcap.cli.options import (
+    InputShapeOpt,
+    ModelOpt,
+    NumClassesOpt,
+    PowerCapsOpt,
+    ProxyOpt,
+    ProxyTargetOpt,
+    RayOpt,
+    ResumeOpt,
+    SampleBudgetOpt,
+    SeedsOpt,
+    SubsetFractionOpt,
+    TargetAccuracyOpt,
+    TargetsOpt,
+    TestFractionOpt,
+    VocabSizeOpt,
+    WeightsOpt,
+    WorkersOpt,
+)
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.progress import make_progress
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from rich.console import Console
 
-    from wattcap.core.progress import ProgressReporter
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.progress import ProgressUpdate
     from wattcap.experiments.compare import Comparison, Scenario
-    from wattcap.train.loop import RunRecord
+    from wattcap.train.executors import Executor
 
 DEFAULT_MODEL = "digits32-cnn"
 DEFAULT_PRETRAIN = "digits-0-4-32"
 DEFAULT_PROXY = "digits-rotated-32"
 DEFAULT_TARGETS = "digits-5-9-32,shapes-32"
-
-
-PROXY_TARGET_HELP = ("The proxy's own target accuracy (0-1), or 'auto': 0.9 x the best accuracy "
-                     "the largest batch size reaches on the proxy within the budget (as "
-                     "`wattcap estimate`); --target-accuracy is the target tasks'.")
 
 
 def _split(text: str) -> list[str]:
@@ -163,38 +170,36 @@ def _report(out: Path, comparison: Comparison, console: Console) -> None:
 
 
 def compare(
-    out: Path = typer.Option(..., help="Folder for profiles, runs, results and the report."),
-    device: str | None = typer.Option(None, help="Comma-separated emulated devices "
-                                      "(default: jetson-nano,jetson-tx2nx)."),
-    model: str = typer.Option(DEFAULT_MODEL, help=MODEL_HELP),
-    weights: Path | None = typer.Option(None, help="Pre-trained weights (default: pre-train "
-                                        f"on {DEFAULT_PRETRAIN})."),
-    proxy: str = typer.Option(DEFAULT_PROXY, help=f"Proxy dataset for r_b. {DATA_HELP}"),
-    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets (data "
-                                "specs, as --proxy)."),
-    power_caps: str | None = typer.Option(None, help="Comma-separated caps in W or 'none', for "
-                                          "every device (default: a grid per device)."),
-    seeds: int = typer.Option(3, help="Seeds per configuration."),
-    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach on the targets."),
-    proxy_target_accuracy: str = typer.Option("auto", help=PROXY_TARGET_HELP),
-    sample_budget: int = typer.Option(20_000),
-    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT (only those "
-                                "with the same model, weights, data, budget, seed and target)."),
-    quick: bool = typer.Option(False, help="One seed and the first target only (the tables "
-                               "then show no spread)."),
-    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
-    subset_fraction: float | None = SUBSET_FRACTION,
-    test_fraction: float | None = TEST_FRACTION,
-    workers: int = WORKERS,
+    out: Annotated[Path, typer.Option(
+        help="Folder for profiles, runs, results and the report.")],
+    device: Annotated[str | None, typer.Option(
+        help="Comma-separated emulated devices (default: jetson-nano,jetson-tx2nx).")] = None,
+    model: ModelOpt = DEFAULT_MODEL,
+    weights: WeightsOpt = None,
+    proxy: ProxyOpt = DEFAULT_PROXY,
+    targets: TargetsOpt = DEFAULT_TARGETS,
+    power_caps: PowerCapsOpt = None,
+    seeds: SeedsOpt = 3,
+    target_accuracy: TargetAccuracyOpt = 0.9,
+    proxy_target_accuracy: ProxyTargetOpt = "auto",
+    sample_budget: SampleBudgetOpt = 20_000,
+    resume: ResumeOpt = True,
+    quick: Annotated[bool, typer.Option(
+        help="One seed and the first target only (the tables then show no spread).")] = False,
+    ray: RayOpt = None,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    subset_fraction: SubsetFractionOpt = None,
+    test_fraction: TestFractionOpt = None,
+    workers: WorkersOpt = 0,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
-    time-to-accuracy and energy for every scenario, and a report."""
+    time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
+    start from the model pre-trained on the bundled digits 0-4."""
     from wattcap.core.schema import WattcapFileError
     from wattcap.devices.workload import workload_for
-    from wattcap.experiments.compare import estimate_proxy_efficiency, run_comparison
+    from wattcap.experiments.compare import run_comparison
 
     console = make_console()
     target_list = _split(targets)
@@ -214,51 +219,63 @@ def compare(
     except (KeyError, ValueError, WattcapFileError) as err:
         console.print(f"[bold red]error:[/] {str(err).strip(chr(39))}")
         raise typer.Exit(2) from None
-    counters = {"trained": 0, "reused": 0}
-    sizes = tuple(DEFAULT_BATCH_SIZES)
+    sweep = _ProxySweep(out, model, weights_path, seeds, sample_budget, resume, options,
+                        workers, counters={"trained": 0, "reused": 0})
     where = executor_or_fail(ray)
     with where:
-        with make_progress(console, f"r_b of {model} on the proxy {proxy} ({seeds} seed(s), "
-                           f"target {proxy_target})", len(sizes) * seeds, "runs") as report:
-            try:
-                proxy_vector = estimate_proxy_efficiency(
-                    out, model, weights_path, proxy, sizes, seeds, proxy_target, sample_budget,
-                    resume, counters, _count(report), options, workers, where)
-            except ValueError as err:
-                console.print(f"[bold red]error:[/] the proxy {proxy}: {err}")
-                raise typer.Exit(2) from None
+        proxy_vector = _proxy_vector(sweep, proxy, proxy_target, where, console)
+        if proxy_vector is None:
+            raise typer.Exit(2)
         proxy_vector.save(out / "efficiency-proxy.json")
         console.print(f"proxy {proxy}: target accuracy {proxy_vector.target_accuracy:.2%} "
                       f"({proxy_vector.target_accuracy_rule or 'given'})")
-        runs = len(target_list) * len(sizes) * seeds
+        runs = len(target_list) * len(sweep.sizes) * seeds
         with make_progress(console, f"comparing {model}: training runs on "
                            f"{len(target_list)} target(s)", runs, "runs") as report:
             comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
-                                        scenarios, seeds, target_accuracy, sizes,
-                                        sample_budget, resume, _say(report), counters,
-                                        _run_done(report), options, workers, where)
+                                        scenarios, seeds, target_accuracy, sweep.sizes,
+                                        sample_budget, resume, report.show, sweep.counters,
+                                        options, workers, where)
     print_summary(comparison, console)
     _report(out, comparison, console)
 
 
-def _count(report: ProgressReporter) -> Callable[[int, int, str], None]:
-    """An estimator's progress (runs done of total, what ran last) on the reporter."""
-    return lambda done, total, label: report.update(done, label, total=total)
+@dataclass
+class _ProxySweep:
+    """What every proxy's efficiency estimate of one harness run shares."""
+
+    out: Path
+    model: str
+    weights: Path | None
+    seeds: int
+    sample_budget: int
+    resume: bool
+    options: dict[str, Any]
+    workers: int
+    counters: dict[str, int]
+    sizes: tuple[int, ...] = tuple(DEFAULT_BATCH_SIZES)
 
 
-def _say(report: ProgressReporter) -> Callable[[str], None]:
-    """A harness message (what runs now) as the reporter's detail."""
-    return lambda message: report.update(detail=message)
+def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, where: Executor,
+                  console: Console, *, leave_out: bool = False) -> EfficiencyVector | None:
+    """r_b of the model on one proxy (runs reused where recorded); a proxy that cannot be
+    estimated is an error, or with `leave_out` a warning, and None."""
+    from wattcap.experiments.compare import estimate_proxy_efficiency
 
-
-def _run_done(report: ProgressReporter) -> Callable[[RunRecord], None]:
-    """One more training run done, with the samples it needed to reach the target."""
-    def done(record: RunRecord) -> None:
-        reached = (f"{record.samples_to_target} samples to target"
-                   if record.samples_to_target is not None else "target not reached")
-        report.advance(detail=f"{record.dataset} b={record.batch_size} "
-                              f"seed={record.config.seed if record.config else '?'}: {reached}")
-    return done
+    with make_progress(console, f"r_b of {sweep.model} on the proxy {proxy} ({sweep.seeds} "
+                       f"seed(s), target {proxy_target})", len(sweep.sizes) * sweep.seeds,
+                       "runs") as report:
+        try:
+            return estimate_proxy_efficiency(
+                sweep.out, sweep.model, sweep.weights, proxy, sweep.sizes, sweep.seeds,
+                proxy_target, sweep.sample_budget, sweep.resume, sweep.counters,
+                report.show, sweep.options, sweep.workers, where)
+        except ValueError as err:
+            if leave_out:
+                console.print(f"[yellow]proxy {proxy} left out:[/] {err}")
+            else:
+                console.print(f"[bold red]error:[/] the proxy {proxy}: {err}")
+            return None
 
 
 def print_summary(comparison: Comparison, console: Console) -> None:
@@ -304,41 +321,31 @@ def print_summary(comparison: Comparison, console: Console) -> None:
 
 
 def sensitivity(
-    out: Path = typer.Option(..., help="Folder (shared with `compare` to reuse runs)."),
-    proxies: str = typer.Option("digits-rotated-32,digits-32,shapes-32",
-                                help="Comma-separated proxy datasets (data specs)."),
-    targets: str = typer.Option(DEFAULT_TARGETS, help="Comma-separated target datasets."),
-    device: str = typer.Option("jetson-nano", help="Emulated device."),
-    model: str = typer.Option(DEFAULT_MODEL, help=MODEL_HELP),
-    weights: Path | None = typer.Option(None),
-    power_caps: str | None = typer.Option(None, help="Caps in W or 'none' (default: the "
-                                          "device's grid)."),
-    seeds: int = typer.Option(3, help="Seeds per configuration (as `compare`)."),
-    target_accuracy: float = typer.Option(0.9, help="Test accuracy to reach on the targets."),
-    proxy_target_accuracy: str = typer.Option("auto", help=PROXY_TARGET_HELP),
-    sample_budget: int = typer.Option(20_000),
-    resume: bool = typer.Option(True, help="Reuse runs already recorded in OUT (only those "
-                                "with the same model, weights, data, budget, seed and target)."),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
-    subset_fraction: float | None = SUBSET_FRACTION,
-    test_fraction: float | None = TEST_FRACTION,
-    workers: int = WORKERS,
-    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
+    out: Annotated[Path, typer.Option(help="Folder (shared with `compare` to reuse runs).")],
+    proxies: Annotated[str, typer.Option(
+        help="Comma-separated proxy datasets (data specs).")] = \
+        "digits-rotated-32,digits-32,shapes-32",
+    targets: TargetsOpt = DEFAULT_TARGETS,
+    device: Annotated[str, typer.Option(help="Emulated device.")] = "jetson-nano",
+    model: ModelOpt = DEFAULT_MODEL,
+    weights: WeightsOpt = None,
+    power_caps: PowerCapsOpt = None,
+    seeds: SeedsOpt = 3,
+    target_accuracy: TargetAccuracyOpt = 0.9,
+    proxy_target_accuracy: ProxyTargetOpt = "auto",
+    sample_budget: SampleBudgetOpt = 20_000,
+    resume: ResumeOpt = True,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    subset_fraction: SubsetFractionOpt = None,
+    test_fraction: TestFractionOpt = None,
+    workers: WorkersOpt = 0,
+    ray: RayOpt = None,
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
-    from wattcap.devices.workload import workload_for
-    from wattcap.experiments.compare import (
-        Comparison,
-        efficiency_from_runs,
-        estimate_proxy_efficiency,
-        load_or_profile,
-        math_runs,
-        sensitivity_matrix,
-    )
-    from wattcap.experiments.report import sensitivity_heatmap
+    from wattcap.experiments.compare import Comparison, load_or_profile, sensitivity_matrix
     from wattcap.measure.references import emulated_reference_profiles
 
     console = make_console()
@@ -350,42 +357,75 @@ def sensitivity(
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
     scenario = _scenarios(device, power_caps)[0]
-    weights_path = _weights(out, model, weights, console)
-    sizes = tuple(DEFAULT_BATCH_SIZES)
-    counters = {"trained": 0, "reused": 0}
-    model_shape = list(workload_for(model).input_shape)
-    proxy_vectors, target_vectors = {}, {}
+    sweep = _ProxySweep(out, model, _weights(out, model, weights, console), seeds,
+                        sample_budget, resume, options, workers,
+                        counters={"trained": 0, "reused": 0})
     where = executor_or_fail(ray)
     with where:
+        proxy_vectors = {}
         for proxy in proxy_list:
-            with make_progress(console, f"r_b of {model} on the proxy {proxy} ({seeds} seed(s),"
-                               f" target {proxy_target})", len(sizes) * seeds,
-                               "runs") as report:
-                try:
-                    proxy_vectors[proxy] = estimate_proxy_efficiency(
-                        out, model, weights_path, proxy, sizes, seeds, proxy_target,
-                        sample_budget, resume, counters, _count(report), options, workers,
-                        where)
-                except ValueError as err:
-                    console.print(f"[yellow]proxy {proxy} left out:[/] {err}")
-        runs = len(target_list) * len(sizes) * seeds
-        with make_progress(console, f"r_b of {model} measured on {len(target_list)} target(s)",
-                           runs, "runs") as report:
-            for target in target_list:
-                runs_of = math_runs(out, model, weights_path, target, sizes, seeds,
-                                    target_accuracy, sample_budget, resume, counters,
-                                    _say(report), _run_done(report), options, workers, where)
-                vector = efficiency_from_runs(runs_of, model, target, seeds, target_accuracy,
-                                              model_shape, measured=True)
-                if vector is None:
-                    console.print(f"[yellow]target {target} left out:[/] no batch size reached "
-                                  f"{target_accuracy:.0%} in every seed")
-                else:
-                    target_vectors[target] = vector
-    profile = load_or_profile(out, device, model, sizes)
+            vector = _proxy_vector(sweep, proxy, proxy_target, where, console, leave_out=True)
+            if vector is not None:
+                proxy_vectors[proxy] = vector
+        target_vectors = _target_vectors(sweep, target_list, target_accuracy, where, console)
+    profile = load_or_profile(out, device, model, sweep.sizes)
     references = emulated_reference_profiles(device)
     matrices = sensitivity_matrix(profile, references, proxy_vectors, target_vectors,
                                   scenario.caps_w)
+    images = _print_matrices(matrices, device, proxy_vectors, target_vectors, seeds, out,
+                             console)
+    (out / "sensitivity.json").write_text(json.dumps({
+        "device": device, "model": model, "proxies": list(proxy_vectors),
+        "targets": list(target_vectors), "matrices": matrices, "images": images,
+        "seeds": seeds, "target_accuracy": target_accuracy,
+        "proxy_target_accuracy": {p: v.target_accuracy for p, v in proxy_vectors.items()},
+        "runs_trained": sweep.counters["trained"], "runs_reused": sweep.counters["reused"],
+    }, indent=2))
+    if (out / "comparison.json").exists():
+        _report(out, Comparison.load(out / "comparison.json"), console)
+    else:
+        console.print(f"wrote {out / 'sensitivity.json'} and {len(images)} heatmaps")
+
+
+def _target_vectors(sweep: _ProxySweep, target_list: list[str], target_accuracy: float,
+                    where: Executor, console: Console) -> dict[str, EfficiencyVector]:
+    """r_b measured on each target (the sensitivity's truth); a target where no batch size
+    reached the accuracy in every seed is left out, with a warning."""
+    from wattcap.devices.workload import workload_for
+    from wattcap.experiments.compare import efficiency_from_runs, math_runs
+
+    model_shape = list(workload_for(sweep.model).input_shape)
+    vectors = {}
+    runs = len(target_list) * len(sweep.sizes) * sweep.seeds
+    with make_progress(console, f"r_b of {sweep.model} measured on {len(target_list)} "
+                       "target(s)", runs, "runs") as report:
+        for i, target in enumerate(target_list):
+            runs_before = i * len(sweep.sizes) * sweep.seeds  # one bar over every target
+
+            def show(update: ProgressUpdate, runs_before: int = runs_before) -> None:
+                report.update(runs_before + int(update.done), update.detail)
+
+            runs_of = math_runs(sweep.out, sweep.model, sweep.weights, target, sweep.sizes,
+                                sweep.seeds, target_accuracy, sweep.sample_budget,
+                                sweep.resume, sweep.counters, show, sweep.options,
+                                sweep.workers, where)
+            vector = efficiency_from_runs(runs_of, sweep.model, target, sweep.seeds,
+                                          target_accuracy, model_shape, measured=True)
+            if vector is None:
+                console.print(f"[yellow]target {target} left out:[/] no batch size reached "
+                              f"{target_accuracy:.0%} in every seed")
+            else:
+                vectors[target] = vector
+    return vectors
+
+
+def _print_matrices(matrices: dict[str, Any], device: str,
+                    proxy_vectors: dict[str, EfficiencyVector],
+                    target_vectors: dict[str, EfficiencyVector], seeds: int, out: Path,
+                    console: Console) -> dict[str, str]:
+    """Each scenario's matrix as a table and a heatmap; returns the heatmaps' file names."""
+    from wattcap.experiments.report import sensitivity_heatmap
+
     images = {}
     for cap, matrix in matrices.items():
         label = "no cap" if cap == "none" else f"{cap} W"
@@ -399,14 +439,4 @@ def sensitivity(
         for p, row in zip(proxy_vectors, matrix, strict=True):
             table.add_row(p, *("n/a" if v is None else f"{v:.1f}" for v in row))
         console.print(table)
-    (out / "sensitivity.json").write_text(json.dumps({
-        "device": device, "model": model, "proxies": list(proxy_vectors),
-        "targets": list(target_vectors), "matrices": matrices, "images": images,
-        "seeds": seeds, "target_accuracy": target_accuracy,
-        "proxy_target_accuracy": {p: v.target_accuracy for p, v in proxy_vectors.items()},
-        "runs_trained": counters["trained"], "runs_reused": counters["reused"],
-    }, indent=2))
-    if (out / "comparison.json").exists():
-        _report(out, Comparison.load(out / "comparison.json"), console)
-    else:
-        console.print(f"wrote {out / 'sensitivity.json'} and {len(images)} heatmaps")
+    return images

@@ -13,39 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import typer
-
 from wattcap.cli.common import fail
 
 if TYPE_CHECKING:
     from wattcap.data import DataSpec
     from wattcap.data.specs import AnyDataset
     from wattcap.models import ModelSpec
-
-MODEL_HELP = ("Registered model name, or your own: path/to/file.py:factory or "
-              "package.module:factory (a callable returning an nn.Module).")
-DATA_HELP = ("A bundled dataset, or FORMAT:PATH with FORMAT one of cifar10, cifar100, svhn, "
-             "mnist, fashion-mnist, stl10, imagefolder, text (the official training files).")
-
-# Typer options shared by the commands (the same names and help everywhere).
-INPUT_SHAPE = typer.Option(None, "--input-shape", help="The model's input shape, C x H x W "
-                           "(e.g. 3x32x32) or a context length for a char model: your own "
-                           "model's where it cannot be inferred, and images are converted to "
-                           "it (1<->3 channels, any size).", rich_help_panel="Model and data")
-NUM_CLASSES = typer.Option(None, "--num-classes", help="Your own model's number of classes, "
-                           "where it cannot be inferred.", rich_help_panel="Model and data")
-VOCAB_SIZE = typer.Option(None, "--vocab-size", help="Your own char model's vocabulary size "
-                          "(96 for wattcap's text filter); makes it a char-lm model.",
-                          rich_help_panel="Model and data")
-SUBSET_FRACTION = typer.Option(None, "--subset-fraction", help="Keep this seeded share of the "
-                               "data (e.g. 0.25: the paper's quarter of SVHN and CINIC-10).",
-                               rich_help_panel="Model and data")
-TEST_FRACTION = typer.Option(None, "--test-fraction", help="Share held out for testing "
-                             "(default 0.2 for images, 0.1 for text files).",
-                             rich_help_panel="Model and data")
-WORKERS = typer.Option(0, "--workers", help="DataLoader worker processes that prepare batches.",
-                       rich_help_panel="Model and data")
-
 
 def check_target_accuracy(value: float, option: str = "--target-accuracy") -> None:
     """A fraction in (0, 1]: refuse 90 (meant as %) before anything runs."""

@@ -4,19 +4,35 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from wattcap.cli.common import (
-    MARGIN_HELP,
-    OBJECTIVE_HELP,
     console,
     fail,
     load_or_fail,
     parse_cap,
     parse_objective,
+)
+from wattcap.cli.options import (
+    SERVER,
+    DeadlineOpt,
+    DeviceNameOpt,
+    EfficiencyOpt,
+    EtaOpt,
+    MarginOpt,
+    MaxEnergyOpt,
+    ObjectiveOpt,
+    PowerCapOpt,
+    PowerModeOpt,
+    ProfileOpt,
+    ProxyFilterOpt,
+    ServerUrlOpt,
+    TargetEfficiencyOpt,
+    TargetFilterOpt,
+    TokenOpt,
 )
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 
@@ -142,49 +158,30 @@ def print_pareto_front(result: Plan) -> None:
 
 
 def plan_command(
-    profile: Path | None = typer.Option(None, help="ProfileTable JSON (required unless --server "
-                                        "fetches it)."),
-    power_cap: str = typer.Option(..., help="Cap in watts, or 'none'."),
-    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
-    target_efficiency: Path | None = typer.Option(None, help="r_b measured on the target: "
-                                                  "adds the fastest-configuration oracle."),
-    reference_profiles: Path | None = typer.Option(None, help="Folder of reference-model "
-                                                   "profiles for the baselines' safe frequency."),
-    objective: str = typer.Option("time", help=OBJECTIVE_HELP),
-    eta: float | None = typer.Option(None, help="With --objective cost: weight of energy "
-                                     "against time, in [0, 1]."),
-    max_energy: float | None = typer.Option(None, help="With --objective time: the fastest "
-                                            "choice that reaches the target within this many "
-                                            "joules."),
-    deadline: float | None = typer.Option(None, help="With --objective energy: the thriftiest "
-                                          "choice that reaches the target within this many "
-                                          "seconds."),
-    plot: Path | None = typer.Option(None, help="Write the Pareto front with each method's "
-                                     "point as a PNG."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    out: Path | None = typer.Option(None, help="Also write the Plan file."),
-    margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
-    server: str | None = typer.Option(None, help="wattcap server URL: fetch the profile and the "
-                                      "efficiency vector from it (a local --profile or "
-                                      "--efficiency still wins).", rich_help_panel="Server"),
-    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
-                                           "profile to fetch, e.g. jetson-nano.",
-                                           rich_help_panel="Server"),
-    model: str | None = typer.Option(None, help="With --server: the model to plan for "
-                                     "(default: the local profile's).",
-                                     rich_help_panel="Server"),
-    power_mode: str | None = typer.Option(None, help="With --server: only a profile made in "
-                                          "this power mode (e.g. MAXN).",
-                                          rich_help_panel="Server"),
-    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
-                                     "estimated on this proxy dataset.",
-                                     rich_help_panel="Server"),
-    target_accuracy: float | None = typer.Option(None, help="With --server: only an efficiency "
-                                                 "vector for this target accuracy.",
-                                                 rich_help_panel="Server"),
-    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
-                                     "bearer token, for a server with private reads (env "
-                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
+    power_cap: PowerCapOpt,
+    profile: ProfileOpt = None,
+    efficiency: EfficiencyOpt = None,
+    target_efficiency: TargetEfficiencyOpt = None,
+    reference_profiles: Annotated[Path | None, typer.Option(
+        help="Folder of reference-model profiles for the baselines' safe frequency.")] = None,
+    objective: ObjectiveOpt = "time",
+    eta: EtaOpt = None,
+    max_energy: MaxEnergyOpt = None,
+    deadline: DeadlineOpt = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write the Pareto front with each method's point as a PNG.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the Plan file.")] = None,
+    margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
+    server: ServerUrlOpt = None,
+    device_name: DeviceNameOpt = None,
+    model: Annotated[str | None, typer.Option(
+        help="With --server: the model to plan for (default: the local profile's).",
+        rich_help_panel=SERVER)] = None,
+    power_mode: PowerModeOpt = None,
+    proxy: ProxyFilterOpt = None,
+    target_accuracy: TargetFilterOpt = None,
+    token: TokenOpt = None,
 ) -> None:
     """Choose (batch size, frequency) for each method under a power cap.
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from wattcap.cli.common import (
-    DEVICE_HELP,
     console,
     fail,
     load_or_fail,
@@ -18,7 +17,19 @@ from wattcap.cli.common import (
     parse_drift,
     progress,
 )
-from wattcap.cli.inputs import INPUT_SHAPE, NUM_CLASSES, VOCAB_SIZE, resolve_model
+from wattcap.cli.inputs import resolve_model
+from wattcap.cli.options import (
+    BatchSizesOpt,
+    DeviceOpt,
+    DriftOpt,
+    DryRunOpt,
+    EfficiencyOpt,
+    InputShapeOpt,
+    NumClassesOpt,
+    PowerCapOpt,
+    PowerModeOpt,
+    VocabSizeOpt,
+)
 
 if TYPE_CHECKING:
     from wattcap.core.profile import ProfilePoint, ProfileTable
@@ -104,38 +115,34 @@ def _point_detail(point: ProfilePoint | None, label: str, cap_w: float | None) -
 
 
 def profile(
-    device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
-    model: str | None = typer.Option(None, help="Registered model name (default resnet18; "
-                                     "with --refresh, the profile's model), or your own: "
-                                     "path/to/file.py:factory or package.module:factory."),
-    out: Path | None = typer.Option(None, help="ProfileTable JSON to write (with --refresh, "
-                                    "default: overwrite FILE)."),
-    power_cap: str | None = typer.Option(None, help="Cap in W for the pruned search (with "
-                                         "--refresh: the cap whose frontier is re-measured)."),
-    exhaustive: bool = typer.Option(False, help="Measure every (b, f)."),
-    few_points: bool = typer.Option(False, "--few-points", help="Measure a few points (10 % "
-                                    "of the grid) and predict the rest with a fitted device "
-                                    "model, measuring where the cap's frontier is uncertain."),
-    max_points: int | None = typer.Option(None, help="With --few-points: most points to "
-                                          "measure (default 10 % of the grid)."),
-    power_mode: str | None = typer.Option(None, help="nvpmodel mode of an emulated device."),
-    batch_sizes: str = typer.Option("4,8,16,32,64,128", help="Comma-separated batch sizes."),
-    refresh: Path | None = typer.Option(None, "--refresh", metavar="FILE", help="Re-measure "
-                                        "only the feasible frontier of this profile and show "
-                                        "what changed (the device may have drifted)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Read the device and say what "
-                                 "would be measured; change no setting, write no file."),
-    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
-                                     "derating after AFTER_S device seconds (e.g. 0,0.8,1.15), "
-                                     "to try --refresh and drift handling."),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
+    device: DeviceOpt = "emulated:jetson-nano",
+    model: Annotated[str | None, typer.Option(
+        help="Registered model name (default resnet18; with --refresh, the profile's model), "
+        "or your own: path/to/file.py:factory or package.module:factory.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="ProfileTable JSON to write (with --refresh, default: overwrite FILE).")] = None,
+    power_cap: PowerCapOpt = None,
+    exhaustive: Annotated[bool, typer.Option(help="Measure every (b, f).")] = False,
+    few_points: Annotated[bool, typer.Option(
+        "--few-points", help="Measure a few points (10 % of the grid) and predict the rest "
+        "with a fitted device model, measuring where the cap's frontier is uncertain.")] = False,
+    max_points: Annotated[int | None, typer.Option(
+        help="With --few-points: most points to measure (default 10 % of the grid).")] = None,
+    power_mode: PowerModeOpt = None,
+    batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
+    refresh: Annotated[Path | None, typer.Option(
+        "--refresh", metavar="FILE", help="Re-measure only the feasible frontier of this "
+        "profile and show what changed (the device may have drifted).")] = None,
+    dry_run: DryRunOpt = False,
+    drift: DriftOpt = None,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
 ) -> None:
-    """Measure peak power and time per sample over (batch size, frequency)."""
+    """Measure peak power and time per sample over (batch size, frequency): pruned for
+    --power-cap (the cap whose frontier --refresh re-measures), else every point."""
     from wattcap.core.profile import ProfileTable
     from wattcap.devices import DeviceError, get_device
-    from wattcap.measure.profiling import Profiler, refresh_profile
 
     cap = parse_cap(power_cap)
     previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
@@ -165,17 +172,46 @@ def profile(
 
         previous.check_matches(device=dev.name, model=model, source=str(refresh),
                                architecture_fingerprint=model_fingerprint(model))
-
     if dry_run:
         _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh,
                        max_points if few_points else None, few_points)
-        return
+    elif previous is not None:
+        assert refresh is not None
+        _refresh(dev, model, previous, refresh, out or refresh, cap)
+    else:
+        assert out is not None
+        _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points)
 
-    rows = tuple(previous.batch_sizes) if previous is not None else sizes
+
+def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
+             cap: float | None) -> None:
+    """Re-measure the feasible frontier of a profile and show what changed."""
+    from wattcap.measure.profiling import Profiler, refresh_profile
+
+    rows = tuple(previous.batch_sizes)
     grid = len(rows) * len(dev.frequencies_hz())
-    if previous is not None:
-        what = f"refresh, at most {grid} points"
-    elif few_points:
+    with dev, progress(f"profiling {model} on {dev.name} (refresh, at most {grid} points)",
+                       grid, "points") as report:
+        profiler = Profiler(
+            dev, model, batch_sizes=rows,
+            progress=lambda update: report.update(
+                int(update.done), _point_detail(update.item, update.detail, cap)),
+        )
+        result = refresh_profile(profiler, previous, power_cap_w=cap, source=str(source))
+        report.update(total=report.completed)  # a refresh measures fewer points than the grid
+    result.table.save(out)
+    print_refresh(result, source, out)
+    console.print(f"wrote {out}: {len(result.changes)} points re-measured (refresh)")
+
+
+def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
+             exhaustive: bool, few_points: bool, max_points: int | None) -> None:
+    """Profile the model on the device (pruned for the cap, exhaustive, or a few points) and
+    write the table."""
+    from wattcap.measure.profiling import Profiler
+
+    grid = len(sizes) * len(dev.frequencies_hz())
+    if few_points:
         what = "a few points, the rest predicted"
     elif exhaustive or cap is None:
         what = f"exhaustive, {grid} points at most"
@@ -183,26 +219,13 @@ def profile(
         what = f"pruned for {cap:g} W, at most {grid} points"
     with dev, progress(f"profiling {model} on {dev.name} ({what})", grid, "points") as report:
         profiler = Profiler(
-            dev, model, batch_sizes=rows,
-            progress=lambda point, label: report.advance(detail=_point_detail(point, label, cap)),
+            dev, model, batch_sizes=sizes,
+            progress=lambda update: report.update(
+                int(update.done), _point_detail(update.item, update.detail, cap)),
         )
-        if previous is not None:
-            result = refresh_profile(profiler, previous, power_cap_w=cap,
-                                     source=str(refresh))
-        else:
-            table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
-                                 mode="model" if few_points else None,
-                                 max_points=max_points)
-        # a pruned search or a refresh measures fewer points than the grid: that is the end
-        report.update(total=report.completed)
-    if previous is not None:
-        assert refresh is not None
-        target = out or refresh
-        result.table.save(target)
-        print_refresh(result, refresh, target)
-        console.print(f"wrote {target}: {len(result.changes)} points re-measured (refresh)")
-        return
-    assert out is not None
+        table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
+                             mode="model" if few_points else None, max_points=max_points)
+        report.update(total=report.completed)  # a pruned search measures fewer points
     table.save(out)
     if table.mode == "model":
         fit = table.model_fit
@@ -252,13 +275,13 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
 
 
 def plot_profile_command(
-    profile: Path = typer.Option(..., help="ProfileTable JSON."),
-    out: Path = typer.Option(..., help="PNG to write."),
-    power_cap: str | None = typer.Option(None, help="Cap in watts: draws the frontier and "
-                                         "every method's choice."),
-    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON."),
+    profile: Annotated[Path, typer.Option(help="ProfileTable JSON.")],
+    out: Annotated[Path, typer.Option(help="PNG to write.")],
+    power_cap: PowerCapOpt = None,
+    efficiency: EfficiencyOpt = None,
 ) -> None:
-    """Heatmaps of peak power and time per sample with the cap frontier and the choices."""
+    """Heatmaps of peak power and time per sample; with --power-cap, the cap's frontier and
+    every method's choice."""
     from wattcap.cli.plan import make_plan
     from wattcap.core.profile import ProfileTable
     from wattcap.experiments.plots import plot_profile

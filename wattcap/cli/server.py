@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from wattcap.cli.common import fail_plain, load_or_fail, say
-from wattcap.server import SERVER_ENV, TOKEN_ENV
+from wattcap.cli.options import (
+    DeviceNameOpt,
+    PowerModeOpt,
+    ProxyFilterOpt,
+    ServerOpt,
+    TargetFilterOpt,
+    TokenOpt,
+)
+from wattcap.server import TOKEN_ENV
 
 if TYPE_CHECKING:
     from wattcap.core.efficiency import EfficiencyVector
@@ -25,11 +33,8 @@ if TYPE_CHECKING:
 
 _INSTALL_HINT = "the server commands need the server extra: pip install 'wattcap[server]'"
 
-SERVER_HELP = "URL of the wattcap server (or env WATTCAP_SERVER)."
 _LIST_NAMES = {"models": "models", "efficiency": "efficiency vectors", "profiles": "profiles",
                "jobs": "jobs"}
-TOKEN_HELP = ("Bearer token (better: env WATTCAP_SERVER_TOKEN, which other users cannot see in "
-              "the process list).")
 
 
 def connect(url: str, token: str | None) -> WattcapClient:
@@ -298,18 +303,16 @@ push_app = typer.Typer(help="Upload weights, efficiency vectors or profiles to a
 pull_app = typer.Typer(help="Download weights, efficiency vectors or profiles from a server.",
                        no_args_is_help=True)
 
-ServerOpt = typer.Option(..., "--server", envvar=SERVER_ENV, help=SERVER_HELP)
-TokenOpt = typer.Option(None, "--token", envvar=TOKEN_ENV, help=TOKEN_HELP)
 
 
 @push_app.command("weights")
 def push_weights(
+    server: ServerOpt,
     path: Path = typer.Argument(..., help="Weights file (.safetensors)."),
     model: str = typer.Option(..., help="Registered architecture the weights are for."),
     num_classes: int | None = typer.Option(None, help="Head size (default: the file's "
                                            "metadata, else the model's default)."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Upload pre-trained weights; the server checks them against the architecture."""
     client = connect(server, token)
@@ -323,10 +326,10 @@ def push_weights(
 
 @push_app.command("efficiency")
 def push_efficiency(
+    server: ServerOpt,
     path: Path = typer.Argument(..., help="EfficiencyVector JSON."),
     model_id: int | None = typer.Option(None, help="Stored weights it was estimated from."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Upload an efficiency vector (validated by the server like the file)."""
     client = connect(server, token)
@@ -340,9 +343,9 @@ def push_efficiency(
 
 @push_app.command("profile")
 def push_profile(
+    server: ServerOpt,
     path: Path = typer.Argument(..., help="ProfileTable JSON."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Upload a device profile (validated by the server like the file)."""
     client = connect(server, token)
@@ -357,11 +360,11 @@ def push_profile(
 # -- pull -------------------------------------------------------------------------------------
 @pull_app.command("weights")
 def pull_weights(
+    server: ServerOpt,
     model: str = typer.Option(..., help="Architecture (the newest stored weights)."),
     out: Path = typer.Option(..., help="Weights file to write (.safetensors)."),
     model_id: int | None = typer.Option(None, "--id", help="A specific stored model."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Download weights (checksum-verified safetensors)."""
     client = connect(server, token)
@@ -375,13 +378,13 @@ def pull_weights(
 
 @pull_app.command("efficiency")
 def pull_efficiency(
+    server: ServerOpt,
     model: str = typer.Option(..., help="Model name."),
     out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
-    proxy: str | None = typer.Option(None, help="Only vectors estimated on this dataset."),
-    target_accuracy: float | None = typer.Option(None, help="Only vectors for this target."),
+    proxy: ProxyFilterOpt = None,
+    target_accuracy: TargetFilterOpt = None,
     efficiency_id: int | None = typer.Option(None, "--id", help="A specific stored vector."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Download the newest matching efficiency vector (validated)."""
     client = connect(server, token)
@@ -402,15 +405,16 @@ def pull_efficiency(
 
 @pull_app.command("profile")
 def pull_profile(
-    device_name: str = typer.Option(..., help="Device model, e.g. jetson-nano."),
+    server: ServerOpt,
+    device_name: DeviceNameOpt,
     model: str = typer.Option(..., help="Model name."),
     out: Path = typer.Option(..., help="ProfileTable JSON to write."),
-    power_mode: str | None = typer.Option(None, help="Only profiles in this power mode."),
+    power_mode: PowerModeOpt = None,
     profile_id: int | None = typer.Option(None, "--id", help="A specific stored profile."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """Download the newest matching profile (validated)."""
+    assert device_name is not None  # required here (no default): typer asks for it
     client = connect(server, token)
     try:
         if profile_id is None:
@@ -428,9 +432,9 @@ def pull_profile(
 
 @pull_app.command("list")
 def pull_list(
+    server: ServerOpt,
     what: str = typer.Argument("all", help="models, efficiency, profiles, jobs or all."),
-    server: str = ServerOpt,
-    token: str | None = TokenOpt,
+    token: TokenOpt = None,
 ) -> None:
     """List what the server holds (ids for --id)."""
     kinds = ("models", "efficiency", "profiles", "jobs")

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from wattcap.cli.common import (
-    DEVICE_HELP,
-    MARGIN_HELP,
-    OBJECTIVE_HELP,
-    RAY_HELP,
     console,
     executor_or_fail,
     fail,
@@ -23,14 +20,6 @@ from wattcap.cli.common import (
     progress,
 )
 from wattcap.cli.inputs import (
-    DATA_HELP,
-    INPUT_SHAPE,
-    MODEL_HELP,
-    NUM_CLASSES,
-    SUBSET_FRACTION,
-    TEST_FRACTION,
-    VOCAB_SIZE,
-    WORKERS,
     check_data,
     check_target_accuracy,
     check_weights,
@@ -40,30 +29,77 @@ from wattcap.cli.inputs import (
     parse_target,
     resolve_model,
 )
+from wattcap.cli.options import (
+    PROXY_TARGET_HELP,
+    SERVER,
+    BatchSizeRefOpt,
+    BatchSizesOpt,
+    DataOpt,
+    DeadlineOpt,
+    DeviceNameOpt,
+    DeviceOpt,
+    DriftOpt,
+    DryRunOpt,
+    EfficiencyOpt,
+    EtaOpt,
+    EvalEveryOpt,
+    InputShapeOpt,
+    LrRefOpt,
+    MarginOpt,
+    MaxEnergyOpt,
+    ModelIdOpt,
+    ModelOpt,
+    MovingPowerCapOpt,
+    NumClassesOpt,
+    ObjectiveOpt,
+    OptimizerOpt,
+    ProfileOpt,
+    ProxyFilterOpt,
+    ProxyOpt,
+    RayOpt,
+    SampleBudgetOpt,
+    SeedOpt,
+    SeedsOpt,
+    ServerUrlOpt,
+    SubsetFractionOpt,
+    TargetAccuracyOpt,
+    TargetEfficiencyOpt,
+    TestFractionOpt,
+    TokenOpt,
+    VocabSizeOpt,
+    WeightDecayOpt,
+    WeightsOpt,
+    WorkersOpt,
+)
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 
 if TYPE_CHECKING:
     from wattcap.core.cap_history import Segment
     from wattcap.core.efficiency import EfficiencyVector
-    from wattcap.core.run import RunRecord
-    from wattcap.runtime.session import SessionStatus
+    from wattcap.core.objective import Objective
+    from wattcap.core.plan import Choice
+    from wattcap.core.profile import ProfileTable
+    from wattcap.core.run import RunRecord, TrainConfig
+    from wattcap.data.specs import AnyDataset
+    from wattcap.devices import Device, Drift
+    from wattcap.devices.caps import CapSource
 
 
 def pretrain(
-    model: str = typer.Option(..., help=MODEL_HELP),
-    data: str = typer.Option(..., help=f"Dataset to pre-train on. {DATA_HELP}"),
-    out: Path = typer.Option(..., help="Weights file (.safetensors)."),
-    epochs: int = typer.Option(2, help="Epochs over the training split (the demo and "
-                               "`compare` pre-train for 2 as well)."),
-    batch_size: int = typer.Option(32),
-    lr: float = typer.Option(1e-3, help="Adam learning rate."),
-    seed: int = typer.Option(0),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
-    subset_fraction: float | None = SUBSET_FRACTION,
-    test_fraction: float | None = TEST_FRACTION,
-    workers: int = WORKERS,
+    model: ModelOpt,
+    data: DataOpt,
+    out: Annotated[Path, typer.Option(help="Weights file (.safetensors).")],
+    epochs: Annotated[int, typer.Option(help="Epochs over the training split (the demo and "
+                                        "`compare` pre-train for 2 as well).")] = 2,
+    batch_size: Annotated[int, typer.Option()] = 32,
+    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
+    seed: SeedOpt = 0,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    subset_fraction: SubsetFractionOpt = None,
+    test_fraction: TestFractionOpt = None,
+    workers: WorkersOpt = 0,
 ) -> None:
     """Pre-train a model on a dataset; every later run starts from these weights."""
     from wattcap.data import DatasetFormatError
@@ -94,121 +130,64 @@ def check_optimizer(optimizer: str, weight_decay: float, lr_ref: float,
         fail("--weight-decay must be >= 0, --lr-ref and --batch-size-ref positive")
 
 
-def _run_detail(label: str) -> str:
-    """estimate_efficiency's label of a finished run ('b=8 seed=0: 1536 samples', 'b=8 seed=0:
-    missed') as a person reads it."""
-    run, _, samples = label.rpartition(": ")
-    if not run:
-        return label
-    if samples == "missed":
-        return f"{run}: target not reached"
-    return f"{run}: {samples} to target"
-
-
 def estimate(
-    model: str = typer.Option(..., help=MODEL_HELP),
-    proxy: str = typer.Option(..., help=f"Proxy dataset. {DATA_HELP}"),
-    target_accuracy: str = typer.Option("auto", help="The proxy's own target accuracy (0-1), "
-                                        "or 'auto': 0.9 x the best accuracy the largest batch "
-                                        "size reaches within the budget (recorded in the file)."),
-    out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
-    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
-    batch_sizes: str = typer.Option("4,8,16,32,64,128"),
-    seeds: int = typer.Option(3, help="Seeds per batch size (at least 2 for the large-batch "
-                              "fit; 1 falls back to raw samples)."),
-    sample_budget: int = typer.Option(20_000, help="Give up after this many samples (a batch "
-                                      "size that misses gets one retry with twice the budget)."),
-    eval_every: int = typer.Option(256, help="Evaluate every N samples (same for every b)."),
-    lr_ref: float = typer.Option(DEFAULT_LR_REF, help="Learning rate at the reference batch "
-                                 "size (the paper: Adam 5e-4 at b = 128)."),
-    batch_size_ref: int = typer.Option(DEFAULT_BATCH_SIZE_REF, help="Reference batch size for "
-                                       "sqrt LR scaling."),
-    optimizer: str = typer.Option("adam", help="adam or adamw (both with sqrt LR scaling)."),
-    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
-    server: str | None = typer.Option(None, help="wattcap server URL: start from its stored "
-                                      "weights for --model (the newest, or --model-id) unless "
-                                      "--weights is given.", rich_help_panel="Server"),
-    model_id: int | None = typer.Option(None, help="With --server: the stored weights to use.",
-                                        rich_help_panel="Server"),
-    on_server: bool = typer.Option(False, help="With --server: run the sweep on the server (a "
-                                   "background job; this command waits for it) and write its "
-                                   "result to --out.", rich_help_panel="Server"),
-    push: bool = typer.Option(False, help="With --server: upload the estimated vector, linked "
-                              "to the weights it started from (needs the token).",
-                              rich_help_panel="Server"),
-    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
-                                     "bearer token (env WATTCAP_SERVER_TOKEN).",
-                                     rich_help_panel="Server"),
-    method: str = typer.Option("sweep", help="'sweep': train every batch size and seed to the "
-                               "target (the reference); 'gns': one run at the largest batch "
-                               "size measuring the gradient noise scale, r_b = (1 + "
-                               "b/B_noise) / (1 + b_max/B_noise), at a fraction of the "
-                               "compute. With 'gns' a numeric --target-accuracy ends the run "
-                               "when the proxy reaches it, 'auto' trains --gns-samples."),
-    gns_samples: int = typer.Option(4096, help="With --method gns: samples the run trains "
-                                    "(at most, with a numeric --target-accuracy)."),
-    ray: str | None = typer.Option(None, "--ray", help=RAY_HELP, metavar="local|ADDRESS"),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
-    subset_fraction: float | None = SUBSET_FRACTION,
-    test_fraction: float | None = TEST_FRACTION,
-    workers: int = WORKERS,
+    model: ModelOpt,
+    proxy: ProxyOpt,
+    out: Annotated[Path, typer.Option(help="EfficiencyVector JSON to write.")],
+    target_accuracy: Annotated[str, typer.Option(help=PROXY_TARGET_HELP + " Recorded in the "
+                                                 "file.")] = "auto",
+    weights: WeightsOpt = None,
+    batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
+    seeds: SeedsOpt = 3,
+    sample_budget: SampleBudgetOpt = 20_000,
+    eval_every: EvalEveryOpt = 256,
+    lr_ref: LrRefOpt = None,
+    batch_size_ref: BatchSizeRefOpt = None,
+    optimizer: OptimizerOpt = None,
+    weight_decay: WeightDecayOpt = 0.0,
+    server: ServerUrlOpt = None,
+    model_id: ModelIdOpt = None,
+    on_server: Annotated[bool, typer.Option(
+        help="With --server: run the sweep on the server (a background job; this command "
+        "waits for it) and write its result to --out.", rich_help_panel=SERVER)] = False,
+    push: Annotated[bool, typer.Option(
+        help="With --server: upload the estimated vector, linked to the weights it started "
+        "from (needs the token).", rich_help_panel=SERVER)] = False,
+    token: TokenOpt = None,
+    method: Annotated[str, typer.Option(
+        help="'sweep': train every batch size and seed to the target (the reference); 'gns': "
+        "one run at the largest batch size measuring the gradient noise scale, r_b = (1 + "
+        "b/B_noise) / (1 + b_max/B_noise), at a fraction of the compute. With 'gns' a numeric "
+        "--target-accuracy ends the run when the proxy reaches it, 'auto' trains "
+        "--gns-samples.")] = "sweep",
+    gns_samples: Annotated[int, typer.Option(
+        help="With --method gns: samples the run trains (at most, with a numeric "
+        "--target-accuracy).")] = 4096,
+    ray: RayOpt = None,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    subset_fraction: SubsetFractionOpt = None,
+    test_fraction: TestFractionOpt = None,
+    workers: WorkersOpt = 0,
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
     gradient noise scale of one run with --method gns)."""
-    from wattcap.core.schema import WattcapFileError
-    from wattcap.train.efficiency import estimate_efficiency
-
     check_workers(workers)
-    sizes = parse_batch_sizes(batch_sizes)
-    target = parse_target(target_accuracy)
-    if method not in ("sweep", "gns"):
-        fail(f"--method must be 'sweep' or 'gns', got {method!r}")
-    if method == "gns":
-        if len(sizes) < 2:
-            fail("--method gns needs at least two batch sizes (it measures at the smallest "
-                 "and the largest)")
-        if gns_samples < max(sizes):
-            fail(f"--gns-samples ({gns_samples}) must hold at least one batch of "
-                 f"{max(sizes)}")
-        if on_server:
-            fail("--method gns runs here: drop --on-server (the server's jobs are sweeps)")
-        if ray is not None:
-            fail("--method gns is one run: --ray has nothing to spread")
-    if seeds < 1:
-        fail(f"--seeds must be at least 1, got {seeds}")
-    if sample_budget < eval_every:
-        fail(f"--sample-budget ({sample_budget}) must be at least --eval-every ({eval_every})")
-    check_optimizer(optimizer, weight_decay, lr_ref, batch_size_ref)
+    sweep = _Sweep(
+        sizes=parse_batch_sizes(batch_sizes), target=parse_target(target_accuracy), seeds=seeds,
+        sample_budget=sample_budget, eval_every=eval_every,
+        lr_ref=DEFAULT_LR_REF if lr_ref is None else lr_ref,
+        batch_size_ref=DEFAULT_BATCH_SIZE_REF if batch_size_ref is None else batch_size_ref,
+        optimizer=optimizer or "adam", weight_decay=weight_decay,
+        subset_fraction=subset_fraction, test_fraction=test_fraction)
+    _check_estimate(sweep, method, gns_samples, on_server=on_server, ray=ray)
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
     if server and on_server:
-        from wattcap.cli.server import estimate_on_server
-
-        if target == "auto":
-            fail("--on-server needs a numeric --target-accuracy (the server job takes one)")
-        if num_classes is not None or vocab_size is not None:
-            fail("--on-server estimates a model stored on the server: --num-classes and "
-                 "--vocab-size do not apply")
-        if optimizer != "adam" or weight_decay:
-            fail("--on-server runs the sweep with Adam: --optimizer and --weight-decay do "
-                 "not apply")
-        shape = None
-        if input_shape is not None:
-            from wattcap.data import ShapeConversionError, parse_image_shape
-
-            try:
-                shape = list(parse_image_shape(input_shape))
-            except ShapeConversionError as err:
-                fail(f"--input-shape: {err}")
-        vector = estimate_on_server(
-            server, token, model=model, model_id=model_id, proxy=proxy,
-            target_accuracy=float(target), batch_sizes=sizes, seeds=seeds,
-            sample_budget=sample_budget, eval_every=eval_every, lr_ref=lr_ref,
-            batch_size_ref=batch_size_ref, subset_fraction=subset_fraction,
-            test_fraction=test_fraction, input_shape=shape)
+        vector = _estimate_on_server(sweep, server, token, model, model_id, proxy, input_shape,
+                                     num_classes, vocab_size)
     else:
         spec = resolve_model(model, input_shape, num_classes, vocab_size)
         proxy_spec = check_data(proxy, "--proxy")
@@ -221,30 +200,10 @@ def estimate(
 
             weights, weights_id = fetch_estimate_weights(server, token, model, model_id)
         if method == "gns":
-            vector = _estimate_gns(model, proxy_spec.text, target, weights, sizes, gns_samples,
-                                   eval_every, lr_ref, batch_size_ref, splits, optimizer,
-                                   weight_decay)
+            vector = _estimate_gns(sweep, model, proxy_spec.text, weights, gns_samples, splits)
         else:
-            from wattcap.train.executors import ExecutorError
-
-            runs = len(sizes) * seeds
-            where = executor_or_fail(ray)
-            with where, progress(f"estimating r_b of {model} on {proxy}"
-                                 + (f" ({where.describe()})" if ray else ""), runs,
-                                 "runs") as report:
-                try:
-                    vector = estimate_efficiency(
-                        model, proxy_spec.text, target, weights=weights, batch_sizes=sizes,
-                        seeds=seeds, sample_budget=sample_budget,
-                        eval_every_samples=eval_every, lr_ref=lr_ref,
-                        batch_size_ref=batch_size_ref, executor=where,
-                        progress=lambda done, total, label: report.update(
-                            done, _run_detail(label), total=total),
-                        data=splits, num_workers=workers, optimizer=optimizer,
-                        weight_decay=weight_decay,
-                    )
-                except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
-                    fail(str(err).strip("'\""))
+            vector = _estimate_sweep(sweep, model, proxy_spec.text, weights, splits, ray,
+                                     workers)
     vector.save(out)
     if server and push and not on_server:  # a server-side sweep is stored there already
         from wattcap.cli.server import push_estimated
@@ -254,22 +213,119 @@ def estimate(
     console.print(f"wrote {out}")
 
 
-def _estimate_gns(model: str, proxy: str, target: float | str, weights: Path | None,
-                  sizes: tuple[int, ...], gns_samples: int, eval_every: int, lr_ref: float,
-                  batch_size_ref: int, splits: tuple, optimizer: str,
-                  weight_decay: float) -> EfficiencyVector:
+@dataclass(frozen=True)
+class _Sweep:
+    """The settings of an efficiency estimate, checked."""
+
+    sizes: tuple[int, ...]
+    target: float | Literal["auto"]
+    seeds: int
+    sample_budget: int
+    eval_every: int
+    lr_ref: float
+    batch_size_ref: int
+    optimizer: str
+    weight_decay: float
+    subset_fraction: float | None
+    test_fraction: float | None
+
+
+def _check_estimate(sweep: _Sweep, method: str, gns_samples: int, *, on_server: bool,
+                    ray: str | None) -> None:
+    """Every estimate argument that can be wrong, before anything runs."""
+    if method not in ("sweep", "gns"):
+        fail(f"--method must be 'sweep' or 'gns', got {method!r}")
+    if method == "gns":
+        if len(sweep.sizes) < 2:
+            fail("--method gns needs at least two batch sizes (it measures at the smallest "
+                 "and the largest)")
+        if gns_samples < max(sweep.sizes):
+            fail(f"--gns-samples ({gns_samples}) must hold at least one batch of "
+                 f"{max(sweep.sizes)}")
+        if on_server:
+            fail("--method gns runs here: drop --on-server (the server's jobs are sweeps)")
+        if ray is not None:
+            fail("--method gns is one run: --ray has nothing to spread")
+    if sweep.seeds < 1:
+        fail(f"--seeds must be at least 1, got {sweep.seeds}")
+    if sweep.sample_budget < sweep.eval_every:
+        fail(f"--sample-budget ({sweep.sample_budget}) must be at least --eval-every "
+             f"({sweep.eval_every})")
+    check_optimizer(sweep.optimizer, sweep.weight_decay, sweep.lr_ref, sweep.batch_size_ref)
+
+
+def _estimate_on_server(sweep: _Sweep, server: str, token: str | None, model: str,
+                        model_id: int | None, proxy: str, input_shape: str | None,
+                        num_classes: int | None, vocab_size: int | None) -> EfficiencyVector:
+    """The proxy sweep as a server job, for weights stored there."""
+    from wattcap.cli.server import estimate_on_server
+
+    if sweep.target == "auto":
+        fail("--on-server needs a numeric --target-accuracy (the server job takes one)")
+    if num_classes is not None or vocab_size is not None:
+        fail("--on-server estimates a model stored on the server: --num-classes and "
+             "--vocab-size do not apply")
+    if sweep.optimizer != "adam" or sweep.weight_decay:
+        fail("--on-server runs the sweep with Adam: --optimizer and --weight-decay do not "
+             "apply")
+    shape = None
+    if input_shape is not None:
+        from wattcap.data import ShapeConversionError, parse_image_shape
+
+        try:
+            shape = list(parse_image_shape(input_shape))
+        except ShapeConversionError as err:
+            fail(f"--input-shape: {err}")
+    return estimate_on_server(
+        server, token, model=model, model_id=model_id, proxy=proxy,
+        target_accuracy=float(sweep.target), batch_sizes=sweep.sizes, seeds=sweep.seeds,
+        sample_budget=sweep.sample_budget, eval_every=sweep.eval_every, lr_ref=sweep.lr_ref,
+        batch_size_ref=sweep.batch_size_ref, subset_fraction=sweep.subset_fraction,
+        test_fraction=sweep.test_fraction, input_shape=shape)
+
+
+def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
+                    splits: tuple, ray: str | None, workers: int) -> EfficiencyVector:
+    """Every batch size and seed trained to the proxy's target, here or on --ray."""
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.train.efficiency import estimate_efficiency
+    from wattcap.train.executors import ExecutorError
+
+    where = executor_or_fail(ray)
+    with where, progress(f"estimating r_b of {model} on {proxy}"
+                         + (f" ({where.describe()})" if ray else ""),
+                         len(sweep.sizes) * sweep.seeds, "runs") as report:
+        try:
+            return estimate_efficiency(
+                model, proxy, sweep.target, weights=weights, batch_sizes=sweep.sizes,
+                seeds=sweep.seeds, sample_budget=sweep.sample_budget,
+                eval_every_samples=sweep.eval_every, lr_ref=sweep.lr_ref,
+                batch_size_ref=sweep.batch_size_ref, executor=where,
+                progress=report.show,
+                data=splits, num_workers=workers, optimizer=sweep.optimizer,
+                weight_decay=sweep.weight_decay,
+            )
+        except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
+            fail(str(err).strip("'\""))
+
+
+def _estimate_gns(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
+                  gns_samples: int, splits: tuple) -> EfficiencyVector:
+    """r_b from the gradient noise scale of one run at the largest batch size."""
     from wattcap.core.schema import WattcapFileError
     from wattcap.train.noise_scale import estimate_efficiency_gns
 
+    sizes = sweep.sizes
     with progress(f"measuring the gradient noise scale of {model} on {proxy} (b = "
                   f"{min(sizes)} and {max(sizes)})", gns_samples, "samples") as report:
         try:
             return estimate_efficiency_gns(
-                model, proxy, target, weights=weights,  # type: ignore[arg-type]
-                batch_sizes=sizes, sample_budget=gns_samples, eval_every_samples=eval_every,
-                lr_ref=lr_ref, batch_size_ref=batch_size_ref, data=splits,
-                optimizer=optimizer, weight_decay=weight_decay,  # type: ignore[arg-type]
-                progress=lambda done, total, label: report.update(done, label))
+                model, proxy, sweep.target, weights=weights,
+                batch_sizes=sizes, sample_budget=gns_samples,
+                eval_every_samples=sweep.eval_every, lr_ref=sweep.lr_ref,
+                batch_size_ref=sweep.batch_size_ref, data=splits,
+                optimizer=sweep.optimizer, weight_decay=sweep.weight_decay,  # type: ignore[arg-type]
+                progress=report.show)
         except (KeyError, ValueError, WattcapFileError) as err:
             fail(str(err).strip("'\""))
 
@@ -285,76 +341,52 @@ def print_efficiency(vector: EfficiencyVector) -> None:
 
 
 def train(
-    device: str = typer.Option("emulated:jetson-nano", help=DEVICE_HELP),
-    profile: Path | None = typer.Option(None, help="ProfileTable JSON of this device and model "
-                                        "(required unless --server fetches it)."),
-    power_cap: str = typer.Option(..., help="Cap in watts, or 'none', or a cap that moves "
-                                  "during the run: solar:seed=N[,day_s=..,start=..,clouds=..], "
-                                  "battery:capacity_wh=WH,max_w=W[,soc=..], schedule:FILE "
-                                  "(.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a "
-                                  "file another process rewrites)."),
-    model: str = typer.Option(..., help=MODEL_HELP),
-    data: str = typer.Option(..., help=f"Target dataset. {DATA_HELP}"),
-    target_accuracy: float = typer.Option(..., help="Test accuracy to reach (0-1)."),
-    efficiency: Path | None = typer.Option(None, help="EfficiencyVector JSON (proxy r_b)."),
-    target_efficiency: Path | None = typer.Option(None, help="r_b on the target (for fastest)."),
-    margin_sigmas: float = typer.Option(DEFAULT_MARGIN_SIGMAS, min=0.0, help=MARGIN_HELP),
-    weights: Path | None = typer.Option(None, help="Pre-trained weights (.safetensors)."),
-    method: str = typer.Option("wattcap", help="wattcap, baseline-1, baseline-2 or fastest."),
-    sample_budget: int = typer.Option(20_000),
-    eval_every: int = typer.Option(256),
-    seed: int = typer.Option(0),
-    lr_ref: float | None = typer.Option(None, help="Learning rate at the reference batch size "
-                                        "(default: the efficiency vector's, else "
-                                        f"{DEFAULT_LR_REF:g} as in the paper)."),
-    batch_size_ref: int | None = typer.Option(None, help="Reference batch size for sqrt LR "
-                                              "scaling (default: the efficiency vector's, "
-                                              f"else {DEFAULT_BATCH_SIZE_REF})."),
-    optimizer: str | None = typer.Option(None, help="adam or adamw (default: the efficiency "
-                                         "vector's, else adam)."),
-    weight_decay: float = typer.Option(0.0, help="Weight decay (e.g. 0.01 with adamw)."),
-    checkpoint_dir: Path | None = typer.Option(None, help="Save/resume the run here."),
-    out: Path | None = typer.Option(None, help="RunRecord JSON to write."),
-    objective: str = typer.Option("time", help=OBJECTIVE_HELP),
-    eta: float | None = typer.Option(None, help="With --objective cost: weight of energy "
-                                     "against time, in [0, 1]."),
-    max_energy: float | None = typer.Option(None, help="With --objective time: at most this "
-                                            "many joules to the target (predicted)."),
-    deadline: float | None = typer.Option(None, help="With --objective energy: reach the target "
-                                          "within this many seconds (predicted)."),
-    plot: Path | None = typer.Option(None, help="With a moving cap: write power, cap, frequency "
-                                     "and batch size over the run as a PNG."),
-    dry_run: bool = typer.Option(False, help="Read the hardware, change nothing (no training)."),
-    drift_tolerance: float = typer.Option(0.1, help="Relative difference of measured step "
-                                          "time or power from the profile that counts as "
-                                          "drift: the row is re-measured and the frequency "
-                                          "re-planned at the next checkpoint (0 = off)."),
-    drift: str | None = typer.Option(None, help="Emulated devices only: AFTER_S,SPEED,POWER "
-                                     "derating after AFTER_S device seconds (e.g. 5,0.8,1.2), "
-                                     "to watch drift handling."),
-    server: str | None = typer.Option(None, help="wattcap server URL: fetch this device's "
-                                      "profile, the model's efficiency vector and its weights "
-                                      "(local --profile, --efficiency, --weights still win).",
-                                      rich_help_panel="Server"),
-    device_name: str | None = typer.Option(None, help="With --server: the device model whose "
-                                           "profile to fetch (default: --device's).",
-                                           rich_help_panel="Server"),
-    proxy: str | None = typer.Option(None, help="With --server: only an efficiency vector "
-                                     "estimated on this proxy dataset.",
-                                     rich_help_panel="Server"),
-    model_id: int | None = typer.Option(None, help="With --server: the stored weights to start "
-                                        "from (default: those the efficiency vector was "
-                                        "estimated from, else the newest for --model).",
-                                        rich_help_panel="Server"),
-    token: str | None = typer.Option(None, envvar="WATTCAP_SERVER_TOKEN", help="With --server: "
-                                     "bearer token, for a server with private reads (env "
-                                     "WATTCAP_SERVER_TOKEN).", rich_help_panel="Server"),
-    input_shape: str | None = INPUT_SHAPE,
-    num_classes: int | None = NUM_CLASSES,
-    vocab_size: int | None = VOCAB_SIZE,
-    subset_fraction: float | None = SUBSET_FRACTION,
-    test_fraction: float | None = TEST_FRACTION,
-    workers: int = WORKERS,
+    power_cap: MovingPowerCapOpt,
+    model: ModelOpt,
+    data: DataOpt,
+    target_accuracy: TargetAccuracyOpt,
+    device: DeviceOpt = "emulated:jetson-nano",
+    profile: ProfileOpt = None,
+    efficiency: EfficiencyOpt = None,
+    target_efficiency: TargetEfficiencyOpt = None,
+    margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
+    weights: WeightsOpt = None,
+    method: Annotated[str, typer.Option(help="wattcap, baseline-1, baseline-2 or "
+                                        "fastest.")] = "wattcap",
+    sample_budget: SampleBudgetOpt = 20_000,
+    eval_every: EvalEveryOpt = 256,
+    seed: SeedOpt = 0,
+    lr_ref: LrRefOpt = None,
+    batch_size_ref: BatchSizeRefOpt = None,
+    optimizer: OptimizerOpt = None,
+    weight_decay: WeightDecayOpt = 0.0,
+    checkpoint_dir: Annotated[Path | None, typer.Option(help="Save/resume the run "
+                                                        "here.")] = None,
+    out: Annotated[Path | None, typer.Option(help="RunRecord JSON to write.")] = None,
+    objective: ObjectiveOpt = "time",
+    eta: EtaOpt = None,
+    max_energy: MaxEnergyOpt = None,
+    deadline: DeadlineOpt = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="With a moving cap: write power, cap, frequency and batch size over the run as "
+        "a PNG.")] = None,
+    dry_run: DryRunOpt = False,
+    drift_tolerance: Annotated[float, typer.Option(
+        help="Relative difference of measured step time or power from the profile that counts "
+        "as drift: the row is re-measured and the frequency re-planned at the next checkpoint "
+        "(0 = off).")] = 0.1,
+    drift: DriftOpt = None,
+    server: ServerUrlOpt = None,
+    device_name: DeviceNameOpt = None,
+    proxy: ProxyFilterOpt = None,
+    model_id: ModelIdOpt = None,
+    token: TokenOpt = None,
+    input_shape: InputShapeOpt = None,
+    num_classes: NumClassesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    subset_fraction: SubsetFractionOpt = None,
+    test_fraction: TestFractionOpt = None,
+    workers: WorkersOpt = 0,
 ) -> None:
     """Select (b, f) under the cap, apply the frequency, train to the target, restore.
 
@@ -367,16 +399,91 @@ def train(
     --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
     0.8` gets the profile of this device model, the efficiency vector and the weights.
     """
-    from wattcap.cli.plan import make_plan
     from wattcap.core.efficiency import EfficiencyVector
-    from wattcap.core.plan import METHODS
     from wattcap.core.profile import ProfileTable
-    from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError, get_device
-    from wattcap.devices.caps import CapSource, CapSourceError
     from wattcap.models import model_fingerprint
 
     # Every argument is checked before any work starts (no plan printed for a bad one).
+    goal, cap, source, drift_spec = _check_train(
+        method, objective, eta, max_energy, deadline, power_cap, plot=plot, device=device,
+        target_accuracy=target_accuracy, workers=workers, sample_budget=sample_budget,
+        eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance)
+    check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
+    spec = resolve_model(model, input_shape, num_classes, vocab_size)
+    model = spec.name
+    data_spec = check_data(data)
+    options = data_options(spec, input_shape, subset_fraction, test_fraction)
+    if server:
+        profile, efficiency, weights = _fetch_train_inputs(
+            server, token, device, device_name, model, model_id, proxy, profile, efficiency,
+            weights)
+    elif profile is None:
+        fail("--profile is required (or --server URL)")
+    check_weights(weights, model)
+    table = load_or_fail(ProfileTable, profile)
+    try:
+        dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
+    except (DeviceError, KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    table.check_matches(device=dev.name, model=model, source=str(profile),
+                        architecture_fingerprint=model_fingerprint(model))
+    train_split, test_split = load_data(data_spec, spec, options)
+    plan_cap = _plan_cap(cap, source, table, margin_sigmas)
+    choice = _choose(profile, efficiency, target_efficiency, plan_cap, goal, margin_sigmas,
+                     method)
+    vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
+    config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
+                           eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,
+                           vector)
+    under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
+             else f", cap {cap:g} W)" if cap else ", no cap)")
+    console.print(f"{method}: batch size {choice.batch_size} at {choice.frequency_hz / 1e6:.1f} "
+                  f"MHz (profile peak {choice.peak_power_w:.2f} W{under}")
+    # under a moving cap the run re-plans with the oracle's r_b for fastest, else the proxy's
+    vector_path = target_efficiency if method == "fastest" else efficiency
+    replan_efficiency = load_or_fail(EfficiencyVector, vector_path) \
+        if source is not None and vector_path else None
+    if dry_run:
+        console.print("dry run: nothing changed, no training")
+        return
+    record = _run_training(
+        dev, config, choice, train_split, test_split, label=f"{model} on {data}",
+        weights=weights, power_cap_w=cap, power_cap=source, efficiency=replan_efficiency,
+        objective=goal, checkpoint_dir=checkpoint_dir, method=method,
+        profile=table if drift_tolerance > 0 or source is not None else None,
+        drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers)
+    if out:
+        record.save(out)
+    print_run(record, plot)
+
+
+def _fetch_train_inputs(server: str, token: str | None, device: str, device_name: str | None,
+                        model: str, model_id: int | None, proxy: str | None,
+                        profile: Path | None, efficiency: Path | None, weights: Path | None,
+                        ) -> tuple[Path, Path | None, Path | None]:
+    """The profile of this device model (in the power mode it runs in), the efficiency vector
+    and the weights from a server; local files given win."""
+    from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
+
+    name, mode = (device_name, None) if device_name else device_identity(device)
+    profile, efficiency, efficiency_info = fetch_plan_inputs(
+        server, token, profile=profile, efficiency=efficiency, device_name=name,
+        model=model, power_mode=mode, proxy=proxy)
+    if weights is None:
+        weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
+    return profile, efficiency, weights
+
+
+def _check_train(method: str, objective: str, eta: float | None, max_energy: float | None,
+                 deadline: float | None, power_cap: str, *, plot: Path | None, device: str,
+                 target_accuracy: float, workers: int, sample_budget: int, eval_every: int,
+                 drift: str | None, drift_tolerance: float,
+                 ) -> tuple[Objective, float | None, CapSource | None, Drift | None]:
+    """The train arguments that need no file: (objective, constant cap, moving cap, drift)."""
+    from wattcap.core.plan import METHODS
+    from wattcap.devices.caps import CapSource
+
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
     goal = parse_objective(objective, eta, max_energy, deadline)
@@ -394,127 +501,91 @@ def train(
         fail("--drift only applies to emulated devices")
     if drift_tolerance < 0:
         fail(f"--drift-tolerance must be >= 0, got {drift_tolerance}")
-    drift_spec = parse_drift(drift)
-    check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
-    spec = resolve_model(model, input_shape, num_classes, vocab_size)
-    model = spec.name
-    data_spec = check_data(data)
-    options = data_options(spec, input_shape, subset_fraction, test_fraction)
-    if server:
-        from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
+    return goal, cap, source, parse_drift(drift)
 
-        # the profile must be this device model's, in the power mode it runs in
-        name, mode = (device_name, None) if device_name else device_identity(device)
-        profile, efficiency, efficiency_info = fetch_plan_inputs(
-            server, token, profile=profile, efficiency=efficiency, device_name=name,
-            model=model, power_mode=mode, proxy=proxy)
-        if weights is None:
-            weights = fetch_train_weights(server, token, model, model_id, efficiency_info)
-    elif profile is None:
-        fail("--profile is required (or --server URL)")
-    check_weights(weights, model)
-    table = load_or_fail(ProfileTable, profile)
+
+def _plan_cap(cap: float | None, source: CapSource | None, table: ProfileTable,
+              margin_sigmas: float) -> float | None:
+    """The cap the first plan is made for: the constant cap, or a moving cap's first value (a
+    run that starts below every configuration starts paused, with the plan for the lowest
+    cap anything meets)."""
+    if source is None:
+        return cap
+    from wattcap.devices.caps import CapSourceError
+
     try:
-        dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
-    except (DeviceError, KeyError, ValueError) as err:
-        fail(str(err).strip("'\""))
-    table.check_matches(device=dev.name, model=model, source=str(profile),
-                        architecture_fingerprint=model_fingerprint(model))
-    train_split, test_split = load_data(data_spec, spec, options)
-    plan_cap = cap
-    if source is not None:
-        try:
-            plan_cap = source.cap_w(0.0)
-        except CapSourceError as err:
-            fail(f"--power-cap: {err}")
-        if plan_cap is not None and table.points:
-            # a run that starts below every configuration starts paused, with the plan for
-            # the lowest cap anything meets
-            from wattcap.algorithms.planner import with_power_margin
+        plan_cap = source.cap_w(0.0)
+    except CapSourceError as err:
+        fail(f"--power-cap: {err}")
+    if plan_cap is not None and table.points:
+        from wattcap.algorithms.planner import with_power_margin
 
-            margined = with_power_margin(table, margin_sigmas)
-            plan_cap = max(plan_cap, min(p.peak_power_w for p in margined.points))
-    result = make_plan(profile, efficiency, plan_cap, target_efficiency_path=target_efficiency,
+        margined = with_power_margin(table, margin_sigmas)
+        plan_cap = max(plan_cap, min(p.peak_power_w for p in margined.points))
+    return plan_cap
+
+
+def _choose(profile: Path, efficiency: Path | None, target_efficiency: Path | None,
+            cap: float | None, goal: Objective, margin_sigmas: float, method: str) -> Choice:
+    """The method's (b, f) under the cap, or a clear exit when it has none."""
+    from wattcap.cli.plan import make_plan
+
+    result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency,
                        objective=goal, margin_sigmas=margin_sigmas)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
-    choice = result.choices[method]
-    from wattcap.train.loop import TrainConfig, train_to_accuracy
+    return result.choices[method]
 
-    vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
+
+def _train_config(model: str, batch_size: int, target_accuracy: float, sample_budget: int,
+                  eval_every: int, seed: int, lr_ref: float | None, batch_size_ref: int | None,
+                  optimizer: str | None, weight_decay: float,
+                  vector: EfficiencyVector | None) -> TrainConfig:
+    """The run's config; the optimiser settings r_b was estimated with hold it (the vector's,
+    unless told)."""
+    from wattcap.core.run import TrainConfig
+
     try:
         config = TrainConfig(
-            model=model, batch_size=choice.batch_size, target_accuracy=target_accuracy,
+            model=model, batch_size=batch_size, target_accuracy=target_accuracy,
             sample_budget=sample_budget, eval_every_samples=eval_every, seed=seed,
-            # the optimiser settings r_b was estimated with hold it: the vector's, unless told
             lr_ref=lr_ref or (vector.lr_ref if vector else DEFAULT_LR_REF),
             batch_size_ref=batch_size_ref or (vector.batch_size_ref if vector
-                                                 else DEFAULT_BATCH_SIZE_REF),
+                                              else DEFAULT_BATCH_SIZE_REF),
             optimizer=optimizer or (vector.optimizer if vector else "adam"),  # type: ignore[arg-type]  # checked by config.check()
             weight_decay=weight_decay)
         config.check()
     except ValueError as err:
         fail(str(err))
-    under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
-             else f", cap {cap:g} W)" if cap else ", no cap)")
-    console.print(f"{method}: batch size {choice.batch_size} at "
-                  f"{choice.frequency_hz / 1e6:.1f} MHz (profile peak {choice.peak_power_w:.2f} W"
-                  + under)
-    replan_efficiency = None
-    if source is not None:
-        # the r_b the run re-plans with: the oracle's for fastest, the proxy's otherwise
-        vector_path = target_efficiency if method == "fastest" else efficiency
-        replan_efficiency = load_or_fail(EfficiencyVector, vector_path) if vector_path \
-            else None
-    if dry_run:
-        console.print("dry run: nothing changed, no training")
-        return
+    return config
+
+
+def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split: AnyDataset,
+                  test_split: AnyDataset, label: str, **session: Any) -> RunRecord:
+    """Apply the choice's frequency and train to the target; the device is restored however
+    the run ends (signals included)."""
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.devices import DeviceError
     from wattcap.runtime.watchdog import exit_cleanly_on_signals
+    from wattcap.train.loop import train_to_accuracy
 
     try:
         with exit_cleanly_on_signals(), dev, progress(
-            f"training {model} on {data} (b={choice.batch_size}, target "
-            f"{target_accuracy:.0%})", sample_budget, "samples",
+            f"training {label} (b={choice.batch_size}, target "
+            f"{config.target_accuracy:.0%})", config.sample_budget, "samples",
         ) as report:
             dev.set_frequency_hz(choice.frequency_hz)
-            record = train_to_accuracy(
-                config, train_split, test_split, device=dev, weights=weights, power_cap_w=cap,
-                power_cap=source, efficiency=replan_efficiency, objective=goal,
-                checkpoint_dir=checkpoint_dir, method=method,
-                progress=lambda status: report.update(status.samples, _status_detail(status)),
-                profile=table if drift_tolerance > 0 or source is not None else None,
-                drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas,
-                num_workers=workers)
+            return train_to_accuracy(
+                config, train_split, test_split, device=dev,
+                progress=report.show,
+                **session)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
-    if out:
-        record.save(out)
-    print_run(record)
-    if plot is not None:
-        from wattcap.experiments.cap_run import plot_cap_run
-
-        plot_cap_run(record, plot)
-        console.print(f"wrote {plot}")
 
 
-def _status_detail(status: SessionStatus) -> str:
-    """One progress line's detail: accuracy vs target, power vs cap, clock, device time."""
-    parts = ["paused: the cap is below every configuration"] if status.paused else []
-    if status.accuracy is not None:
-        parts.append(f"accuracy {status.accuracy:.1%}"
-                     + (f" (target {status.target_accuracy:.0%})"
-                        if status.target_accuracy is not None else ""))
-    if status.power_w is not None:
-        parts.append(f"{status.power_w:.2f} W"
-                     + (f" (cap {status.power_cap_w:g} W)" if status.power_cap_w else ""))
-    if status.frequency_hz is not None:
-        parts.append(f"{status.frequency_hz / 1e6:.0f} MHz")
-    parts.append(f"{status.device_time_s:.1f} s of device time")
-    return ", ".join(parts)
-
-
-def print_run(record: RunRecord) -> None:
-    """The run summary: time-to-accuracy, energy, peak power against the cap."""
+def print_run(record: RunRecord, plot: Path | None = None) -> None:
+    """The run summary: time-to-accuracy, energy, peak power against the cap; with `plot`,
+    the run under its moving cap as a PNG."""
     tta = record.time_to_accuracy_s
     target = record.target_accuracy
     console.print(
@@ -536,6 +607,11 @@ def print_run(record: RunRecord) -> None:
                       f"{step.to_hz / 1e6:.1f} MHz ({step.reason})")
     for event in record.events:
         console.print(f"  [dim]{event}[/]")
+    if plot is not None:
+        from wattcap.experiments.cap_run import plot_cap_run
+
+        plot_cap_run(record, plot)
+        console.print(f"wrote {plot}")
 
 
 #: segments printed in full; a longer run shows its first and last ones

@@ -1,7 +1,13 @@
-"""Progress a person can follow: a rich bar on a terminal, plain periodic lines elsewhere.
+"""Progress: one protocol every long job reports through, and what a person sees of it.
 
-Long commands (profiling a grid, a proxy sweep of |B| x seeds runs, training to a target) report
-through one interface, `ProgressReporter`: `update(completed, detail)` as work is done, used as a
+Every long job — profiling a grid, a proxy sweep of |B| x seeds runs, the noise-scale run,
+training to a target, the harness's sweeps — takes `progress: OnProgress | None`, a callable
+that receives one `ProgressUpdate` each time a unit of work is done: `done` of `total` `unit`s
+(total None: unknown; it may grow, e.g. when a sweep retries), a `detail` for a person, and
+the `item` just finished (a `ProfilePoint`, a `RunRecord`, ...; None for a plain message). A
+Session's `SessionStatus` is such an update (done = samples, total = the sample budget).
+
+What a person sees is a `ProgressReporter`: `update(completed, detail)` as work is done, used as a
 context manager around the work. `make_progress` picks the implementation from the console: a
 live rich bar when it is a terminal, and otherwise (CI logs, pipes, files) `PlainProgress`, which
 prints a line at every 10 % of the total, at most one more line every 10 s between them, and one
@@ -17,12 +23,58 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+class ProgressUpdate(Protocol):
+    """What every long job reports, each time a unit of work is done."""
+
+    @property
+    def done(self) -> float:
+        """Units done so far."""
+        ...
+
+    @property
+    def total(self) -> float | None:
+        """Units in all (None: unknown)."""
+        ...
+
+    @property
+    def unit(self) -> str:
+        """What is counted: "points", "runs", "samples"."""
+        ...
+
+    @property
+    def detail(self) -> str:
+        """The latest unit, for a person ("b=8 seed=0: 1536 samples to target")."""
+        ...
+
+    @property
+    def item(self) -> Any:
+        """The unit just finished (a ProfilePoint, a RunRecord, the SessionStatus itself);
+        None for a message."""
+        ...
+
+
+#: the one progress callback of every long job
+OnProgress = Callable[[ProgressUpdate], None]
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """A `ProgressUpdate` of a job, with the `item` just finished (None: a message only)."""
+
+    done: float
+    total: float | None
+    unit: str
+    detail: str = ""
+    item: Any = None
+
 
 #: seconds between two time-driven lines of `PlainProgress`
 PLAIN_INTERVAL_S = 10.0
@@ -59,6 +111,11 @@ class ProgressReporter(ABC):
             self.total = total
         if self._started and not self._closed:
             self._show()
+
+    def show(self, update: ProgressUpdate) -> None:
+        """Follow a job's `ProgressUpdate` (pass `reporter.show` as the job's `progress`)."""
+        self.update(int(update.done), update.detail or None,
+                    total=None if update.total is None else int(update.total))
 
     def advance(self, amount: int = 1, detail: str | None = None) -> None:
         """Count `amount` more units done."""

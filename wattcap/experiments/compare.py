@@ -17,7 +17,6 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +30,7 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import METHODS, InfeasibleCapError
 from wattcap.core.profile import ProfileTable
+from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
 from wattcap.core.schema import VersionedFile, WattcapFileError
 from wattcap.data import load_splits
@@ -44,10 +44,6 @@ from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.efficiency import EVALS_PAST_TARGET
 from wattcap.train.executors import Executor, SerialExecutor
 from wattcap.train.tasks import TrainingTask
-
-Progress = Callable[[str], None]
-#: called after each training run of a sweep (trained or reused), for progress counts
-RunDone = Callable[[RunRecord], None]
 
 
 class MethodResult(BaseModel):
@@ -319,14 +315,15 @@ def efficiency_from_runs(
 def math_runs(
     out: Path, model: str, weights: Path | None, dataset: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
-    progress: Progress | None = None, on_run: RunDone | None = None,
+    progress: OnProgress | None = None,
     data_options: dict | None = None, num_workers: int = 0,
     executor: Executor | None = None,
 ) -> dict[tuple[int, int], RunRecord]:
     """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
     reused when recorded with the same model, weights (by content), data, budget, seed and
     target, else trained by `executor` (default: serially here) and recorded as each
-    finishes."""
+    finishes. `progress` gets a `JobProgress` per run (reused or trained; the record as its
+    item) and a message before training starts."""
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
     executor = executor or SerialExecutor()
@@ -339,6 +336,12 @@ def math_runs(
     paths = {key: _math_path(out, inputs, config) for key, config in configs.items()}
     runs: dict[tuple[int, int], RunRecord] = {}
     pending = []
+
+    def finished(record: RunRecord) -> None:
+        if progress:
+            progress(JobProgress(len(runs), len(keys), "runs", _run_detail(record),
+                                 item=record))
+
     for key in keys:
         record = _recorded_math_run(paths[key], configs[key]) if resume else None
         if record is None:
@@ -346,11 +349,11 @@ def math_runs(
             continue
         counters["reused"] += 1
         runs[key] = record
-        if on_run:
-            on_run(record)
+        finished(record)
     if pending:
         if progress:
-            progress(f"training {dataset}: {len(pending)} runs ({executor.describe()})")
+            progress(JobProgress(len(runs), len(keys), "runs", f"training {dataset}: "
+                                 f"{len(pending)} runs ({executor.describe()})"))
         train, test = dataset_splits(dataset, data_options)
         task = TrainingTask.shipping(train, test, weights,
                                      carry_weights=not isinstance(executor, SerialExecutor),
@@ -360,17 +363,24 @@ def math_runs(
             record.save(paths[pending[i]])
             counters["trained"] += 1
             runs[pending[i]] = record
-            if on_run:
-                on_run(record)
+            finished(record)
 
         executor.map(task, [configs[key] for key in pending], done)
     return {key: runs[key] for key in keys}
 
 
+def _run_detail(record: RunRecord) -> str:
+    """A finished run as a person reads it: data, batch size, seed, samples to target."""
+    reached = (f"{record.samples_to_target:.0f} samples to target"
+               if record.samples_to_target is not None else "target not reached")
+    seed = record.config.seed if record.config else "?"
+    return f"{record.dataset} b={record.batch_size} seed={seed}: {reached}"
+
+
 def estimate_proxy_efficiency(
     out: Path, model: str, weights: Path | None, proxy: str, batch_sizes: tuple[int, ...],
     seeds: int, target_accuracy: float | str, sample_budget: int, resume: bool,
-    counters: dict, progress: Callable[[int, int, str], None] | None = None,
+    counters: dict, progress: OnProgress | None = None,
     data_options: dict | None = None, num_workers: int = 0, executor: Executor | None = None,
 ) -> EfficiencyVector:
     """r_b on a proxy with the proxy's own target accuracy (a number, or "auto": chosen from
@@ -392,10 +402,10 @@ def estimate_proxy_efficiency(
             pass  # half-written: estimate again
     trained = [0]
 
-    def count(done: int, total: int, label: str) -> None:
-        trained[0] = done
+    def count(update: ProgressUpdate) -> None:
+        trained[0] = int(update.done)
         if progress is not None:
-            progress(done, total, label)
+            progress(update)
 
     vector = estimate_efficiency(
         model, proxy, "auto" if target_accuracy == "auto" else float(target_accuracy),
@@ -419,21 +429,32 @@ def run_comparison(
     batch_sizes: tuple[int, ...],
     sample_budget: int = 20_000,
     resume: bool = True,
-    progress: Progress | None = None,
+    progress: OnProgress | None = None,
     counters: dict | None = None,
-    on_run: RunDone | None = None,
     data_options: dict | None = None,
     num_workers: int = 0,
     executor: Executor | None = None,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
-    `executor` (default: serially here)."""
-    say = progress or (lambda message: None)
+    `executor` (default: serially here). `progress` counts the training runs of every target
+    (a `JobProgress` per run, the record as its item) and says what is replayed."""
+    total = len(targets) * len(batch_sizes) * seeds
+    done = [0]
+
+    def relay(update: ProgressUpdate) -> None:  # one count over every target's runs
+        done[0] += update.item is not None
+        if progress:
+            progress(JobProgress(done[0], total, "runs", update.detail, item=update.item))
+
+    def say(message: str) -> None:
+        if progress:
+            progress(JobProgress(done[0], total, "runs", message))
+
     counters = counters if counters is not None else {"trained": 0, "reused": 0}
     results: list[MethodResult] = []
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
-                              sample_budget, resume, counters, say, on_run, data_options,
+                              sample_budget, resume, counters, relay, data_options,
                               num_workers, executor)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
@@ -564,8 +585,3 @@ def sensitivity_matrix(
             rows.append(row)
         matrices["none" if cap is None else f"{cap:g}"] = rows
     return matrices
-
-
-def save_json(path: Path, data: object) -> None:
-    """Plain JSON next to the report."""
-    path.write_text(json.dumps(data, indent=2))

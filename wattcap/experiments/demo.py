@@ -144,7 +144,7 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
             vector = estimate_efficiency(
                 task.model, task.proxy, "auto", weights=weights, batch_sizes=sizes,
                 seeds=seeds, sample_budget=sample_budget, executor=where,
-                progress=lambda done, total, label: report.update(done, label, total=total))
+                progress=report.show)
         vector.save(out / f"efficiency-{task.model}-{task.proxy}.json")
         console.print(efficiency_table(vector))
         for note in vector.ratio_notes():
@@ -160,7 +160,7 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
                 out, task.model, weights, vector, [task.target],
                 [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, task.target_accuracy,
                 sizes, sample_budget=sample_budget, executor=where,
-                on_run=lambda record: report.advance(detail=f"b={record.batch_size}"))
+                progress=report.show)
     for cap in PIPELINE_CAPS_W:
         result = plan(profile, cap, efficiency=vector, reference_profiles=references)
         plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.errors import DeviceOutOfMemoryError
@@ -73,7 +74,8 @@ class PowerStats:
         return sum(r.power_w for r in self.readings) * period_s
 
 
-ProgressCallback = Callable[[ProfilePoint | None, str], None]
+#: the profiler's progress: one `JobProgress` per measured point, the point as its `item`
+ProgressCallback = OnProgress
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Profiler:
     _warmed: set[int] = field(default_factory=set, init=False)
     _last_point: tuple[int, int] | None = field(default=None, init=False)
     _reading_series: list[list[float]] = field(default_factory=list, init=False)
+    _points_measured: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -163,8 +166,12 @@ class Profiler:
             readings=len(stats.readings),
         )
         self._reading_series.append([r.power_w for r in stats.readings])
+        self._points_measured += 1
         if self.progress:
-            self.progress(point, f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz")
+            grid = len(self.batch_sizes) * len(self.device.frequencies_hz())
+            self.progress(JobProgress(
+                self._points_measured, max(grid, self._points_measured), "points",
+                f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz", item=point))
         return point, stats.readings
 
     # -- searches ------------------------------------------------------------------------------
@@ -194,6 +201,7 @@ class Profiler:
             mode = "exhaustive" if exhaustive or power_cap_w is None else "pruned"
         if mode == "pruned" and power_cap_w is None:
             raise ValueError("the pruned search needs a power cap")
+        self._points_measured = 0  # progress counts this run's points
         if mode == "model":
             from wattcap.measure.active_profiling import ActiveProfiler
 

@@ -102,6 +102,45 @@ class SessionStatus:
     paused: bool = False
 
 
+    # -- the ProgressUpdate protocol (wattcap.core.progress): samples of the budget ----------
+    @property
+    def done(self) -> float:
+        """Samples trained (a `ProgressUpdate`)."""
+        return self.samples
+
+    @property
+    def total(self) -> float | None:
+        """The sample budget (a `ProgressUpdate`)."""
+        return self.sample_budget
+
+    @property
+    def unit(self) -> str:
+        """What `done` counts (a `ProgressUpdate`)."""
+        return "samples"
+
+    @property
+    def item(self) -> SessionStatus:
+        """The status itself (a `ProgressUpdate`)."""
+        return self
+
+    @property
+    def detail(self) -> str:
+        """Accuracy against the target, power against the cap, clock, device time."""
+        parts = ["paused: the cap is below every configuration"] if self.paused else []
+        if self.accuracy is not None:
+            parts.append(f"accuracy {self.accuracy:.1%}"
+                         + (f" (target {self.target_accuracy:.0%})"
+                            if self.target_accuracy is not None else ""))
+        if self.power_w is not None:
+            parts.append(f"{self.power_w:.2f} W"
+                         + (f" (cap {self.power_cap_w:g} W)" if self.power_cap_w else ""))
+        if self.frequency_hz is not None:
+            parts.append(f"{self.frequency_hz / 1e6:.0f} MHz")
+        parts.append(f"{self.device_time_s:.1f} s of device time")
+        return ", ".join(parts)
+
+
+#: a Session's progress: the one protocol of every long job, each update a `SessionStatus`
 ProgressCallback = Callable[[SessionStatus], None]
 
 

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wattcap.core.progress import ProgressUpdate
 from wattcap.server.schemas import EstimateRequest, JobInfo
 from wattcap.server.store import Store
 
@@ -70,8 +71,9 @@ class JobRunner:
                 path = Path(folder) / "weights.safetensors"
                 path.write_bytes(weights[0])
 
-                def progress(done: int, total: int, label: str) -> None:
-                    self.store.update_job(job_id, progress=f"{done}/{total} runs; {label}")
+                def progress(update: ProgressUpdate) -> None:
+                    self.store.update_job(job_id, progress=f"{update.done:.0f}/"
+                                          f"{update.total or 0:.0f} runs; {update.detail}")
 
                 vector = estimate_efficiency(
                     model.architecture, request.proxy, request.target_accuracy, weights=path,

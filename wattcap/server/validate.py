@@ -168,22 +168,10 @@ def check_weights(data: bytes, architecture: str, num_classes: int | None = None
     except ValueError as err:
         raise PayloadError(str(err)) from None
     expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    found = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
-    missing = sorted(set(expected) - set(found))
-    unexpected = sorted(set(found) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
-    if missing or unexpected or wrong:
-        parts = []
-        if missing:
-            parts.append(f"missing {len(missing)} tensors (e.g. {missing[0]})")
-        if unexpected:
-            parts.append(f"{len(unexpected)} unexpected tensors (e.g. {unexpected[0]})")
-        if wrong:
-            k = wrong[0]
-            parts.append(f"{len(wrong)} tensors of the wrong shape (e.g. {k}: {list(found[k])}, "
-                         f"expected {list(expected[k])})")
+    mismatch = _tensor_mismatch(expected, header)
+    if mismatch:
         raise PayloadError(f"the weights do not match {architecture} with {num_classes} "
-                           f"classes: " + "; ".join(parts))
+                           f"classes: {mismatch}")
     # The header is sound; now the real loader (safetensors, no pickle) and a strict load,
     # which also catches dtypes torch cannot copy into the model.
     try:
@@ -195,6 +183,25 @@ def check_weights(data: bytes, architecture: str, num_classes: int | None = None
         architecture=architecture, input_shape=list(spec.input_shape), task=spec.task,
         num_classes=num_classes, metadata=dict(metadata),
     )
+
+
+def _tensor_mismatch(expected: dict[str, tuple], header: dict) -> str:
+    """How a safetensors header's tensors differ from a model's state dict ('' if they do
+    not): missing, unexpected, or of the wrong shape, with an example of each."""
+    found = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(found) if expected[k] != found[k])
+    parts = []
+    if missing:
+        parts.append(f"missing {len(missing)} tensors (e.g. {missing[0]})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} unexpected tensors (e.g. {unexpected[0]})")
+    if wrong:
+        k = wrong[0]
+        parts.append(f"{len(wrong)} tensors of the wrong shape (e.g. {k}: {list(found[k])}, "
+                     f"expected {list(expected[k])})")
+    return "; ".join(parts)
 
 
 def check_profile(text: str) -> ProfileTable:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.progress import JobProgress, OnProgress
 
 if TYPE_CHECKING:
     from wattcap.train.executors import Executor
@@ -53,7 +54,7 @@ def estimate_efficiency(
     lr_ref: float = DEFAULT_LR_REF,
     batch_size_ref: int = DEFAULT_BATCH_SIZE_REF,
     optimizer: str = "adam",
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: OnProgress | None = None,
     dataset_seed: int = 0,
     budget_extension: float | None = 2.0,
     auto_target_share: float = AUTO_TARGET_SHARE,
@@ -73,8 +74,8 @@ def estimate_efficiency(
     crossing of the target, as a run stopping there would have been). Samples to target are
     interpolated on each run's smoothed curve. A batch size with a run that missed the target
     re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
-    the fit extrapolates it. `progress(done, total, label)` follows the runs; the total grows
-    when retries are scheduled.
+    the fit extrapolates it. `progress` gets a `JobProgress` per finished run (done and total
+    in runs, the run's record as its item); the total grows when retries are scheduled.
 
     ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
     :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
@@ -136,13 +137,13 @@ def estimate_efficiency(
             nonlocal runs_done, trained
             runs_done += 1
             trained += record.samples_seen  # type: ignore[attr-defined]
-            report(label(configs[i], record.curve))  # type: ignore[attr-defined]
+            report(label(configs[i], record.curve), record)  # type: ignore[attr-defined]
 
         return [r.curve for r in executor.map(task, configs, done)]
 
-    def report(label: str) -> None:
+    def report(label: str, record: object) -> None:
         if progress is not None:
-            progress(runs_done, runs_total, label)
+            progress(JobProgress(runs_done, runs_total, "runs", label, item=record))
 
     def reached_label(c: TrainConfig, curve: list) -> str:
         extra = "" if c.sample_budget == sample_budget else f" with {c.sample_budget} samples"
@@ -163,7 +164,7 @@ def estimate_efficiency(
                 f"of b={b_max} (seed 0) within {sample_budget} samples")
         known[(b_max, 0)] = samples_to_target(
             stopped_curve(curve, target, EVALS_PAST_TARGET), target)
-        report(f"proxy target {target:.4f} ({rule})")
+        report(f"proxy target {target:.4f} ({rule})", None)
     else:
         target = float(target_accuracy)
 
@@ -210,4 +211,4 @@ def estimate_efficiency(
 
 
 def _samples_label(samples: float | None) -> str:
-    return "missed" if samples is None else f"{samples:.0f} samples"
+    return "target not reached" if samples is None else f"{samples:.0f} samples to target"

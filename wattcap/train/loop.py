@@ -37,7 +37,7 @@ from wattcap.runtime.checkpoint import Checkpoint
 from wattcap.runtime.gns_replan import GnsSettings
 from wattcap.runtime.meter import PowerMeter
 from wattcap.runtime.sampling import BatchStream
-from wattcap.runtime.session import Session
+from wattcap.runtime.session import Session, SessionStatus
 
 __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
@@ -128,7 +128,7 @@ def train_to_accuracy(
     watchdog: bool = True,
     profile: ProfileTable | None = None,
     drift_tolerance: float = 0.1,
-    progress: Callable[..., None] | None = None,
+    progress: Callable[[SessionStatus], None] | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     power_cap: CapSource | str | float | None = None,
     objective: Objective | str | None = None,

@@ -43,7 +43,6 @@ r(b) = (1 + b/B_noise) / (1 + b_max/B_noise) then stands in for the sweep's r_b
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -54,6 +53,7 @@ from wattcap.algorithms.noise_scale import (
 )
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.noise_scale import NoiseScaleEstimate
+from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.runtime.noise_scale import (
     GradientNoiseScale,
 )
@@ -124,7 +124,7 @@ def measure_noise_scale(
     optimizer: Literal["adam", "adamw"] = "adam",
     seed: int = 0,
     ema_decay: float = DEFAULT_EMA_DECAY,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: OnProgress | None = None,
     precondition: bool = True,
     weight_decay: float = 0.0,
 ) -> GnsRun:
@@ -187,8 +187,8 @@ def measure_noise_scale(
                 reached = samples_to_target(curve, target_accuracy) is not None
             if progress is not None:
                 b = gns.tracker.b_simple()
-                progress(session.samples, sample_budget,
-                         "B_noise " + ("unresolved" if b is None else f"{b:.3g}"))
+                progress(JobProgress(session.samples, sample_budget, "samples",
+                                     "B_noise " + ("unresolved" if b is None else f"{b:.3g}")))
         if not curve or curve[-1][0] != session.samples:
             curve.append((session.samples, accuracy()))
     return GnsRun(gns.estimate(), curve, session.samples, reached)
@@ -209,7 +209,7 @@ def estimate_efficiency_gns(
     seed: int = 0,
     dataset_seed: int = 0,
     ema_decay: float = DEFAULT_EMA_DECAY,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: OnProgress | None = None,
     data: tuple[Dataset, Dataset] | None = None,
     precondition: bool = True,
     weight_decay: float = 0.0,

@@ -1,0 +1,63 @@
+"""Every CLI option more than one command takes is defined once (issue 25): the same flag, help
+and panel in every command that has it."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import typer.main
+
+from wattcap.cli import app
+
+
+def _commands() -> dict[str, Any]:
+    """Every command, with push/pull's subcommands ('push weights'): typer's own click."""
+    group = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    found: dict[str, Any] = {}
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if hasattr(command, "list_commands"):  # push / pull
+            for sub in command.list_commands(ctx):
+                found[f"{name} {sub}"] = command.get_command(ctx, sub)
+        elif command is not None:
+            found[name] = command
+    assert {"train", "plan", "estimate", "push weights", "pull profile"} <= set(found)
+    return found
+
+
+#: flags that name a different thing in each command that has them (each its own file, device
+#: list, target, method, plot or --id), so each command defines its own
+PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", "--id",
+               "--quick", "--token", "--ray", "--power-cap", "--profile", "--plot", "--help"}
+#: flags with two meanings, each defined once: --proxy is the dataset r_b is estimated on, or a
+#: filter of stored vectors; --server is push/pull's required URL (env WATTCAP_SERVER), or the
+#: optional server plan/train/estimate fetch from; --model-id and --num-classes of `push`
+#: describe an upload
+TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes"}
+
+
+def test_a_shared_option_reads_the_same_everywhere() -> None:
+    by_flag: dict[str, list[tuple[str, str | None, str | None]]] = collections.defaultdict(list)
+    for name, command in _commands().items():
+        for param in command.params:
+            if param.param_type_name == "option":
+                for flag in param.opts:
+                    by_flag[flag].append((name, param.help,
+                                          getattr(param, "rich_help_panel", None)))
+    shared = {flag: uses for flag, uses in by_flag.items()
+              if len(uses) > 1 and flag not in PER_COMMAND}
+    assert len(shared) >= 20  # the aliases are in use, not just declared
+    differ = {flag: uses for flag, uses in shared.items()
+              if len({(help_, panel) for _, help_, panel in uses})
+              > (2 if flag in TWO_MEANINGS else 1)}
+    assert not differ, f"options defined more than once: {differ}"
+
+
+def test_the_commands_that_take_a_model_and_data_share_their_options() -> None:
+    commands = _commands()
+    for name in ("pretrain", "estimate", "train", "compare", "sensitivity"):
+        flags = {flag for p in commands[name].params for flag in getattr(p, "opts", [])}
+        assert {"--input-shape", "--num-classes", "--vocab-size", "--subset-fraction",
+                "--test-fraction", "--workers", "--model"} <= flags, name

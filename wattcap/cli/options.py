@@ -1,0 +1,157 @@
+"""Every option more than one command takes, defined once as a Typer `Annotated` alias.
+
+A command declares `weights: WeightsOpt = None`; the name, help and panel come from here, so the
+same option reads the same in every `--help`. Options that only one command has, or that mean
+something else in another command (`--out` names a different file in each), stay with their
+command. Only typer loads here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
+from wattcap.server import SERVER_ENV, TOKEN_ENV
+
+DEVICE_HELP = "auto, jetson, nvml:N, emulated:NAME"
+MODEL_HELP = ("Registered model name, or your own: path/to/file.py:factory or "
+              "package.module:factory (a callable returning an nn.Module).")
+DATA_HELP = ("A bundled dataset, or FORMAT:PATH with FORMAT one of cifar10, cifar100, svhn, "
+             "mnist, fashion-mnist, stl10, imagefolder, text (the official training files).")
+OBJECTIVE_HELP = ("What the selection minimises under the cap: time (the paper's), energy, or "
+                  "cost (Zeus's eta*E + (1-eta)*P_max*T, with --eta).")
+MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) kept as a margin "
+               "below the cap, so that a long run at the chosen point does not cross it.")
+RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ray]'): 'local' "
+            "starts a local Ray of 2 CPUs ('local:N': N CPUs), anything else is a cluster "
+            "address ('auto', HOST:PORT, ray://HOST:10001); 'processes:N' runs them in N local "
+            "processes without Ray. Default: one after another here.")
+PROXY_TARGET_HELP = ("The proxy's own target accuracy (0-1), or 'auto': 0.9 x the best "
+                     "accuracy the largest batch size reaches within the budget.")
+
+MODEL_AND_DATA = "Model and data"
+SERVER = "Server"
+
+# -- the device and the cap -------------------------------------------------------------------
+DeviceOpt = Annotated[str, typer.Option(help=DEVICE_HELP)]
+PowerCapOpt = Annotated[str | None, typer.Option(help="Cap in watts, or 'none'.")]
+MovingPowerCapOpt = Annotated[str, typer.Option(
+    "--power-cap", help="Cap in watts, or 'none', or a cap that moves during the run: "
+    "solar:seed=N[,day_s=..,start=..,clouds=..], battery:capacity_wh=WH,max_w=W[,soc=..], "
+    "schedule:FILE (.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a file another "
+    "process rewrites).")]
+MarginOpt = Annotated[float, typer.Option(min=0.0, help=MARGIN_HELP)]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Read the device and say what would be done; change no setting, write "
+    "no file, train nothing.")]
+DriftOpt = Annotated[str | None, typer.Option(
+    help="Emulated devices only: AFTER_S,SPEED,POWER derating after AFTER_S device seconds "
+    "(e.g. 0,0.8,1.15), to try --refresh and drift handling.")]
+
+# -- the files a plan is made from --------------------------------------------------------------
+ProfileOpt = Annotated[Path | None, typer.Option(
+    help="ProfileTable JSON of this device and model (required unless --server fetches it).")]
+EfficiencyOpt = Annotated[Path | None, typer.Option(help="EfficiencyVector JSON (proxy r_b).")]
+TargetEfficiencyOpt = Annotated[Path | None, typer.Option(
+    help="r_b measured on the target: adds the fastest-configuration oracle.")]
+
+# -- what the selection minimises -----------------------------------------------------------------
+ObjectiveOpt = Annotated[str, typer.Option(help=OBJECTIVE_HELP)]
+EtaOpt = Annotated[float | None, typer.Option(
+    help="With --objective cost: weight of energy against time, in [0, 1].")]
+MaxEnergyOpt = Annotated[float | None, typer.Option(
+    help="With --objective time: the fastest choice that reaches the target within this many "
+    "joules (predicted).")]
+DeadlineOpt = Annotated[float | None, typer.Option(
+    help="With --objective energy: the thriftiest choice that reaches the target within this "
+    "many seconds (predicted).")]
+
+# -- training -------------------------------------------------------------------------------
+ModelOpt = Annotated[str, typer.Option(help=MODEL_HELP)]
+DataOpt = Annotated[str, typer.Option(help=f"The dataset to train on. {DATA_HELP}")]
+ProxyOpt = Annotated[str, typer.Option(help=f"The proxy dataset r_b is estimated on. {DATA_HELP}")]
+WeightsOpt = Annotated[Path | None, typer.Option(
+    help="Pre-trained weights (.safetensors) every run starts from.")]
+TargetAccuracyOpt = Annotated[float, typer.Option(
+    help="Test accuracy to reach on the target data (0-1).")]
+SeedOpt = Annotated[int, typer.Option(help="Random seed of the run.")]
+SeedsOpt = Annotated[int, typer.Option(
+    help="Seeds per configuration (an efficiency estimate needs 2 for its large-batch fit; "
+    "with 1 it uses the raw samples).")]
+SampleBudgetOpt = Annotated[int, typer.Option(
+    help="A run gives up after this many samples (a proxy batch size that misses gets one "
+    "retry with twice the budget).")]
+EvalEveryOpt = Annotated[int, typer.Option(help="Evaluate every N samples (the same for every "
+                                           "batch size).")]
+BatchSizesOpt = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+LrRefOpt = Annotated[float | None, typer.Option(
+    help="Learning rate at the reference batch size (default: the efficiency vector's where "
+    f"one is read, else {DEFAULT_LR_REF:g} as in the paper: Adam at b = 128).")]
+BatchSizeRefOpt = Annotated[int | None, typer.Option(
+    help="Reference batch size for square-root LR scaling (default: the efficiency vector's "
+    f"where one is read, else {DEFAULT_BATCH_SIZE_REF}).")]
+OptimizerOpt = Annotated[str | None, typer.Option(
+    help="adam or adamw, both with square-root LR scaling (default: the efficiency vector's "
+    "where one is read, else adam).")]
+WeightDecayOpt = Annotated[float, typer.Option(help="Weight decay (e.g. 0.01 with adamw).")]
+RayOpt = Annotated[str | None, typer.Option("--ray", help=RAY_HELP, metavar="local|ADDRESS")]
+
+# -- the model and its data, where they cannot be inferred ----------------------------------------
+InputShapeOpt = Annotated[str | None, typer.Option(
+    "--input-shape", help="The model's input shape, C x H x W (e.g. 3x32x32) or a context "
+    "length for a char model: your own model's where it cannot be inferred, and images are "
+    "converted to it (1<->3 channels, any size).", rich_help_panel=MODEL_AND_DATA)]
+NumClassesOpt = Annotated[int | None, typer.Option(
+    "--num-classes", help="Your own model's number of classes, where it cannot be inferred.",
+    rich_help_panel=MODEL_AND_DATA)]
+VocabSizeOpt = Annotated[int | None, typer.Option(
+    "--vocab-size", help="Your own char model's vocabulary size (96 for wattcap's text "
+    "filter); makes it a char-lm model.", rich_help_panel=MODEL_AND_DATA)]
+SubsetFractionOpt = Annotated[float | None, typer.Option(
+    "--subset-fraction", help="Keep this seeded share of the data (e.g. 0.25: the paper's "
+    "quarter of SVHN and CINIC-10).", rich_help_panel=MODEL_AND_DATA)]
+TestFractionOpt = Annotated[float | None, typer.Option(
+    "--test-fraction", help="Share held out for testing (default 0.2 for images, 0.1 for "
+    "text files).", rich_help_panel=MODEL_AND_DATA)]
+WorkersOpt = Annotated[int, typer.Option(
+    "--workers", help="DataLoader worker processes that prepare batches.",
+    rich_help_panel=MODEL_AND_DATA)]
+
+# -- experiments ----------------------------------------------------------------------------
+TargetsOpt = Annotated[str, typer.Option(
+    help="Comma-separated target datasets (data specs, as --proxy).")]
+PowerCapsOpt = Annotated[str | None, typer.Option(
+    help="Comma-separated caps in W or 'none', for every device (default: a grid per "
+    "device).")]
+ProxyTargetOpt = Annotated[str, typer.Option(help=PROXY_TARGET_HELP)]
+ResumeOpt = Annotated[bool, typer.Option(
+    help="Reuse runs already recorded in OUT (only those with the same model, weights, data, "
+    "budget, seed and target).")]
+
+# -- a wattcap server -----------------------------------------------------------------------------
+ServerUrlOpt = Annotated[str | None, typer.Option(
+    help="wattcap server URL: fetch what this command needs from it (the device's profile, "
+    "the model's efficiency vector and weights); local files given still win.",
+    rich_help_panel=SERVER)]
+ServerOpt = Annotated[str, typer.Option(
+    "--server", envvar=SERVER_ENV, help=f"wattcap server URL (env {SERVER_ENV}).")]
+TokenOpt = Annotated[str | None, typer.Option(
+    "--token", envvar=TOKEN_ENV, help=f"Bearer token: writes need it, and reads on a server "
+    f"with private reads (better: env {TOKEN_ENV}, which other users cannot see in the process "
+    "list).", rich_help_panel=SERVER)]
+DeviceNameOpt = Annotated[str | None, typer.Option(
+    help="The device model whose profile to fetch from the server, e.g. jetson-nano (train: "
+    "default --device's).", rich_help_panel=SERVER)]
+PowerModeOpt = Annotated[str | None, typer.Option(
+    help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
+    "--server or pull, only a profile made in it.")]
+ProxyFilterOpt = Annotated[str | None, typer.Option(
+    help="Only an efficiency vector estimated on this proxy dataset.", rich_help_panel=SERVER)]
+TargetFilterOpt = Annotated[float | None, typer.Option(
+    help="Only an efficiency vector for this target accuracy.", rich_help_panel=SERVER)]
+ModelIdOpt = Annotated[int | None, typer.Option(
+    help="With --server: the stored weights to use (default: those the efficiency vector was "
+    "estimated from, else the newest for --model).", rich_help_panel=SERVER)]
