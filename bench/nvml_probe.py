@@ -2,11 +2,14 @@
 
 Lists the supported graphics clocks, reads power (instant and NVML's 1 s average) and the
 energy counter, then runs wattcap's Profiler over a few batch sizes *at whatever clock the GPU
-runs now*, printing peak and average power, time per sample and the energy the hardware counter
+runs when left alone* (nothing locked: the driver picks the clock), printing the clock it
+observed, peak and average power, time per sample and the energy the hardware counter
 saw next to the energy the power readings integrate to.
 
 It never changes a setting: the device is opened in dry-run mode, and the class below pins the
-frequency list to the current clock and refuses any other, so no NVML setter
+frequency list to one entry, the unlocked GPU (labelled with the top supported clock, which the
+driver boosts toward under load; the live clock read at open is the idle clock and says nothing
+of what a step runs at), and refuses any other, so no NVML setter
 (nvmlDeviceSet*, nvmlDeviceReset*) can be reached. Without an NVIDIA driver or GPU it says so
 and exits 0.
 
@@ -27,13 +30,15 @@ from wattcap.measure.profiling import Profiler
 
 
 class ReadOnlyNvmlDevice(NvmlDevice):
-    """An NvmlDevice that only reads: its one "available" frequency is the clock the GPU ran
-    at when it was opened, and asking for any other raises instead of locking clocks."""
+    """An NvmlDevice that only reads: its one "available" frequency stands for the unlocked GPU
+    (the top supported clock, or the live clock where NVML lists none), and asking for any
+    other raises instead of locking clocks."""
 
     def __init__(self, index: int = 0, pynvml_module: ModuleType | None = None) -> None:
         super().__init__(index, dry_run=True, pynvml_module=pynvml_module)
         self.supported_hz = super().frequencies_hz()
-        self.pinned_hz = self.current_frequency_hz()
+        self.pinned_hz = max(self.supported_hz) if self.supported_hz else \
+            self.current_frequency_hz()
         #: --allow-cpu-step without CUDA in torch: the step runs on the CPU (tests only)
         self.cpu_step = False
 
@@ -72,7 +77,8 @@ def _print_readout(device: ReadOnlyNvmlDevice) -> None:
     nvml = device._nvml
     print(f"GPU {device.index}: {device.gpu_name}")
     print(f"  supported graphics clocks: {_clock_list(device.supported_hz)}")
-    print(f"  current graphics clock: {device.pinned_hz / 1e6:g} MHz")
+    print(f"  live graphics clock now: {device.current_frequency_hz() / 1e6:g} MHz (idle "
+          "clock when no work runs)")
     limit_w = device.power_limit_w()
     print(f"  power limit: {limit_w:g} W" if limit_w is not None else "  power limit: unknown")
     instant_mw = device._read_instant_power_mw()
@@ -96,10 +102,12 @@ def _profile(device: ReadOnlyNvmlDevice, model: str, batch_sizes: list[int],
 
     def watch_clock(reading: PowerReading) -> None:
         # Unlocked, the clock moves with load and temperature: report what it really was.
-        clocks_seen.append(device.current_frequency_hz())
+        if reading.clock_hz is not None:
+            clocks_seen.append(reading.clock_hz)
 
     profiler = Profiler(device, model, batch_sizes=tuple(batch_sizes), min_readings=min_readings)
-    print(f"\n{model} at the current clock (not locked; min-max seen during each window):")
+    print(f"\n{model} with the clock unlocked (the driver's choice, up to "
+          f"{device.pinned_hz / 1e6:g} MHz; min-max observed during each window):")
     header = (f"{'batch':>5} {'clock MHz':>11} {'peak W':>7} {'avg W':>7} {'ms/sample':>10} "
               f"{'samples/s':>10} {'J/sample ctr':>12} {'J/sample avg':>12}")
     print(header)

@@ -130,10 +130,10 @@ def test_bench_probe_runs_here(nvml_probe: ModuleType, capsys: pytest.CaptureFix
     assert "no NVIDIA GPU" in capsys.readouterr().out
 
 
-def test_bench_probe_profiles_at_the_current_clock_without_setting_anything(
+def test_bench_probe_profiles_unlocked_without_setting_anything(
     nvml_probe: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake = FakeNvml([FakeGpu(clock_mhz=1755)])
+    fake = FakeNvml([FakeGpu(clock_mhz=1755)])  # idle now: the live clock reads 345 MHz
     code = nvml_probe.main(["--model", "digits-cnn", "--batch-sizes", "8", "--min-readings", "2",
                             "--allow-cpu-step"], pynvml_module=fake)
     out = capsys.readouterr().out
@@ -142,8 +142,10 @@ def test_bench_probe_profiles_at_the_current_clock_without_setting_anything(
     assert "110 clocks, 345 ... 1980 MHz" in out
     assert "instant power: 74.5 W" in out and "average power (1 s): 72.0 W" in out
     assert "energy counter: 123456.8 J" in out
+    assert "live graphics clock now: 345 MHz" in out and "up to 1980 MHz" in out
     row = next(line for line in out.splitlines() if line.split()[:1] == ["8"])
-    assert row.split()[1] == "1755-1755"  # the clock it ran at, never changed
+    # the step ran on the CPU (no CUDA here): the GPU idled, and the observed clock says so
+    assert row.split()[1] == "345-345"
     assert fake.init_count == 0  # NVML shut down again
 
 
@@ -151,10 +153,11 @@ def test_read_only_device_refuses_any_other_clock(nvml_probe: ModuleType) -> Non
     fake = FakeNvml([FakeGpu(clock_mhz=1755)])
     device = nvml_probe.ReadOnlyNvmlDevice(0, pynvml_module=fake)
     try:
-        assert device.frequencies_hz() == [1_755_000_000]
-        assert device.set_frequency_hz(1_755_000_000) == 1_755_000_000
+        # never the idle clock read at open: the unlocked GPU, labelled with its top clock
+        assert device.frequencies_hz() == [1_980_000_000]
+        assert device.set_frequency_hz(1_980_000_000) == 1_980_000_000
         with pytest.raises(DeviceError, match="read-only probe"):
-            device.set_frequency_hz(1_980_000_000)
+            device.set_frequency_hz(1_755_000_000)
         device.restore()
     finally:
         device.close()

@@ -68,9 +68,15 @@ def test_set_and_restore() -> None:
     device, nvml = open_device(gpu)
     assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
     assert gpu.locked_mhz == (1500, 1500)
-    assert device.current_frequency_hz() == 1500 * MHZ
+    # the live clock idles between steps; the requested clock is the one to reason with
+    assert device.current_frequency_hz() == gpu.idle_clock_mhz * MHZ
+    assert device.requested_frequency_hz() == device.run_frequency_hz() == 1500 * MHZ
+    gpu.busy = True
+    assert device.current_frequency_hz() == 1500 * MHZ  # under work the lock shows
     device.restore()
     assert gpu.locked_mhz is None
+    assert device.requested_frequency_hz() is None
+    assert device.run_frequency_hz() == max(device.frequencies_hz())
     device.restore()
     assert nvml.setter_calls == ["nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks"]
 
@@ -123,7 +129,7 @@ def test_locking_not_supported_is_a_clear_error() -> None:
 
 
 def test_power_cap_makes_the_lock_fail_and_restore_resets() -> None:
-    gpu = FakeGpu(cap_mhz=1200)
+    gpu = FakeGpu(cap_mhz=1200, busy=True)  # working under a power limit below the lock
     device, nvml = open_device(gpu)
     with pytest.raises(FrequencyNotFollowedError) as raised:
         device.set_frequency_hz(1500 * MHZ)
@@ -136,14 +142,14 @@ def test_power_cap_makes_the_lock_fail_and_restore_resets() -> None:
 
 
 def test_idle_gpu_after_lock_is_not_an_error() -> None:
-    device, _ = open_device(FakeGpu(idle_after_lock=True))
+    device, _ = open_device(FakeGpu())  # no work runs: the live clock reads the idle clock
     assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
     assert "GpuIdle" in device.clock_event_reasons()
 
 
 def test_clock_reasons_fall_back_to_the_throttle_api() -> None:
     reasons = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwThermalSlowdown
-    nvml = FakeNvml([FakeGpu(clock_reasons=reasons)], event_reasons_api=False)
+    nvml = FakeNvml([FakeGpu(clock_reasons=reasons, busy=True)], event_reasons_api=False)
     device = NvmlDevice(0, pynvml_module=nvml)
     assert device.clock_event_reasons() == ["SwPowerCap", "HwThermalSlowdown"]
     assert "nvmlDeviceGetCurrentClocksThrottleReasons" in nvml.calls

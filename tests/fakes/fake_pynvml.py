@@ -9,6 +9,7 @@ Like the real library, every call before nvmlInit() fails with NVMLError_Uniniti
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -47,9 +48,18 @@ class FakeGpu:
     locking_supported: bool = True
     #: a power/thermal limit: a lock above it runs at cap_mhz with SwPowerCap set
     cap_mhz: int | None = None
-    #: the GPU sits idle after a lock and reports its idle clock (GpuIdle) until work arrives
-    idle_after_lock: bool = False
+    #: work runs on the GPU now (set by the fake torch.cuda between a step's start event and
+    #: its end event's synchronize): only then does a locked clock show; idle, the live clock
+    #: is the idle clock whatever is locked, as on real hardware
+    busy: bool = False
     locked_mhz: tuple[int, int] | None = None
+    #: every (min, max) lock ever set, in order
+    lock_history: list[tuple[int, int]] = field(default_factory=list)
+    #: errors injected mid-run: function name -> (calls that still succeed, NVML return code,
+    #: or "raw" for an NVMLError of a code the bindings have no subclass for)
+    fail: dict[str, tuple[int, int | str]] = field(default_factory=dict)
+    #: a read that never returns (a hung driver call): function name -> calls before it hangs
+    hang: dict[str, int] = field(default_factory=dict)
     #: nvmlDeviceGetPciInfo().busId, as the real struct holds it (bytes, 8-digit domain)
     pci_bus_id: bytes = b"00000000:3B:00.0"
 
@@ -85,6 +95,8 @@ class FakeNvml(ModuleType):
         self.gpus = [FakeGpu()] if gpus is None else gpus
         self.library_missing = library_missing
         self.init_count = 0
+        #: released by a test to let a hung call return
+        self.hung = threading.Event()
         #: names of every function called, in order
         self.calls: list[str] = []
         if not event_reasons_api:
@@ -97,10 +109,23 @@ class FakeNvml(ModuleType):
         """Calls that change GPU state."""
         return [c for c in self.calls if c.startswith(("nvmlDeviceSet", "nvmlDeviceReset"))]
 
-    def _enter(self, name: str) -> None:
+    def _enter(self, name: str, handle: FakeHandle | None = None) -> None:
         self.calls.append(name)
         if self.init_count == 0:
             raise _error(real.NVML_ERROR_UNINITIALIZED)
+        if handle is None:
+            return
+        gpu = self._gpu(handle)
+        if name in gpu.fail:
+            left, code = gpu.fail[name]
+            if left <= 0:
+                # "raw": a code the bindings have no subclass for gives the bare NVMLError
+                raise _error(123_456 if code == "raw" else int(code))
+            gpu.fail[name] = (left - 1, code)
+        if name in gpu.hang:
+            if gpu.hang[name] <= 0:
+                self.hung.wait()  # until the test releases it
+            gpu.hang[name] -= 1
 
     def _gpu(self, handle: FakeHandle) -> FakeGpu:
         return self.gpus[handle.index]
@@ -132,38 +157,41 @@ class FakeNvml(ModuleType):
 
     # -- reads ---------------------------------------------------------------------------------
     def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
-        self._enter("nvmlDeviceGetName")
+        self._enter("nvmlDeviceGetName", handle)
         return self._gpu(handle).name
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
-        self._enter("nvmlDeviceGetPciInfo")
+        self._enter("nvmlDeviceGetPciInfo", handle)
         info = real.nvmlPciInfo_t()
         info.busId = self._gpu(handle).pci_bus_id
         return info
 
     def nvmlDeviceGetSupportedMemoryClocks(self, handle: FakeHandle) -> list[int]:
-        self._enter("nvmlDeviceGetSupportedMemoryClocks")
+        self._enter("nvmlDeviceGetSupportedMemoryClocks", handle)
         return list(self._gpu(handle).memory_clocks_mhz)
 
     def nvmlDeviceGetSupportedGraphicsClocks(self, handle: FakeHandle, memory_mhz: int) -> list:
-        self._enter("nvmlDeviceGetSupportedGraphicsClocks")
+        self._enter("nvmlDeviceGetSupportedGraphicsClocks", handle)
         clocks = self._gpu(handle).graphics_clocks_mhz.get(memory_mhz)
         if clocks is None:
             raise _error(real.NVML_ERROR_NOT_FOUND)
         return list(clocks)
 
     def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock_type: int) -> int:
-        self._enter("nvmlDeviceGetClockInfo")
+        self._enter("nvmlDeviceGetClockInfo", handle)
         if clock_type != real.NVML_CLOCK_GRAPHICS:
             raise _error(real.NVML_ERROR_NOT_SUPPORTED)
-        return self._gpu(handle).clock_mhz
+        gpu = self._gpu(handle)
+        if not gpu.busy:
+            return gpu.idle_clock_mhz  # the live clock idles whatever is locked
+        return gpu.clock_mhz
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPowerUsage")
+        self._enter("nvmlDeviceGetPowerUsage", handle)
         return self._gpu(handle).power_mw
 
     def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
-        self._enter("nvmlDeviceGetFieldValues")
+        self._enter("nvmlDeviceGetFieldValues", handle)
         gpu = self._gpu(handle)
         values = (real.c_nvmlFieldValue_t * len(field_ids))()
         for value, field_id in zip(values, field_ids, strict=True):
@@ -177,29 +205,35 @@ class FakeNvml(ModuleType):
         return values
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetTotalEnergyConsumption")
+        self._enter("nvmlDeviceGetTotalEnergyConsumption", handle)
         gpu = self._gpu(handle)
         if gpu.energy_mj is None:
             raise _error(real.NVML_ERROR_NOT_SUPPORTED)
         return gpu.energy_mj
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle) -> Any:
-        self._enter("nvmlDeviceGetMemoryInfo")
+        self._enter("nvmlDeviceGetMemoryInfo", handle)
         gpu = self._gpu(handle)
         return real.c_nvmlMemory_t(
             gpu.memory_total, gpu.memory_free, gpu.memory_total - gpu.memory_free
         )
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksEventReasons")
-        return self._gpu(handle).clock_reasons
+        self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        return self._reasons(self._gpu(handle))
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return self._gpu(handle).clock_reasons
+        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        return self._reasons(self._gpu(handle))
+
+    @staticmethod
+    def _reasons(gpu: FakeGpu) -> int:
+        if gpu.busy:
+            return gpu.clock_reasons & ~real.nvmlClocksEventReasonGpuIdle
+        return gpu.clock_reasons | real.nvmlClocksEventReasonGpuIdle
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPowerManagementLimit")
+        self._enter("nvmlDeviceGetPowerManagementLimit", handle)
         return self._gpu(handle).power_limit_mw
 
     # -- setters -------------------------------------------------------------------------------
@@ -210,15 +244,14 @@ class FakeNvml(ModuleType):
             raise _error(real.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceSetGpuLockedClocks(self, handle: FakeHandle, min_mhz: int, max_mhz: int) -> None:
-        self._enter("nvmlDeviceSetGpuLockedClocks")
+        self._enter("nvmlDeviceSetGpuLockedClocks", handle)
         gpu = self._gpu(handle)
         self._check_set(gpu)
         gpu.locked_mhz = (min_mhz, max_mhz)
+        gpu.lock_history.append((min_mhz, max_mhz))
         reasons = real.nvmlClocksEventReasonApplicationsClocksSetting
-        if gpu.idle_after_lock:
-            gpu.clock_mhz = gpu.idle_clock_mhz
-            reasons |= real.nvmlClocksEventReasonGpuIdle
-        elif gpu.cap_mhz is not None and gpu.cap_mhz < max_mhz:
+        # the clock under work; idle, the live clock reads the idle clock (see GetClockInfo)
+        if gpu.cap_mhz is not None and gpu.cap_mhz < max_mhz:
             gpu.clock_mhz = gpu.cap_mhz
             reasons |= real.nvmlClocksEventReasonSwPowerCap
         else:
@@ -226,7 +259,7 @@ class FakeNvml(ModuleType):
         gpu.clock_reasons = reasons
 
     def nvmlDeviceResetGpuLockedClocks(self, handle: FakeHandle) -> None:
-        self._enter("nvmlDeviceResetGpuLockedClocks")
+        self._enter("nvmlDeviceResetGpuLockedClocks", handle)
         gpu = self._gpu(handle)
         self._check_set(gpu)
         gpu.locked_mhz = None

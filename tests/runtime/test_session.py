@@ -444,13 +444,16 @@ def board_nano(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBoard:
     return board
 
 
-def test_watch_error_surfaces_from_a_dead_sensor_only_under_a_cap() -> None:
+def test_a_dead_sensor_stops_the_run_with_or_without_a_cap() -> None:
     from wattcap.devices.errors import SensorMissingError
 
     device = EmulatedDevice("jetson-nano")
+    device.check_watch(None)  # a live sensor: nothing to say
     device.sensor_error = SensorMissingError("no sensor", hint="use a meter")
-    device.check_watch(None)  # no cap: the run may go on
-    with pytest.raises(WatchError, match="cannot be watched"):
+    with pytest.raises(WatchError, match="cannot be measured") as no_cap:
+        device.check_watch(None)
+    assert no_cap.value.hint == "use a meter"
+    with pytest.raises(WatchError, match="cap of 5 W cannot be watched"):
         device.check_watch(5.0)
 
 

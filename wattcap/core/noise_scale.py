@@ -3,13 +3,9 @@ measured."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-
-if TYPE_CHECKING:
-
-    pass
 
 
 class NoiseScaleEstimate(BaseModel):

@@ -70,6 +70,16 @@ class CurvePoint(BaseModel):
     device_time_s: float
 
 
+class ObservedFrequency(BaseModel):
+    """The clock the hardware reported during a run, beside the one requested."""
+
+    model_config = ConfigDict(extra="forbid")
+    mean_hz: float
+    min_hz: int
+    max_hz: int
+    readings: int
+
+
 class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
@@ -89,7 +99,11 @@ class RunRecord(VersionedFile):
     device: str | None = None
     device_kind: str | None = None
     torch_device: str | None = None
+    #: the clock wattcap requested (locked) at the end of the run, never a live reading
     frequency_hz: int | None = None
+    #: the clock the hardware reported beside the power readings (on a real GPU the live
+    #: clock, idle between steps): mean, min and max; None where none was read
+    observed_frequency_hz: ObservedFrequency | None = None
     power_cap_w: float | None = None
     reached: bool
     #: samples where the smoothed accuracy curve crosses the target (interpolated)

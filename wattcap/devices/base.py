@@ -20,17 +20,19 @@ is recorded in `watch_error`; `check_watch()` raises it, so a run never goes on 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wattcap.devices.errors import (
     DeviceError,
     DeviceOutOfMemoryError,
+    FrequencyNotFollowedError,
     WatchError,
 )
 
@@ -38,27 +40,15 @@ if TYPE_CHECKING:
     from wattcap.devices.workload import StepCost
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 @dataclass(frozen=True)
 class PowerReading:
-    """One sensor sample: device time of the sample and power averaged by the sensor."""
+    """One sensor sample: device time of the sample and power averaged by the sensor, and the
+    clock the hardware reported with it (`clock_hz`: observed, None where unread)."""
 
     time_s: float
     power_w: float
     rail: str
+    clock_hz: int | None = None
 
 
 @dataclass
@@ -98,6 +88,10 @@ class Device(ABC):
         self._tick_lock = threading.Lock()
         #: serialises clock writes and restore across threads (watchdog vs main thread)
         self.clock_lock = threading.RLock()
+        #: the clock wattcap locked last (None: none since the device was found or restored)
+        self._requested_hz: int | None = None
+        #: changes of the power sensor during the run (another period or rail), for the record
+        self.sensor_changes: list[str] = []
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -118,17 +112,38 @@ class Device(ABC):
 
     @abstractmethod
     def current_frequency_hz(self) -> int:
-        """The frequency the hardware reports now."""
+        """The frequency the hardware reports now: an *observation*. On a real GPU it is the
+        live clock, which idles at a few hundred MHz between steps whatever is locked; never
+        derive the clock to apply from it (use `requested_frequency_hz`)."""
+
+    def requested_frequency_hz(self) -> int | None:
+        """The clock wattcap locked last (None: nothing locked since the device was found or
+        restored; the driver's governor picks the clock)."""
+        return self._requested_hz
+
+    def run_frequency_hz(self) -> int:
+        """The clock a run on this device runs at, as wattcap decides it: the one locked, else
+        the top of the list (an unlocked GPU boosts up to it under load). What the watchdog's
+        ceiling, its step-downs, resume and run records use; never the live reading."""
+        if self._requested_hz is not None:
+            return self._requested_hz
+        return max(self.frequencies_hz())
 
     def set_frequency_hz(self, frequency_hz: int) -> int:
         """Lock the GPU at `frequency_hz` (one of `frequencies_hz()`); return the applied one.
 
-        Raises FrequencyNotFollowedError when the hardware reports another frequency. Holds
-        `clock_lock`, so a watchdog in the sensor thread and the main thread never interleave
-        their writes.
+        Raises FrequencyNotFollowedError when the hardware reports another frequency (the lock
+        is in place all the same: it is the requested clock from then on). Holds `clock_lock`,
+        so a watchdog in the sensor thread and the main thread never interleave their writes.
         """
         with self.clock_lock:
-            return self._apply_frequency_hz(frequency_hz)
+            try:
+                applied = self._apply_frequency_hz(frequency_hz)
+            except FrequencyNotFollowedError:
+                self._requested_hz = frequency_hz
+                raise
+            self._requested_hz = frequency_hz
+            return applied
 
     @abstractmethod
     def _apply_frequency_hz(self, frequency_hz: int) -> int:
@@ -164,14 +179,27 @@ class Device(ABC):
 
     def begin_step(self, cost: StepCost) -> StepTimer:
         """Start timing one training step whose work the caller runs next (a user's loop, a
-        framework hook); `end_step` returns its device seconds. Real devices time the wall
-        clock around the work and wait for the GPU at the end."""
-        return StepTimer(cost=cost, start_s=time.monotonic())
+        framework hook); `end_step` returns its device seconds. On a CUDA device the step is
+        timed by CUDA events on *this* device's stream (not the current device's: `nvml:1`
+        is timed on GPU 1); elsewhere by the wall clock."""
+        cuda = cuda_of(self.torch_device)
+        if cuda is None:
+            return StepTimer(cost=cost, start_s=time.monotonic())
+        start = cuda.Event(enable_timing=True)
+        start.record(cuda.current_stream(self.torch_device))
+        return StepTimer(cost=cost, start_s=time.monotonic(), start_event=start)
 
     def end_step(self, timer: StepTimer) -> float:
-        """Finish a step started with `begin_step`: the device seconds it took."""
-        _synchronize_cuda()
-        return time.monotonic() - timer.start_s
+        """Finish a step started with `begin_step`: the device seconds it took (waiting for
+        this device's queued work, and only this device's)."""
+        if timer.start_event is None:
+            return time.monotonic() - timer.start_s
+        cuda = cuda_of(self.torch_device)
+        assert cuda is not None
+        end = cuda.Event(enable_timing=True)
+        end.record(cuda.current_stream(self.torch_device))
+        end.synchronize()
+        return float(timer.start_event.elapsed_time(end)) / 1e3
 
     def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
         """Run one training step and return the device seconds it took.
@@ -197,6 +225,7 @@ class Device(ABC):
         """Put every setting changed by wattcap back to what it was. Idempotent."""
         with self.clock_lock:
             self._restore_settings()
+            self._requested_hz = None
 
     @abstractmethod
     def _restore_settings(self) -> None:
@@ -266,16 +295,17 @@ class Device(ABC):
         return True
 
     def check_watch(self, power_cap_w: float | None = None) -> None:
-        """Raise the watch's failure, if any: a failed tick callback always, a dead sensor
-        when a cap must be kept (without a cap the run may go on, with its energy unknown)."""
+        """Raise the watch's failure, if any: a failed tick callback, or a sensor that stopped
+        (under a cap nobody would keep it; without one, power and energy would go unmeasured:
+        either way the run stops and says why, never silently)."""
         if self.watch_error is not None:
             raise self.watch_error
-        if power_cap_w is not None and self.sensor_error is not None:
+        if self.sensor_error is not None:
+            what = (f"the cap of {power_cap_w:g} W cannot be watched" if power_cap_w is not None
+                    else "power and energy cannot be measured")
             raise WatchError(
-                f"the power sensor stopped ({self.sensor_error.message}): the cap of "
-                f"{power_cap_w:g} W cannot be watched, so the run stops",
-                hint=self.sensor_error.hint,
-            )
+                f"the power sensor stopped ({self.sensor_error.message}): {what}, so the run "
+                "stops", hint=self.sensor_error.hint)
 
     def _start_ticks(self) -> None:
         self._poll_stop = threading.Event()
@@ -289,39 +319,61 @@ class Device(ABC):
         self._poll_thread.join(timeout=5 * self.sensor_period_s + 1.0)
 
     def _poll_loop(self) -> None:
-        period_s = self.sensor_period_s
         next_s = time.monotonic()
         while not self._poll_stop.is_set():
             try:
                 power_w = self.read_power_w()
-            except DeviceError as err:
-                # A sensor that cannot be read (none on a Nano 2 GB, a driver error) must not
-                # kill training: ticks stop and the error is kept for the run record.
-                self.sensor_error = err
+            except Exception as err:  # noqa: BLE001 - every failure ends the watch, said once
+                # The run must not go on unwatched: the error is kept and `check_watch` stops
+                # the run at the next step boundary (a backend maps its own errors to typed
+                # DeviceErrors; anything else is an unknown sensor failure).
+                self.sensor_error = err if isinstance(err, DeviceError) else DeviceError(
+                    f"the power sensor failed: {type(err).__name__}: {err}",
+                    hint="check the driver (`nvidia-smi`, `tegrastats`); the run stops "
+                    "rather than go on without the cap being watched")
                 return
-            if not self._dispatch_tick(PowerReading(self.now_s(), power_w, self.sensor_rail)):
+            reading = PowerReading(self.now_s(), power_w, self.sensor_rail,
+                                   clock_hz=self._observed_clock_hz())
+            if not self._dispatch_tick(reading):
                 return
+            # Sleep to an absolute schedule, so the sample rate stays at the sensor period
+            # (read each time: a sensor may change, instant -> averaged) even when a read is
+            # slow; slots missed (a stalled thread) are skipped, never replayed as a burst of
+            # readings at one instant.
+            period_s = self.sensor_period_s
             next_s += period_s
-            # Sleeping to an absolute schedule keeps the sample rate at the sensor period
-            # even when a read is slow, without ever polling faster than the sensor updates.
-            self._poll_stop.wait(max(0.0, next_s - time.monotonic()))
+            now_s = time.monotonic()
+            if next_s < now_s:
+                next_s += period_s * math.ceil((now_s - next_s) / period_s)
+            self._poll_stop.wait(max(0.0, next_s - now_s))
+
+    def _observed_clock_hz(self) -> int | None:
+        """The clock the hardware reports beside a reading (None where it cannot be read)."""
+        try:
+            return self.current_frequency_hz()
+        except Exception:  # noqa: BLE001 - an observation only: the reading stands without it
+            return None
 
 
 @dataclass
 class StepTimer:
-    """A step being timed between `Device.begin_step` and `Device.end_step`."""
+    """A step being timed between `Device.begin_step` and `Device.end_step` (with the CUDA
+    event recorded at its start on a CUDA device)."""
 
     cost: StepCost
     start_s: float
+    start_event: Any = None
 
 
-def _synchronize_cuda() -> None:
-    """Wait for queued GPU work, so a step's wall time includes it (no-op without CUDA)."""
+def cuda_of(torch_device: str) -> Any:
+    """`torch.cuda` when `torch_device` is a CUDA device and CUDA is there, else None. torch
+    is not imported for this: a step that ran torch work has imported it already."""
     import sys
 
-    torch = sys.modules.get("torch")  # a step that ran torch work has imported it already
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize()
+    torch = sys.modules.get("torch")
+    if torch is None or not torch_device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    return torch.cuda
 
 
 @contextmanager

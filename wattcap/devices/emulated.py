@@ -294,7 +294,8 @@ class EmulatedDevice(Device):
                 covered += overlap
         average_w = energy / covered if covered > 0 else self.idle_power_w()
         noisy_w = max(0.0, average_w + self._rng.gauss(0.0, self.spec.sensor_noise_w))
-        self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail)
+        self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail,
+                                          clock_hz=self._frequency_hz)
         self._next_tick_s = tick_s + self.spec.sensor_period_s
         self._dispatch_tick(self._last_reading)
 

@@ -17,6 +17,13 @@ class DeviceError(WattcapError, RuntimeError):
 class DevicePermissionError(DeviceError):
     """Writing a setting (clocks, governor) needs privileges we do not have."""
 
+class DeviceNotSupportedError(DeviceError):
+    """The device does not offer what was asked (a reading, a setting)."""
+
+class DeviceLostError(DeviceError):
+    """The GPU fell off the bus, the driver went away or needs a reset: nothing more can be
+    read or set until it is back."""
+
 class SensorMissingError(DeviceError):
     """The device has no power sensor wattcap can read."""
 

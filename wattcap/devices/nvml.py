@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 from wattcap.devices.base import Device, DeviceInfo
 from wattcap.devices.errors import (
     DeviceError,
+    DeviceLostError,
     DeviceNotFoundError,
+    DeviceNotSupportedError,
     DevicePermissionError,
     FrequencyNotFollowedError,
 )
@@ -71,6 +75,33 @@ def _field_value(nvml: ModuleType, field: Any) -> float:
     return float(getattr(field.value, members.get(field.valueType, "uiVal")))
 
 
+#: NVML return codes after which the GPU cannot be used until it (or the driver) is back
+_LOST_CODES = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_DRIVER_NOT_LOADED",
+               "NVML_ERROR_UNINITIALIZED", "NVML_ERROR_RESET_REQUIRED",
+               "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
+
+
+def map_nvml_error(nvml: ModuleType, err: Exception, what: str, gpu: str) -> DeviceError:
+    """The one translation of a raw NVML error into wattcap's typed device errors: not
+    supported, no permission, GPU lost, or unknown (each with how to go on)."""
+    code = getattr(err, "value", None)
+    def is_code(*names: str) -> bool:
+        return code is not None and any(getattr(nvml, n, object()) == code for n in names)
+
+    if is_code("NVML_ERROR_NOT_SUPPORTED"):
+        return DeviceNotSupportedError(f"NVML: {gpu} does not support {what}",
+                                       hint="use another GPU or the emulated device")
+    if is_code("NVML_ERROR_NO_PERMISSION"):
+        return DevicePermissionError(f"NVML: no permission for {what} on {gpu}",
+                                     hint="run as root (sudo), or use --dry-run")
+    if is_code(*_LOST_CODES):
+        return DeviceLostError(f"NVML: {gpu} was lost during {what} ({err})",
+                               hint="check `nvidia-smi` and `dmesg`; the GPU or the driver "
+                               "may need a reset before another run")
+    return DeviceError(f"NVML: {what} on {gpu} failed ({type(err).__name__}: {err})",
+                       hint="check `nvidia-smi`; report it if it persists")
+
+
 def clock_reason_names(nvml: ModuleType, mask: int) -> list[str]:
     """Decode a clocks-event (throttle) reason bit mask into names, using the module's constants."""
     by_bit: dict[int, str] = {}
@@ -122,7 +153,10 @@ class NvmlDevice(Device):
             self.gpu_name = _text(nvml.nvmlDeviceGetName(self._handle))
             self.name = slugify(self.gpu_name)
             self._frequencies_hz = self._read_frequencies_hz()
-            self._instant_power = self._read_instant_power_mw() is not None
+            try:
+                self._instant_power = self._read_instant_power_mw() is not None
+            except nvml.NVMLError:
+                self._instant_power = False
             try:
                 self._energy_supported = self._read_energy_mj() is not None
             except nvml.NVMLError:
@@ -150,10 +184,9 @@ class NvmlDevice(Device):
         field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
         if field_id is None:
             return None
-        try:
-            (field,) = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])
-        except nvml.NVMLError:
-            return None
+        # a raised error (GPU lost, ...) goes to the caller; a field the driver does not
+        # offer answers NOT_SUPPORTED inside the struct
+        (field,) = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])
         if field.nvmlReturn != nvml.NVML_SUCCESS:
             return None
         return _field_value(nvml, field)
@@ -171,9 +204,20 @@ class NvmlDevice(Device):
         return list(self._frequencies_hz)
 
     def current_frequency_hz(self) -> int:
-        """The graphics clock NVML reports now."""
+        """The graphics clock NVML reports now: the live clock (idle between steps), an
+        observation only."""
         nvml = self._nvml
-        return int(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_GRAPHICS)) * 1_000_000
+        with self._errors("reading the graphics clock"):
+            mhz = nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_GRAPHICS)
+        return int(mhz) * 1_000_000
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Every NVML call's raw error becomes a typed DeviceError, here and only here."""
+        try:
+            yield
+        except self._nvml.NVMLError as err:
+            raise map_nvml_error(self._nvml, err, what, self.gpu_name) from err
 
     def clock_event_reasons(self) -> list[str]:
         """Why the clock is below its maximum now (e.g. "SwPowerCap", "HwThermalSlowdown")."""
@@ -239,11 +283,14 @@ class NvmlDevice(Device):
                 f"{mhz},{mhz}` needs), or use --dry-run to plan without changing clocks",
             ) from exc
         except nvml.NVMLError_NotSupported as exc:
-            raise DeviceError(
+            raise DeviceNotSupportedError(
                 f"NVML: {self.gpu_name} does not support locking the graphics clock",
                 hint="locked clocks need a Volta or newer data-centre/workstation GPU; use "
                 "another GPU or the emulated device",
             ) from exc
+        except nvml.NVMLError as exc:
+            raise map_nvml_error(nvml, exc, "locking the graphics clock", self.gpu_name) \
+                from exc
         self._locked = True
         actual_hz = self.current_frequency_hz()
         if actual_hz == frequency_hz:
@@ -273,29 +320,40 @@ class NvmlDevice(Device):
         return "board-instant" if self._instant_power else "board-average"
 
     def read_power_w(self) -> float:
-        """Board power in watts (instant where supported, else NVML's averaged value)."""
-        if self._instant_power:
-            power_mw = self._read_instant_power_mw()
-            if power_mw is not None:
-                return power_mw / 1e3
-        return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3
+        """Board power in watts (instant where supported, else NVML's averaged value). When
+        the instant field stops answering mid-run, the sensor becomes the 1 s average for
+        good: its period and rail change with it, and the change is recorded."""
+        with self._errors("reading power"):
+            if self._instant_power:
+                power_mw = self._read_instant_power_mw()
+                if power_mw is not None:
+                    return power_mw / 1e3
+                self._instant_power = False
+                self.sensor_changes.append(
+                    f"t={self.now_s():.1f} s: instant power stopped answering; the sensor is "
+                    f"now NVML's {AVERAGE_PERIOD_S:g} s average (rail board-average, a reading "
+                    f"every {AVERAGE_PERIOD_S:g} s)")
+            return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3
 
     def energy_counter_j(self) -> float | None:
         """Total energy since the driver loaded, in joules; None where unsupported (pre-Volta)."""
         if not self._energy_supported:
             return None
-        energy_mj = self._read_energy_mj()
+        with self._errors("reading the energy counter"):
+            energy_mj = self._read_energy_mj()
         return None if energy_mj is None else energy_mj / 1e3
 
     # -- memory, time, work --------------------------------------------------------------------
     def memory_bytes(self) -> int:
         """Total device memory minus the CUDA context reservation."""
-        total = int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).total)
+        with self._errors("reading memory"):
+            total = int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).total)
         return max(0, total - CONTEXT_RESERVED_BYTES)
 
     def free_memory_bytes(self) -> int:
         """Device memory free now (other processes on a shared GPU use the rest)."""
-        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
+        with self._errors("reading memory"):
+            return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
 
     def now_s(self) -> float:
         """Wall clock (monotonic) seconds."""
@@ -314,6 +372,9 @@ class NvmlDevice(Device):
                 f"NVML: no permission to reset the locked clock of {self.gpu_name}",
                 hint="run `sudo nvidia-smi -rgc` to reset it by hand",
             ) from exc
+        except nvml.NVMLError as exc:
+            raise map_nvml_error(nvml, exc, "resetting the locked clock", self.gpu_name) \
+                from exc
         self._locked = False
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ from a checkpoint and write its history into the run record."""
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wattcap.core.objective import Objective, ObjectiveError
 from wattcap.core.run import RunRecord
@@ -20,10 +20,6 @@ from wattcap.runtime.cap_follower import (
 )
 from wattcap.runtime.checkpoint import SessionState
 from wattcap.runtime.errors import SessionError
-
-if TYPE_CHECKING:
-
-    pass
 
 
 class CapControl:
@@ -90,14 +86,14 @@ class CapControl:
                 refs = reference_profiles_for(session.profile)
             chooser = ConfigChooser(
                 session.profile, session.cap_policy, session.batch_size,
-                session.frequency_hz or device.current_frequency_hz(),
+                session.frequency_hz or device.run_frequency_hz(),
                 efficiency=session.efficiency, objective=session.objective,
                 reference_profiles=refs, margin_sigmas=session.margin_sigmas)
         else:
             session.events.append("no profile: the moving cap is kept by the watchdog alone "
                                "(no re-plan, no pause)")
         follower = CapFollower(source, device, chooser, session.batch_size,
-                               device.current_frequency_hz(), watchdog=session._guard)
+                               device.run_frequency_hz(), watchdog=session._guard)
         session._follower = follower
         self.adopt_target(follower.begin())
         stack.enter_context(device.sensor_ticks(follower))
@@ -108,7 +104,7 @@ class CapControl:
         assert follower is not None and session.device is not None
         changed_b = target.batch_size != session.batch_size
         session.batch_size = target.batch_size
-        session.frequency_hz = session.device.current_frequency_hz()
+        session.frequency_hz = session.device.run_frequency_hz()
         session.power_cap_w = follower.cap_w
         if session._monitor is not None and changed_b:
             session._monitor.follow(session.batch_size, session.power_cap_w)

@@ -314,7 +314,7 @@ class CapFollower:
             if self.segments:
                 self.segments[-1].see(reading.power_w, in_force_w, self.period_s)
             self.timeline.add(t_s, reading.power_w, cap.cap_w,
-                              self.device.current_frequency_hz(), self.batch_size)
+                              self.device.run_frequency_hz(), self.batch_size)
             # only readings whose whole averaging period was idle say what idling draws
             idle_reading = self._idling and reading.time_s - self.period_s >= \
                 self._idle_since_s - 1e-9
@@ -323,7 +323,7 @@ class CapFollower:
                 # The next reading averages idling alone: nothing is left to step down, and
                 # what the idle device draws above the cap is counted in the pause segment.
                 # (This reading, with the end of the step in flight, was judged already.)
-                self.watchdog.set_cap(None, ceiling_hz=self.device.current_frequency_hz())
+                self.watchdog.set_cap(None, ceiling_hz=self.device.run_frequency_hz())
                 self.watchdog.hold(None)
             if idle_reading and cap.cap_w is not None and reading.power_w > cap.cap_w \
                     and not self._idle_note_given:
@@ -364,7 +364,7 @@ class CapFollower:
             # lowest frequency), never higher than now; the new plan starts at the boundary.
             self.pending = target
             interim = self._interim_frequency(cap_w)
-            applied = self._set_frequency(min(interim, self.device.current_frequency_hz()))
+            applied = self._set_frequency(min(interim, self.device.run_frequency_hz()))
         if self.watchdog is not None:
             self.watchdog.set_cap(cap_w, ceiling_hz=applied)
 
@@ -432,7 +432,7 @@ class CapFollower:
         self.target = target
         self.pending = target  # applied between steps, where the Session's wait ends
         if self._idling:
-            applied = self.device.current_frequency_hz()  # the plan's comes between steps
+            applied = self.device.run_frequency_hz()  # the plan's comes between steps
         else:
             # a step still in flight (the pause had not begun idling) finishes under the cap
             applied = self._set_frequency(self._interim_frequency(cap_w))
@@ -506,7 +506,7 @@ class CapFollower:
                 "source": self.source.state_dict(),
                 "cap_w": self.cap_w,
                 "batch_size": self.batch_size,
-                "frequency_hz": self.device.current_frequency_hz(),
+                "frequency_hz": self.device.run_frequency_hz(),
                 "target": [self.target.batch_size, self.target.frequency_hz],
                 "pending": None if self.pending is None else
                 [self.pending.batch_size, self.pending.frequency_hz],
@@ -565,7 +565,7 @@ class CapFollower:
 
     def _set_frequency(self, frequency_hz: int) -> int:
         with self.device.clock_lock:
-            if self.device.current_frequency_hz() == frequency_hz:
+            if self.device.run_frequency_hz() == frequency_hz:
                 return frequency_hz
             return self.device.set_frequency_hz(frequency_hz)
 

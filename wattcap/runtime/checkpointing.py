@@ -53,7 +53,7 @@ class Checkpointing:
             curve=session.curve, device_time_s=session.device_time_s,
             meter=session._meter.state(), events=session.events,
             counter_energy_j=session._records.counter_energy_j(),
-            frequency_hz=session.device.current_frequency_hz() if session.device else None,
+            frequency_hz=session.device.run_frequency_hz() if session.device else None,
             batch_size=session.batch_size,
             cap_violations=guard.violations if guard else [],
             frequency_steps=guard.steps if guard else [],
@@ -80,6 +80,7 @@ class Checkpointing:
         session._meter.peak_w = state.meter.peak_w
         session._meter.total_w = state.meter.total_w
         session._meter.readings = state.meter.readings
+        session._meter.off_period_j = state.meter.off_period_j
         session.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
         if state.counter_energy_j is not None:
             session._energy_before_j = state.counter_energy_j
@@ -101,7 +102,7 @@ class Checkpointing:
         # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the
         # frequency applied now may be the plan's).
         if (device is not None and saved_hz is not None
-                and saved_hz < device.current_frequency_hz()
+                and saved_hz < device.run_frequency_hz()
                 and saved_hz in device.frequencies_hz()):
             device.set_frequency_hz(saved_hz)
             session.frequency_hz = saved_hz

@@ -4,13 +4,13 @@ opened it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from wattcap.devices.errors import DeviceError, WatchError
 from wattcap.runtime.watchdog import DriftMonitor
 
-if TYPE_CHECKING:
-
-    pass
+#: a sensor with no fresh reading for this many of its periods (of device time) is dead
+STALE_SENSOR_PERIODS = 3
 
 
 class DeviceGuard:
@@ -23,7 +23,7 @@ class DeviceGuard:
     def apply_frequency(self, frequency_hz: int, why: str) -> None:
         session = self.session
         assert session.device is not None
-        applied = session.device.set_frequency_hz(frequency_hz)
+        session.device.set_frequency_hz(frequency_hz)
         if session.profile is not None and session.power_cap_w is not None:
             point = session.profile.lookup(session.batch_size, frequency_hz)
             if point is not None and point.peak_power_w > session.power_cap_w:
@@ -31,7 +31,49 @@ class DeviceGuard:
                     f"{why}: b={session.batch_size} at {frequency_hz / 1e6:.1f} MHz peaked at "
                     f"{point.peak_power_w:.2f} W in the profile, above the cap "
                     f"{session.power_cap_w:g} W: the watchdog will step it down")
-        session.frequency_hz = applied
+        session.frequency_hz = frequency_hz  # the requested clock, never a live reading
+
+    def check_watch(self) -> None:
+        """After each step: the power watch is alive (no failed callback, no dead sensor, a
+        reading within the last `STALE_SENSOR_PERIODS` sensor periods of device time). If not,
+        the run stops in a safe state — the lowest clock, a checkpoint written where one can
+        be — and the error says why; the device is restored when the session closes."""
+        session = self.session
+        device = session.device
+        try:
+            device.check_watch(session.power_cap_w)
+            last = session._meter.last
+            since_s = last.time_s if last is not None else session._watch_since_s
+            period_s = device.sensor_period_s
+            silent_s = device.now_s() - since_s
+            if silent_s > STALE_SENSOR_PERIODS * period_s:
+                raise WatchError(
+                    f"no power reading for {silent_s:.2f} s ({STALE_SENSOR_PERIODS} sensor "
+                    f"periods are {STALE_SENSOR_PERIODS * period_s:.2f} s): the sensor thread "
+                    "stalled or died, so the run stops rather than go on unwatched",
+                    hint="check the driver and the system load; resume from the checkpoint")
+        except WatchError as err:
+            self.stop_safely(err)
+            raise
+
+    def stop_safely(self, err: DeviceError) -> None:
+        """Put the run in a safe state before it stops: the lowest clock, a checkpoint."""
+        session = self.session
+        device = session.device
+        session.events.append(f"stopped: {err.message}")
+        try:
+            with device.clock_lock:
+                device.set_frequency_hz(min(device.frequencies_hz()))
+            session.frequency_hz = device.requested_frequency_hz()
+        except DeviceError as lower_err:
+            session.events.append(f"could not lower the clock: {lower_err.message}")
+        if session._checkpoint is not None and session._attached is not None:
+            try:  # the state as it is: no re-plan on the way out
+                model, optimizer = session._attached
+                session._checkpoint.save(model, optimizer, session._checkpointing.state({}))
+                session.events.append(f"checkpoint written at {session.samples} samples")
+            except Exception as save_err:  # noqa: BLE001 - the stop must still happen
+                session.events.append(f"could not write the checkpoint: {save_err}")
 
     def restore(self) -> None:
         session = self.session

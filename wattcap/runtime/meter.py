@@ -1,6 +1,9 @@
-"""Power accounting of a run: peak, mean and energy from the sensor readings."""
+"""Power accounting of a run: peak, mean and energy from the sensor readings, and the clock
+the hardware reported beside them (observed, next to the requested clock)."""
 
 from __future__ import annotations
+
+import math
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,24 +14,35 @@ class PowerMeter:
     """Running peak, mean and energy of sensor readings (a sensor-tick callback)."""
 
     def __init__(self, period_s: float, peak_w: float | None = None, total_w: float = 0.0,
-                 readings: int = 0) -> None:
+                 readings: int = 0, off_period_j: float = 0.0) -> None:
         self.period_s = period_s
         self.peak_w = peak_w
         self.total_w = total_w
         self.readings = readings
+        #: energy of readings that did not come one sensor period after the one before
+        #: (a stalled poll, a sensor that changed period): power x the real time between them
+        self.off_period_j = off_period_j
         self.last: PowerReading | None = None
+        self.clock = ObservedClock()
 
     def __call__(self, reading: PowerReading) -> None:
-        self.total_w += reading.power_w
         self.readings += 1
-        self.last = reading
+        last, self.last = self.last, reading
+        between_s = None if last is None else reading.time_s - last.time_s
+        if between_s is None or math.isclose(between_s, self.period_s, rel_tol=1e-6):
+            self.total_w += reading.power_w  # stands for one sensor period
+        else:
+            self.off_period_j += reading.power_w * max(0.0, between_s)
         if self.peak_w is None or reading.power_w > self.peak_w:
             self.peak_w = reading.power_w
+        if reading.clock_hz is not None:
+            self.clock.add(reading.clock_hz)
 
     @property
     def energy_j(self) -> float:
-        """Each reading stands for one sensor period."""
-        return self.total_w * self.period_s
+        """Power integrated over time: a reading stands for the time since the one before
+        (one sensor period when the sensor kept its pace, the first reading included)."""
+        return self.total_w * self.period_s + self.off_period_j
 
     @property
     def average_w(self) -> float | None:
@@ -37,7 +51,8 @@ class PowerMeter:
 
     def state(self) -> MeterState:
         """What a checkpoint keeps of the meter."""
-        return MeterState(peak_w=self.peak_w, total_w=self.total_w, readings=self.readings)
+        return MeterState(peak_w=self.peak_w, total_w=self.total_w, readings=self.readings,
+                          off_period_j=self.off_period_j)
 
 
 class MeterState(BaseModel):
@@ -47,3 +62,26 @@ class MeterState(BaseModel):
     peak_w: float | None = None
     total_w: float = 0.0
     readings: int = 0
+    off_period_j: float = 0.0
+
+
+class ObservedClock:
+    """Running mean, min and max of the clock the hardware reported."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+        self.total_hz = 0.0
+        self.min_hz: int | None = None
+        self.max_hz: int | None = None
+
+    def add(self, clock_hz: int) -> None:
+        """One observation."""
+        self.readings += 1
+        self.total_hz += clock_hz
+        self.min_hz = clock_hz if self.min_hz is None else min(self.min_hz, clock_hz)
+        self.max_hz = clock_hz if self.max_hz is None else max(self.max_hz, clock_hz)
+
+    @property
+    def mean_hz(self) -> float | None:
+        """The mean observed clock (None before the first observation)."""
+        return self.total_hz / self.readings if self.readings else None

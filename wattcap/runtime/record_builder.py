@@ -4,13 +4,9 @@ energy (the hardware counter where there is one), with the watchdog's and drift 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wattcap.core.run import RunRecord
-
-if TYPE_CHECKING:
-
-    pass
+from wattcap.core.run import ObservedFrequency, RunRecord
 
 
 class RecordBuilder:
@@ -29,6 +25,13 @@ class RecordBuilder:
             return None
         return session._energy_before_j + now_j - session._counter_start_j
 
+    def observed_clock(self) -> ObservedFrequency | None:
+        clock = self.session._meter.clock
+        if clock.mean_hz is None:
+            return None
+        return ObservedFrequency(mean_hz=round(clock.mean_hz), min_hz=clock.min_hz,
+                                 max_hz=clock.max_hz, readings=clock.readings)
+
     def build(self) -> RunRecord:
         session = self.session
         guard, monitor, device = session._guard, session._monitor, session.device
@@ -45,6 +48,8 @@ class RecordBuilder:
                     f"re-planned at t={replan.time_s:.1f} s: {replan.from_hz / 1e6:.1f} -> "
                     f"{replan.to_hz / 1e6:.1f} MHz ({replan.reason}; re-measured "
                     f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
+        if device is not None:
+            events += [f"power sensor changed: {change}" for change in device.sensor_changes]
         if device is not None and device.sensor_error is not None:
             events.append(f"power sensor stopped: {device.sensor_error.message}")
         energy_j = self.counter_energy_j()
@@ -60,7 +65,8 @@ class RecordBuilder:
             sample_budget=session.sample_budget, dataset=session.dataset, method=session.method,
             device=device.name if device else None,
             device_kind=device.kind if device else None, torch_device=session.torch_device,
-            frequency_hz=device.current_frequency_hz() if device else None,
+            frequency_hz=device.run_frequency_hz() if device else None,
+            observed_frequency_hz=self.observed_clock(),
             power_cap_w=session.power_cap_w, reached=reached_at is not None,
             samples_to_target=reached_at, time_to_accuracy_s=time_to_accuracy_s,
             samples_seen=session.samples, steps=session.steps,

@@ -328,6 +328,7 @@ class Session:
         self._wall_start = time.monotonic()
         self._attached: tuple[Any, Any] | None = None
         self._steps_since_report = 0
+        self._watch_since_s = 0.0
         self._costs: dict[int, StepCost] = {}
         self._open = False
 
@@ -571,6 +572,7 @@ class Session:
                 if self.frequency_hz is not None:
                     self._guard_part.apply_frequency(self.frequency_hz, "plan")
                 self._counter_start_j = device.energy_counter_j()
+                self._watch_since_s = device.now_s()  # liveness: a reading due from here on
                 stack.enter_context(device.sensor_ticks(self._meter))
                 if self._watchdog_on:
                     self._guard = CapWatchdog(device, self.power_cap_w)
@@ -668,11 +670,13 @@ class Session:
                 # a measured step runs chunked: slower than the profile's step, not drift
                 self._monitor.on_step(self._step_start_s, device.now_s(), busy_s,
                                       samples=samples)
-            device.check_watch(self.power_cap_w)
         trained = self.batch_size if samples is None else samples
         self.samples += trained
         self.steps += 1
         self._steps_since_report += 1
+        if device is not None:
+            # the step is done and counted: a failed watch stops the run here, in a safe state
+            self._guard_part.check_watch()
         self._cap.after_step(trained, busy_s)
         if self._monitor is not None and self._monitor.pending is not None \
                 and self._steps_since_report >= REPLAN_WITHOUT_REPORT_STEPS:
@@ -773,7 +777,7 @@ class Session:
             accuracy=self.curve[-1].accuracy if self.curve else None,
             target_accuracy=self.target_accuracy,
             power_w=last.power_w if last is not None else None, power_cap_w=self.power_cap_w,
-            frequency_hz=self.device.current_frequency_hz() if self.device else None,
+            frequency_hz=self.device.run_frequency_hz() if self.device else None,
             batch_size=self.batch_size, sample_budget=self.sample_budget,
             paused=self._follower is not None and self._follower.paused)
 

@@ -91,7 +91,7 @@ class CapWatchdog:
         if self.power_cap_w is None:
             return
         with self._lock:
-            current = self.device.current_frequency_hz()
+            current = self.device.run_frequency_hz()
             if self.ceiling_hz is None:
                 self.ceiling_hz = current
             self._history.setdefault(current, deque(maxlen=64)).append(reading.power_w)
@@ -113,7 +113,7 @@ class CapWatchdog:
 
     def _step_down(self, reading: PowerReading) -> None:
         with self.device.clock_lock:
-            current = self.device.current_frequency_hz()
+            current = self.device.run_frequency_hz()
             lower = [f for f in self.device.frequencies_hz() if f < current]
             if not lower:
                 self._note("floor", f"power {reading.power_w:.2f} W above the cap "
@@ -165,7 +165,7 @@ class CapWatchdog:
         if median_w + self.margin_sigmas * spread_w > self.power_cap_w:
             return  # the level breaks the cap in its normal running, not by a transient
         with self.device.clock_lock:
-            if self.device.current_frequency_hz() != current:
+            if self.device.run_frequency_hz() != current:
                 return  # someone else (a re-plan) changed the clock meanwhile
             try:
                 applied = self.device.set_frequency_hz(up)
@@ -317,7 +317,7 @@ class DriftMonitor:
         `busy_s` device seconds; returns the drift event if this step completed a window that
         left the tolerance. A step of another size than the batch size (`samples`: a short
         last batch) is not the profile's point: the window restarts after it."""
-        frequency_hz = self._table_frequency(self.device.current_frequency_hz())
+        frequency_hz = self._table_frequency(self.device.run_frequency_hz())
         period_s = self.device.sensor_period_s
         with self._lock:
             incoming, self._incoming = self._incoming, []
@@ -403,7 +403,7 @@ class DriftMonitor:
         if event is None:
             return None
         start_s = self.device.now_s()
-        from_hz = self._table_frequency(self.device.current_frequency_hz())
+        from_hz = self._table_frequency(self.device.run_frequency_hz())
         frequencies = self.device.frequencies_hz()
         cap = None if self.power_cap_w is None else self.power_cap_w - self.margin_w
         points = refresh_row(self.profiler, self.batch_size, from_hz, cap,

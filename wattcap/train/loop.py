@@ -194,7 +194,7 @@ def train_to_accuracy(
         efficiency=efficiency, objective=objective, cap_policy=cap_policy,
         reference_profiles=reference_profiles,
         method=method or "wattcap", batch_size=config.batch_size,
-        frequency_hz=device.current_frequency_hz() if device is not None else None,
+        frequency_hz=device.requested_frequency_hz() if device is not None else None,
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,

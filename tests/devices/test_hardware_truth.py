@@ -1,0 +1,152 @@
+"""What a real GPU does that kinder fakes hid (issue 26), each a regression test on the fakes
+at the hardware boundary: NVML's live clock idles between steps; a sensor fails mid-run with
+raw NVML errors or hangs; CUDA work is timed on the Session's own GPU; a stalled poll thread
+must not replay its missed readings as a burst."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+import torch
+
+from tests.fakes.fake_cuda import FakeCuda
+from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
+from tests.runtime.test_session import TorchDeviceSpy, small_run
+from wattcap.core.run import TrainConfig
+from wattcap.data import get_dataset
+from wattcap.devices.base import PowerReading
+from wattcap.devices.errors import WatchError
+from wattcap.devices.nvml import NvmlDevice
+from wattcap.train.loop import train_to_accuracy
+
+MHZ = 1_000_000
+PLANNED_MHZ = 1500
+
+# CUDA is faked (torch is a CPU build here): the data loader's pinned memory has no GPU
+pytestmark = pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+
+
+def _long_run() -> tuple[TrainConfig, object, object]:
+    """A run that would go on for minutes (an unreachable target): only a stop ends it."""
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    config = TrainConfig(model="digits-cnn", batch_size=16, target_accuracy=0.9999,
+                         sample_budget=2_000_000, eval_every_samples=4096, max_eval_samples=64)
+    return config, train, test
+
+
+def _gpu_and_device(monkeypatch: pytest.MonkeyPatch, index: int = 0,
+                    **gpu: object) -> tuple[FakeNvml, FakeCuda, NvmlDevice]:
+    gpus = [FakeGpu(pci_bus_id=f"00000000:{0x3B + i:02X}:00.0".encode(), **gpu)
+            for i in range(index + 1)]
+    nvml = FakeNvml(gpus)
+    cuda = FakeCuda({i: g for i, g in enumerate(gpus)}).install(monkeypatch)
+    TorchDeviceSpy(monkeypatch)
+    return nvml, cuda, NvmlDevice(index, pynvml_module=nvml)
+
+
+def test_training_on_nvml_runs_at_the_plans_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI locks the plan's clock, then trains: the live clock reads the idle 345 MHz
+    between steps, and nothing may take that for the clock to apply."""
+    nvml, _, device = _gpu_and_device(monkeypatch)
+    gpu = nvml.gpus[0]
+    config, train, test = small_run()
+    with device:
+        device.set_frequency_hz(PLANNED_MHZ * MHZ)
+        assert device.current_frequency_hz() == gpu.idle_clock_mhz * MHZ  # idle now
+        record = train_to_accuracy(config, train, test, device=device)
+    # every lock is the plan's (the Session may apply it again), never the idle clock read
+    assert set(gpu.lock_history) == {(PLANNED_MHZ, PLANNED_MHZ)}
+    assert record.frequency_hz == PLANNED_MHZ * MHZ
+    observed = record.observed_frequency_hz
+    assert observed is not None and observed.readings >= 1
+    assert {observed.min_hz, observed.max_hz} <= {gpu.idle_clock_mhz * MHZ, PLANNED_MHZ * MHZ}
+    assert gpu.locked_mhz is None  # restored
+
+
+@pytest.mark.parametrize(("fail", "message"), [
+    ({"nvmlDeviceGetFieldValues": (2, "raw")}, "reading power on .* failed"),
+    ({"nvmlDeviceGetFieldValues": (2, pynvml.NVML_ERROR_GPU_IS_LOST)}, "was lost"),
+])
+def test_a_sensor_error_mid_run_stops_the_run_safely(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: dict, message: str,
+) -> None:
+    nvml, _, device = _gpu_and_device(monkeypatch, fail=fail)
+    gpu = nvml.gpus[0]
+    config, train, test = _long_run()
+    with device, pytest.raises(WatchError, match="power sensor stopped") as raised:
+        device.set_frequency_hz(PLANNED_MHZ * MHZ)
+        train_to_accuracy(config, train, test, device=device, checkpoint_dir=tmp_path,
+                          power_cap_w=500.0)
+    assert raised.value.__class__ is WatchError
+    assert device.sensor_error is not None
+    assert __import__("re").search(message, device.sensor_error.message)
+    # the safe state: the lowest clock set before the stop, a checkpoint, then restored
+    assert gpu.lock_history[-1] == (345, 345)
+    assert any(tmp_path.iterdir())
+    assert gpu.locked_mhz is None
+
+
+def test_a_hung_sensor_thread_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The poll thread blocks inside a driver call: no error is ever raised, the readings just
+    stop. The Session notices within 3 sensor periods of device time."""
+    nvml, _, device = _gpu_and_device(monkeypatch, hang={"nvmlDeviceGetFieldValues": 3})
+    config, train, test = _long_run()
+    try:
+        with device, pytest.raises(WatchError, match="no power reading for"):
+            train_to_accuracy(config, train, test, device=device)
+    finally:
+        nvml.hung.set()  # let the blocked poll thread finish
+    assert nvml.gpus[0].locked_mhz is None
+
+
+def test_nvml_1_is_timed_and_synchronised_on_gpu_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, cuda, device = _gpu_and_device(monkeypatch, index=1)
+    assert device.torch_device == "cuda:1"
+    config, train, test = small_run()
+    record = train_to_accuracy(config, train, test, device=device)
+    assert record.steps >= 1
+    assert cuda.devices("record") == {1} and cuda.devices("event-sync") == {1}
+    assert not cuda.devices("device-sync")  # never the current device's synchronize
+
+
+def test_a_stalled_poll_skips_its_missed_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakeNvml([FakeGpu(hang={"nvmlDeviceGetFieldValues": 3})])
+    device = NvmlDevice(0, pynvml_module=nvml)
+    readings: list[PowerReading] = []
+    release = threading.Timer(0.6, nvml.hung.set)  # a read stalls 0.6 s: 6 slots missed
+    with device.sensor_ticks(readings.append):
+        release.start()
+        time.sleep(1.2)
+    release.join()
+    gaps = [b.time_s - a.time_s for a, b in zip(readings, readings[1:], strict=False)]
+    assert max(gaps) >= 0.5  # the stall is there
+    # after it, the schedule goes on from now: no burst of readings at one instant
+    assert min(gaps) > device.sensor_period_s / 2, gaps
+    device.close()
+
+
+def test_the_sensor_falls_back_to_the_average_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeGpu()
+    device = NvmlDevice(0, pynvml_module=FakeNvml([gpu]))
+    assert (device.sensor_period_s, device.sensor_rail) == (0.1, "board-instant")
+    gpu.instant_power_mw = None  # the field stops answering mid-run
+    assert device.read_power_w() == pytest.approx(gpu.power_mw / 1e3)
+    assert (device.sensor_period_s, device.sensor_rail) == (1.0, "board-average")
+    assert len(device.sensor_changes) == 1 and "1 s average" in device.sensor_changes[0]
+    device.close()
+
+
+def test_energy_integrates_power_over_the_real_time_between_readings() -> None:
+    from wattcap.runtime.meter import PowerMeter
+
+    meter = PowerMeter(0.1)
+    for t in (0.1, 0.2, 0.3):
+        meter(PowerReading(t, 100.0, "board-instant"))
+    assert meter.energy_j == pytest.approx(30.0)
+    meter(PowerReading(1.3, 100.0, "board-average"))  # one second later (stall, new period)
+    assert meter.energy_j == pytest.approx(130.0)  # not 40 J: a reading stands for its time
+    assert torch is not None
