@@ -71,7 +71,7 @@ def test_one_reading_over_the_cap_is_recorded_but_not_acted_on() -> None:
     assert violation.max_power_w == 5.3
 
 
-def test_two_consecutive_readings_step_down_one_level_each() -> None:
+def test_two_consecutive_readings_make_one_decision_each() -> None:
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
     period_s = device.sensor_period_s
@@ -82,14 +82,36 @@ def test_two_consecutive_readings_step_down_one_level_each() -> None:
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[-2])]
     assert guard.steps[0].time_s == pytest.approx(3 * period_s)
     assert "above the cap" in guard.steps[0].reason
-    sensor([5.2])  # still above after the step: one more level
-    assert device.current_frequency_hz() == freqs[-3]
+    sensor([5.2])  # one reading above at the new level: not yet confirmed, no new decision
+    assert device.current_frequency_hz() == freqs[-2] and len(guard.steps) == 1
+    sensor([5.3])  # two in a row at the new level: one more decision
+    assert device.current_frequency_hz() == freqs[-3] and len(guard.steps) == 2
     assert guard.violations == []  # still open
     sensor([4.9])
     (violation,) = guard.violations
-    assert violation.readings == 3
-    assert violation.duration_s == pytest.approx(2 * period_s)
+    assert violation.readings == 4
+    assert violation.duration_s == pytest.approx(3 * period_s)
     assert violation.max_power_w == 5.6
+
+
+def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    asked: list[float] = []
+
+    def fstar(cap_w: float) -> int:
+        asked.append(cap_w)
+        return freqs[2]  # the profile's highest clock under this cap
+
+    guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([5.5, 5.6])
+    assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[2])]
+    assert asked == [5.0] and "straight to f*(b)" in guard.steps[0].reason
+    # still over at f*(b) (the device drifted): one level down, as without a profile
+    sensor([5.5, 5.6])
+    assert [s.to_hz for s in guard.steps] == [freqs[2], freqs[1]]
+    assert "straight" not in guard.steps[1].reason
 
 
 def test_open_violation_is_closed_by_finish() -> None:

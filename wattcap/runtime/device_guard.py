@@ -33,6 +33,19 @@ class DeviceGuard:
                     f"{session.power_cap_w:g} W: the watchdog will step it down")
         session.frequency_hz = frequency_hz  # the requested clock, never a live reading
 
+    def fstar_for_cap(self, power_cap_w: float) -> int | None:
+        """f*(b) under `power_cap_w` at the run's batch size, from the profile with the run's
+        margin (None without a profile, or when no measured clock of b fits under it): where a
+        confirmed violation sends the clock at once."""
+        session = self.session
+        if session.profile is None:
+            return None
+        from wattcap.algorithms.planner import with_power_margin
+
+        margined = with_power_margin(session.profile, session.margin_sigmas)
+        point = margined.frontier(power_cap_w).get(session.batch_size)
+        return None if point is None else point.frequency_hz
+
     def check_watch(self) -> None:
         """After each step: the power watch is alive (no failed callback, no dead sensor, a
         reading within the last `STALE_SENSOR_PERIODS` sensor periods of device time). If not,

@@ -575,7 +575,8 @@ class Session:
                 self._watch_since_s = device.now_s()  # liveness: a reading due from here on
                 stack.enter_context(device.sensor_ticks(self._meter))
                 if self._watchdog_on:
-                    self._guard = CapWatchdog(device, self.power_cap_w)
+                    self._guard = CapWatchdog(device, self.power_cap_w,
+                                              frequency_for_cap=self._guard_part.fstar_for_cap)
                     stack.enter_context(device.sensor_ticks(self._guard))
                 if self.profile is not None and self._drift_tolerance > 0:
                     self._monitor = self._guard_part.make_monitor()

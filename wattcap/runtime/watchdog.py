@@ -22,6 +22,7 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
@@ -78,7 +79,12 @@ class CapWatchdog:
     steps: list[FrequencyStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     ceiling_hz: int | None = None
+    #: f*(b) for a cap from the profile (margined, at the run's batch size), or None where the
+    #: profile has none: a confirmed violation goes straight there instead of one level down
+    frequency_for_cap: Callable[[float], int | None] | None = None
     _run: list[PowerReading] = field(default_factory=list)
+    #: readings of the current violation run already answered by a decision
+    _decided: int = 0
     _noted: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _history: dict[int, deque[float]] = field(default_factory=dict)
@@ -98,7 +104,10 @@ class CapWatchdog:
             if reading.power_w > self.power_cap_w:
                 self._under = 0
                 self._run.append(reading)
-                if len(self._run) >= 2:
+                # confirmed: two readings in a row over the cap since the last decision (one
+                # decision per violation; a clock that still breaks it needs two new readings)
+                if len(self._run) - self._decided >= 2:
+                    self._decided = len(self._run)
                     if self._held is None:
                         self._step_down(reading)
                     else:
@@ -112,6 +121,7 @@ class CapWatchdog:
                 self._maybe_step_up(reading, current)
 
     def _step_down(self, reading: PowerReading) -> None:
+        assert self.power_cap_w is not None
         with self.device.clock_lock:
             current = self.device.run_frequency_hz()
             lower = [f for f in self.device.frequencies_hz() if f < current]
@@ -121,11 +131,17 @@ class CapWatchdog:
                            f"{current / 1e6:.1f} MHz: the cap cannot be met by the frequency "
                            "alone")
                 return
+            # straight to f*(b) for this cap where the profile knows it and it is lower;
+            # else (no profile, or already at or below it) one level down
+            target = self.frequency_for_cap(self.power_cap_w) if self.frequency_for_cap \
+                else None
+            jump = target is not None and target < current and target in lower
+            to_hz = target if jump and target is not None else lower[-1]
             try:
-                applied = self.device.set_frequency_hz(lower[-1])
+                applied = self.device.set_frequency_hz(to_hz)
             except DeviceError as err:
-                self._note(f"refused {lower[-1]}", "could not step the frequency down to "
-                           f"{lower[-1] / 1e6:.1f} MHz: {err.message}")
+                self._note(f"refused {to_hz}", "could not step the frequency down to "
+                           f"{to_hz / 1e6:.1f} MHz: {err.message}")
                 return
         history = list(self._history.get(current, ()))
         before = history[:-len(self._run)] if len(history) > len(self._run) else history
@@ -145,7 +161,8 @@ class CapWatchdog:
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"power {reading.power_w:.2f} W above the cap {self.power_cap_w:.2f} W "
-                   "for more than one sensor period",
+                   "for more than one sensor period"
+                   + ("; straight to f*(b) for this cap from the profile" if jump else ""),
         ))
 
     def _maybe_step_up(self, reading: PowerReading, current: int) -> None:
@@ -188,6 +205,7 @@ class CapWatchdog:
             self.notes.append(message)
 
     def _close_run(self) -> None:
+        self._decided = 0
         first, last = self._run[0], self._run[-1]
         self.violations.append(CapViolation(
             start_s=first.time_s,
