@@ -40,6 +40,16 @@ def wattcap_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             os.environ["WATTCAP_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def wattcap_state_dir(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> str:
+    """A state folder per test: a fake device's settings file and lock (keyed like the real
+    board's) never reach another test's fake board."""
+    path = str(tmp_path_factory.mktemp("wattcap-state"))
+    monkeypatch.setenv("WATTCAP_STATE_DIR", path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def resnet18_workload():
     from wattcap.devices.workload import workload_for

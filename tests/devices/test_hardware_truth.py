@@ -150,3 +150,43 @@ def test_energy_integrates_power_over_the_real_time_between_readings() -> None:
     meter(PowerReading(1.3, 100.0, "board-average"))  # one second later (stall, new period)
     assert meter.energy_j == pytest.approx(130.0)  # not 40 J: a reading stands for its time
     assert torch is not None
+
+
+def test_the_power_limit_backstops_a_constant_cap_and_is_put_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nvml, _, device = _gpu_and_device(monkeypatch, power_limit_mw=700_000,
+                                      power_limit_constraints_mw=(200_000, 700_000))
+    gpu = nvml.gpus[0]
+    config, train, test = small_run()
+    with device:
+        record = train_to_accuracy(config, train, test, device=device, power_cap_w=150.0)
+    # 150 W is below the board's 200 W floor: clamped, said so; then the limit found is back
+    assert gpu.power_limit_history == [200_000, 700_000]
+    assert any("hardware backstop: power limit 200 W for the cap 150 W (clamped" in e
+               for e in record.events)
+
+
+def test_without_permission_the_backstop_is_off_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nvml, _, device = _gpu_and_device(monkeypatch)
+    gpu = nvml.gpus[0]
+    config, train, test = small_run()
+    monkeypatch.setattr(gpu, "deny_set", False)
+    real_set = nvml.nvmlDeviceSetPowerManagementLimit
+
+    def denied(handle: object, limit_mw: int) -> None:
+        gpu.deny_set = True
+        try:
+            real_set(handle, limit_mw)
+        finally:
+            gpu.deny_set = False
+
+    monkeypatch.setattr(nvml, "nvmlDeviceSetPowerManagementLimit", denied)
+    with device:
+        record = train_to_accuracy(config, train, test, device=device, power_cap_w=400.0)
+    (line,) = [e for e in record.events if "hardware backstop off" in e]
+    assert "no permission to set the power limit" in line and "sudo nvidia-smi -i 0 -pl 400" \
+        in line and "software watchdog alone" in line
+    assert record.steps >= 1 and gpu.power_limit_history == []

@@ -297,6 +297,8 @@ def _write_as_nobody(root: Path) -> str:
             os.setgroups([])
             os.setgid(65534)
             os.setuid(65534)
+            # nobody's own state folder (as its ~/.cache would be), not root's test folder
+            os.environ["WATTCAP_STATE_DIR"] = tempfile.mkdtemp(prefix="wattcap-nobody-")
             try:
                 JetsonDevice(root).set_frequency_hz(460_800_000)
                 outcome = "written"

@@ -41,6 +41,10 @@ class FakeGpu:
     memory_total: int = 85_520_809_984
     memory_free: int = 84_000_000_000
     power_limit_mw: int = 700_000
+    #: what nvmlDeviceGetPowerManagementLimitConstraints reports (min, max), mW
+    power_limit_constraints_mw: tuple[int, int] = (200_000, 700_000)
+    #: every power limit ever set, in order
+    power_limit_history: list[int] = field(default_factory=list)
     clock_reasons: int = real.nvmlClocksEventReasonGpuIdle
     #: setters raise NVMLError_NoPermission (not root)
     deny_set: bool = False
@@ -257,6 +261,21 @@ class FakeNvml(ModuleType):
         else:
             gpu.clock_mhz = max_mhz
         gpu.clock_reasons = reasons
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: FakeHandle) -> list[int]:
+        self._enter("nvmlDeviceGetPowerManagementLimitConstraints", handle)
+        return list(self._gpu(handle).power_limit_constraints_mw)
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle: FakeHandle, limit_mw: int) -> None:
+        self._enter("nvmlDeviceSetPowerManagementLimit", handle)
+        gpu = self._gpu(handle)
+        if gpu.deny_set:
+            raise _error(real.NVML_ERROR_NO_PERMISSION)
+        low, high = gpu.power_limit_constraints_mw
+        if not low <= limit_mw <= high:
+            raise _error(real.NVML_ERROR_INVALID_ARGUMENT)
+        gpu.power_limit_mw = int(limit_mw)
+        gpu.power_limit_history.append(int(limit_mw))
 
     def nvmlDeviceResetGpuLockedClocks(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceResetGpuLockedClocks", handle)

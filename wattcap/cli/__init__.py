@@ -34,6 +34,7 @@ def _configure_threads() -> None:
 
 
 app.command("devices")(devices.devices)
+app.command("restore")(devices.restore)
 app.command("profile")(profile.profile)
 app.command("plan")(plan.plan_command)
 app.command("plot-profile")(profile.plot_profile_command)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import console
+from wattcap.cli.common import console, err_console, say
 
 
 def devices(
@@ -47,3 +47,28 @@ def devices(
                 "[bold]Result:[/] no Jetson or NVIDIA GPU is present on this machine; wattcap "
                 f"can use the emulated devices instead: {emulated}."
             )
+
+
+def restore() -> None:
+    """Put back the GPU settings a run left changed when it could not restore them itself
+    (SIGKILL, an OOM kill, a power loss): the state files written before each first change.
+
+    NVML has no getter for locked clocks: those are reset to the driver's default (as
+    `nvidia-smi -rgc`); the power limit and Jetson's devfreq range and governor go back to the
+    values found. A device a live run holds is left alone."""
+    from wattcap.devices.restore import restore_left_settings
+
+    results = restore_left_settings()
+    if not results:
+        say("nothing to restore: no run left a device's settings changed")
+        return
+    failed = 0
+    for result in results:
+        if result.done:
+            say(f"restored {result.key}: {result.settings} ({result.message})")
+        else:
+            failed += 1
+            err_console.print(f"[bold red]not restored[/] {result.key}: {result.message}",
+                              highlight=False)
+    if failed:
+        raise typer.Exit(1)

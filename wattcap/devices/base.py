@@ -21,6 +21,7 @@ is recorded in `watch_error`; `check_watch()` raises it, so a run never goes on 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -31,10 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from wattcap.devices.errors import (
     DeviceError,
+    DeviceNotSupportedError,
     DeviceOutOfMemoryError,
     FrequencyNotFollowedError,
     WatchError,
 )
+from wattcap.devices.found_state import DeviceClaim, FoundSettings, now_text
 
 if TYPE_CHECKING:
     from wattcap.devices.workload import StepCost
@@ -82,6 +85,11 @@ class Device(ABC):
     sensor_error: DeviceError | None = None
     #: the first failure of a tick callback (the watchdog, a meter): see `check_watch`
     watch_error: WatchError | None = None
+    #: whether wattcap's changes outlive this process (real hardware): such a device gets a
+    #: state file and a lock before its first change (see `wattcap.devices.found_state`)
+    persists_settings: bool = False
+    #: the name `wattcap.devices.get_device` opens this device by ("jetson", "nvml:0")
+    open_name: str = ""
 
     def __init__(self) -> None:
         self._tick_callbacks: list[TickCallback] = []
@@ -92,6 +100,9 @@ class Device(ABC):
         self._requested_hz: int | None = None
         #: changes of the power sensor during the run (another period or rail), for the record
         self.sensor_changes: list[str] = []
+        #: what the device did to its settings beyond the run's own (for the record)
+        self.events: list[str] = []
+        self._claim: DeviceClaim | None = None
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -137,6 +148,7 @@ class Device(ABC):
         so a watchdog in the sensor thread and the main thread never interleave their writes.
         """
         with self.clock_lock:
+            self.claim_before_change()
             try:
                 applied = self._apply_frequency_hz(frequency_hz)
             except FrequencyNotFollowedError:
@@ -150,6 +162,11 @@ class Device(ABC):
         """Backend part of `set_frequency_hz` (called with `clock_lock` held)."""
 
     # -- power ---------------------------------------------------------------------------------
+    def set_power_limit_w(self, limit_w: float) -> float:
+        """Set the board's power limit (it holds *average* power), clamped to what the board
+        accepts; returns the limit set. Put back by `restore`. Devices without one refuse."""
+        raise DeviceNotSupportedError(f"{self.name} has no power limit wattcap can set")
+
     @property
     @abstractmethod
     def sensor_period_s(self) -> float:
@@ -222,10 +239,51 @@ class Device(ABC):
 
     # -- settings ------------------------------------------------------------------------------
     def restore(self) -> None:
-        """Put every setting changed by wattcap back to what it was. Idempotent."""
+        """Put every setting changed by wattcap back to what it was. Idempotent. The state
+        file goes (and the device's lock with it) only once that succeeded."""
         with self.clock_lock:
             self._restore_settings()
             self._requested_hz = None
+            if self._claim is not None:
+                self._claim.release(restored=True)
+                self._claim = None
+
+    # -- settings that outlive the process -------------------------------------------------
+    def device_key(self) -> str:
+        """What identifies this piece of hardware across processes (its state file, its
+        lock)."""
+        return f"{self.kind}-{self.name}"
+
+    def found_settings(self) -> dict[str, object]:
+        """The settings wattcap may change, as they are now (backend-specific, JSON)."""
+        return {}
+
+    def apply_found_settings(self, settings: dict[str, object]) -> None:
+        """Put back settings `found_settings` returned (a later process, after a kill)."""
+        raise DeviceError(f"{self.kind} devices keep no settings across processes")
+
+    def claim_before_change(self) -> None:
+        """Before the first change: take the device's lock, put back what a killed run left
+        changed, and write the settings as found to the state file."""
+        if not self.persists_settings or self._claim is not None \
+                or getattr(self, "dry_run", False):
+            return
+        claim = DeviceClaim(self.device_key())
+        claim.acquire()
+        try:
+            stale = claim.stale()
+            if stale is not None:
+                self.apply_found_settings(stale.settings)
+                self.events.append(
+                    f"put back the settings a run that ended without restoring them left "
+                    f"changed (pid {stale.pid}, {stale.created_at}): {stale.settings}")
+            claim.write(FoundSettings(device=self.open_name or self.kind, key=claim.key,
+                                      settings=self.found_settings(), pid=os.getpid(),
+                                      created_at=now_text()))
+        except BaseException:
+            claim.release(restored=False)
+            raise
+        self._claim = claim
 
     @abstractmethod
     def _restore_settings(self) -> None:

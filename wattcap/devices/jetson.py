@@ -284,6 +284,8 @@ class JetsonDevice(Device):
     """
 
     kind = "jetson"
+    persists_settings = True
+    open_name = "jetson"
 
     def __init__(self, sysfs_root: str | Path = "/", dry_run: bool = False) -> None:
         super().__init__()
@@ -504,6 +506,22 @@ class JetsonDevice(Device):
         """Name of the active nvpmodel mode ("MAXN", "5W", ...), None when it cannot be read."""
         mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
         return mode.name if mode else None
+
+    def device_key(self) -> str:
+        """The GPU's devfreq node: one per board."""
+        return f"jetson-{self.devfreq_path.name}"
+
+    def found_settings(self) -> dict[str, object]:
+        """devfreq min_freq, max_freq and governor as they are now."""
+        return {"min_freq": self._read_node("min_freq"), "max_freq": self._read_node("max_freq"),
+                "governor": _read_text(self.devfreq_path / "governor")}
+
+    def apply_found_settings(self, settings: dict[str, object]) -> None:
+        """Write a state file's devfreq range and governor back."""
+        self._write_range(int(str(settings["min_freq"])), int(str(settings["max_freq"])))
+        governor = str(settings["governor"])
+        if _read_text(self.devfreq_path / "governor") != governor:
+            self._write("governor", governor)
 
     def _restore_settings(self) -> None:
         """Write the original min_freq, max_freq and governor back. Idempotent."""

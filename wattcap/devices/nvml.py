@@ -122,6 +122,7 @@ class NvmlDevice(Device):
     """One NVIDIA GPU seen by NVML: locked graphics clocks, power, energy counter, memory."""
 
     kind = "nvml"
+    persists_settings = True
 
     def __init__(
         self, index: int = 0, dry_run: bool = False, pynvml_module: ModuleType | None = None
@@ -129,9 +130,12 @@ class NvmlDevice(Device):
         super().__init__()
         self._nvml = pynvml_module if pynvml_module is not None else import_pynvml()
         self.index = index
+        self.open_name = f"nvml:{index}"
         self.dry_run = dry_run
         self.planned_locks_mhz: list[int] = []
         self._locked = False
+        #: the power limit found (mW) when this object first changed it, None: untouched
+        self._found_limit_mw: int | None = None
         nvml = self._nvml
         try:
             nvml.nvmlInit()
@@ -243,6 +247,35 @@ class NvmlDevice(Device):
             return nvml.nvmlDeviceGetPowerManagementLimit(self._handle) / 1e3
         except nvml.NVMLError:
             return None
+
+    def set_power_limit_w(self, limit_w: float) -> float:
+        """Set the board power limit to `limit_w`, clamped to the board's constraints (NVML
+        enforces it on the 1 s average); returns the limit set. `restore` puts the limit found
+        back."""
+        nvml = self._nvml
+        with self._errors("reading the power limit constraints"):
+            low_mw, high_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)
+        limit_mw = int(min(max(limit_w * 1e3, low_mw), high_mw))
+        if self.dry_run:
+            return limit_mw / 1e3
+        with self.clock_lock:
+            self.claim_before_change()
+            found_mw = self._found_limit_mw
+            if found_mw is None:
+                with self._errors("reading the power limit"):
+                    found_mw = int(nvml.nvmlDeviceGetPowerManagementLimit(self._handle))
+            try:
+                nvml.nvmlDeviceSetPowerManagementLimit(self._handle, limit_mw)
+            except nvml.NVMLError_NoPermission as exc:
+                raise DevicePermissionError(
+                    f"NVML: no permission to set the power limit of {self.gpu_name}",
+                    hint=f"run as root (as `sudo nvidia-smi -i {self.index} -pl "
+                    f"{limit_mw / 1e3:g}` would need)") from exc
+            except nvml.NVMLError as exc:
+                raise map_nvml_error(nvml, exc, "setting the power limit", self.gpu_name) \
+                    from exc
+            self._found_limit_mw = found_mw  # changed: restore puts it back
+        return limit_mw / 1e3
 
     @property
     def torch_device(self) -> str:
@@ -360,10 +393,47 @@ class NvmlDevice(Device):
         return time.monotonic()
 
     # -- settings ------------------------------------------------------------------------------
+    def device_key(self) -> str:
+        """The GPU's PCI bus id (NVML and CUDA indices can differ and change), else its
+        index."""
+        bus = self.pci_bus_id()
+        return f"nvml-{_normal_bus_id(bus) if bus else self.index}"
+
+    def found_settings(self) -> dict[str, object]:
+        """The power limit as found. NVML has no getter for locked clocks: a restore resets
+        them to the driver's default (what `nvidia-smi -rgc` does)."""
+        limit_w = self.power_limit_w()
+        return {"power_limit_mw": None if limit_w is None else round(limit_w * 1e3),
+                "locked_clocks": "reset (NVML cannot read a lock)"}
+
+    def apply_found_settings(self, settings: dict[str, object]) -> None:
+        """Reset the locked clocks; put the power limit found back where it moved."""
+        nvml = self._nvml
+        with self._errors("resetting the locked clock"):
+            nvml.nvmlDeviceResetGpuLockedClocks(self._handle)
+        limit_mw = settings.get("power_limit_mw")
+        if limit_mw is not None and self.power_limit_w() != int(str(limit_mw)) / 1e3:
+            with self._errors("setting the power limit"):
+                nvml.nvmlDeviceSetPowerManagementLimit(self._handle, int(str(limit_mw)))
+
     def _restore_settings(self) -> None:
-        """Reset the locked graphics clock, only if this object locked it. Idempotent."""
+        """Put the power limit found back and reset the locked graphics clock, each only if
+        this object changed it. Idempotent."""
+        nvml = self._nvml
+        if self._found_limit_mw is not None:
+            try:
+                with self._errors("putting the power limit back"):
+                    nvml.nvmlDeviceSetPowerManagementLimit(self._handle, self._found_limit_mw)
+            finally:  # the clock is reset below either way; a failed limit still raises
+                if self._locked:
+                    self._reset_clocks()
+            self._found_limit_mw = None
+            return
         if not self._locked:
             return
+        self._reset_clocks()
+
+    def _reset_clocks(self) -> None:
         nvml = self._nvml
         try:
             nvml.nvmlDeviceResetGpuLockedClocks(self._handle)

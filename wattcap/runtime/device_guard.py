@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattcap.devices.errors import DeviceError, WatchError
+from wattcap.devices.errors import (
+    DeviceError,
+    DeviceNotSupportedError,
+    DevicePermissionError,
+    WatchError,
+)
 from wattcap.runtime.watchdog import DriftMonitor
 
 #: a sensor with no fresh reading for this many of its periods (of device time) is dead
@@ -32,6 +37,34 @@ class DeviceGuard:
                     f"{point.peak_power_w:.2f} W in the profile, above the cap "
                     f"{session.power_cap_w:g} W: the watchdog will step it down")
         session.frequency_hz = frequency_hz  # the requested clock, never a live reading
+
+    def apply_backstop(self) -> None:
+        """The hardware's own power limit set to a constant cap (clamped to the board's range),
+        where the device has one and permits it: it holds average power whatever happens to
+        this process; the watchdog keeps guarding peak power. Put back by restore."""
+        session = self.session
+        device = session.device
+        if session.power_cap_w is None:
+            return
+        if session.cap_source is not None:
+            session.events.append("hardware backstop off: the cap moves (the power limit "
+                                  "would hold the run below a higher cap); the watchdog "
+                                  "keeps it")
+            return
+        try:
+            limit_w = device.set_power_limit_w(session.power_cap_w)
+        except DeviceNotSupportedError:
+            return  # no hardware power limit (Jetson, the emulator): the watchdog keeps it
+        except DevicePermissionError as err:
+            session.events.append(
+                f"hardware backstop off: {err.message} (fix: {err.hint}); the run goes on "
+                "under the software watchdog alone")
+            return
+        session.events.append(
+            f"hardware backstop: power limit {limit_w:g} W for the cap {session.power_cap_w:g} W"
+            + ("" if abs(limit_w - session.power_cap_w) < 1e-6 else
+               " (clamped to the board's range)")
+            + "; it holds average power, the watchdog guards peaks")
 
     def fstar_for_cap(self, power_cap_w: float) -> int | None:
         """f*(b) under `power_cap_w` at the run's batch size, from the profile with the run's

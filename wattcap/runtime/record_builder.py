@@ -50,6 +50,7 @@ class RecordBuilder:
                     f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
         if device is not None:
             events += [f"power sensor changed: {change}" for change in device.sensor_changes]
+            events += [f"device: {event}" for event in device.events]
         if device is not None and device.sensor_error is not None:
             events.append(f"power sensor stopped: {device.sensor_error.message}")
         energy_j = self.counter_energy_j()

@@ -571,6 +571,7 @@ class Session:
                     stack.callback(self._guard_part.restore)
                 if self.frequency_hz is not None:
                     self._guard_part.apply_frequency(self.frequency_hz, "plan")
+                self._guard_part.apply_backstop()
                 self._counter_start_j = device.energy_counter_j()
                 self._watch_since_s = device.now_s()  # liveness: a reading due from here on
                 stack.enter_context(device.sensor_ticks(self._meter))
