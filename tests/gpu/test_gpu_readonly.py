@@ -1,0 +1,70 @@
+"""Read-only checks on a real NVIDIA GPU (`pytest -m gpu`; skipped where CUDA or NVML is
+missing): NVML read, a few batch sizes profiled with the clock left alone by a device whose
+every setter is refused, a few training steps with the model on the GPU timed by CUDA events.
+Never changes a clock or a power limit. The same check runs without a GPU on the fakes."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _gpu_check() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "bench" / "gpu_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _has_gpu() -> bool:
+    try:
+        import pynvml
+        import torch
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no driver, no library, no CUDA: no GPU
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_gpu(), reason="needs CUDA and NVML")
+def test_on_the_gpu_read_only() -> None:
+    lines: list[str] = []
+    code = _gpu_check().check(lines, "resnet18", [8, 32], steps=5)
+    report = "\n".join(lines)
+    assert code == 0, report
+    assert "setters refused: 0" in report and "on cuda" in report
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.fake_cuda import FakeCuda
+    from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
+    from tests.runtime.test_session import TorchDeviceSpy
+
+    gpu = FakeGpu()
+    nvml = FakeNvml([gpu])
+    FakeCuda({0: gpu}).install(monkeypatch)
+    TorchDeviceSpy(monkeypatch)
+    lines: list[str] = []
+    code = _gpu_check().check(lines, "digits-cnn", [8], steps=3, pynvml_module=nvml,
+                              cpu_step=True)
+    report = "\n".join(lines)
+    assert code == 0, report
+    assert "setters refused: 0" in report and "3 steps of b=8" in report
+    assert nvml.setter_calls == []
+
+
+def test_the_gpu_check_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    if _has_gpu():
+        pytest.skip("this machine has a GPU")
+    assert _gpu_check().main([]) == 0
+    assert "no NVIDIA GPU usable here" in capsys.readouterr().out
