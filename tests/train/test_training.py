@@ -220,3 +220,39 @@ def test_killed_cli_run_resumes_from_checkpoint(tmp_path):
     assert [p.accuracy for p in resumed.curve] == [p.accuracy for p in full.curve]
     assert resumed.samples_to_target == full.samples_to_target
     assert Path(ckpt / "checkpoint.safetensors").exists()
+
+
+def test_a_resumed_run_with_dropout_ends_bitwise_equal(digits_splits, tmp_path):
+    """Dropout draws from torch's generator: a resumed run must draw on as the uninterrupted
+    one did (the RNG states travel in the checkpoint), ending with the same weights, bit for
+    bit (CPU)."""
+    from safetensors.torch import load_file
+
+    from wattcap.models import user_model_text
+
+    (tmp_path / "dropnet.py").write_text(
+        "from torch import nn\n"
+        "def make(num_classes=10):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(64, 48), nn.ReLU(), nn.Dropout(0.5),\n"
+        "                         nn.Linear(48, num_classes))\n")
+    model = user_model_text(f"{tmp_path / 'dropnet.py'}:make", input_shape="1x8x8")
+    train, test = digits_splits
+    config = small_config(model=model, target_accuracy=1.0, sample_budget=1024)
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_512(point):
+        if point.samples == 512:
+            raise Killed
+
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    train_to_accuracy(config, train, test, checkpoint_dir=full_dir)
+    with pytest.raises(Killed):
+        train_to_accuracy(config, train, test, checkpoint_dir=cut_dir, on_eval=kill_at_512)
+    resumed = train_to_accuracy(config, train, test, checkpoint_dir=cut_dir)
+    assert resumed.resumed_from_samples == 512 and resumed.samples_seen == 1024
+    full = load_file(str(full_dir / "checkpoint.safetensors"))
+    cut = load_file(str(cut_dir / "checkpoint.safetensors"))
+    weights = [k for k in full if k.startswith("model.")]
+    assert weights and all(torch.equal(full[k], cut[k]) for k in weights)

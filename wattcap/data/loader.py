@@ -98,6 +98,9 @@ def batch_loader(
         shuffle=False,
         num_workers=num_workers,
         pin_memory=pin_memory,
+        # its own generator: creating an iterator draws a base seed, which from the global
+        # generator would shift dropout's draws whenever a loader is made (a resume, a re-plan)
+        generator=torch.Generator().manual_seed(0),
         **extra,
     )
 

@@ -42,6 +42,8 @@ class SessionState(BaseModel):
     extra: dict[str, Any] = {}
     #: a moving cap's follower: its source's state, plan, segments and the run's clock
     cap: dict[str, Any] | None = None
+    #: the random generators' states (torch CPU/CUDA, numpy, Python): see runtime.rng_state
+    rng: dict[str, Any] | None = None
 
 
 @dataclass

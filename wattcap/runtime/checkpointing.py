@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from wattcap.core.schema import WattcapFileError
 from wattcap.runtime.checkpoint import SessionState
 from wattcap.runtime.errors import SessionError
+from wattcap.runtime.rng_state import capture_rng, restore_rng
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +60,8 @@ class Checkpointing:
             frequency_steps=guard.steps if guard else [],
             drift_events=monitor.events if monitor else [],
             replans=monitor.replans if monitor else [], extra=extra,
-            cap=session._follower.state_dict() if session._follower is not None else None)
+            cap=session._follower.state_dict() if session._follower is not None else None,
+            rng=capture_rng())
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
                ) -> SessionState:
@@ -72,6 +74,8 @@ class Checkpointing:
             raise WattcapFileError(
                 f"{session._checkpoint.folder}: the checkpoint belongs to another run "
                 "configuration; use another checkpoint folder or delete it")
+        if state.rng is not None:  # dropout and augmentation draw on as if never stopped
+            restore_rng(state.rng)
         session.samples = session.resumed_from_samples = state.samples
         session.steps = state.steps
         session.curve = list(state.curve)
