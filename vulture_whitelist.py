@@ -15,6 +15,7 @@ _.persistent_load  # pickle.Unpickler calls it (the safe CIFAR/STL reader refuse
 _.row_factory  # sqlite3.Connection reads it
 _.writeable  # numpy's array flags: read-only shared arrays
 _.__signature__  # inspect.signature reads it (the bundled loaders' signatures)
+_.benchmark  # torch.backends.cudnn reads it
 _.fieldId, _.uiVal  # the fake pynvml's structs, read like the real ones
 __getattr__  # the package's lazy `wattcap.Session` (PEP 562)
 __context  # pydantic's model_post_init signature

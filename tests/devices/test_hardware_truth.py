@@ -190,3 +190,46 @@ def test_without_permission_the_backstop_is_off_and_the_run_goes_on(
     assert "no permission to set the power limit" in line and "sudo nvidia-smi -i 0 -pl 400" \
         in line and "software watchdog alone" in line
     assert record.steps >= 1 and gpu.power_limit_history == []
+
+
+def test_profiling_holds_one_batch_sizes_model_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory spy: every step the profiler builds is tracked while alive; eight batch sizes
+    never have two models on the GPU, and the allocator's cache is emptied between them."""
+    import gc
+    import weakref
+
+    from wattcap.measure.profiling import Profiler
+
+    _, cuda, device = _gpu_and_device(monkeypatch)
+    alive: weakref.WeakSet = weakref.WeakSet()
+    most_alive = []
+
+    class Step:
+        def __init__(self, batch_size: int) -> None:
+            self.model = torch.nn.Linear(64, 10)  # stands for the model on the GPU
+            self.batch = torch.zeros(batch_size, 64)
+
+        def __call__(self) -> None:
+            self.model(self.batch).sum().backward()
+
+    def factory(batch_size: int, torch_device: str) -> Step:
+        gc.collect()
+        most_alive.append(len(alive))
+        step = Step(batch_size)
+        alive.add(step)
+        return step
+
+    sizes = (1, 2, 4, 8, 16, 32, 64, 128)
+    profiler = Profiler(device, "digits-cnn", batch_sizes=sizes, step_factory=factory,
+                        min_readings=1)
+    for b in sizes:
+        profiler.measure(b, device.frequencies_hz()[-1])
+    assert most_alive == [0] * len(sizes)  # the previous batch size's model was freed first
+    assert sum(1 for name, _ in cuda.calls if name == "empty-cache") == len(sizes) - 1
+    # warmed up until two 3-step means agreed (or 20 steps), per batch size
+    assert set(profiler.warmup_steps_taken) == set(sizes)
+    assert all(6 <= n <= 18 for n in profiler.warmup_steps_taken.values())
+    profiler.release_steps()
+    gc.collect()
+    assert len(alive) == 0
+    device.close()

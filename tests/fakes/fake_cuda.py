@@ -10,7 +10,9 @@ event recorded after it is synchronised, as a real GPU is busy while its queued 
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -79,7 +81,20 @@ class FakeCuda:
                             lambda device=None: FakeStream(_index(device)))
         monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
         monkeypatch.setattr(torch.cuda, "get_device_properties", self._properties)
+        monkeypatch.setattr(torch.cuda, "device", self._device)
+        monkeypatch.setattr(torch.cuda, "empty_cache",
+                            lambda: cuda.calls.append(("empty-cache", cuda.current)))
         return self
+
+    current: int = 0
+
+    @contextlib.contextmanager
+    def _device(self, device: Any) -> Iterator[None]:
+        before, self.current = self.current, _index(device)
+        try:
+            yield
+        finally:
+            self.current = before
 
     def _properties(self, index: int) -> Any:
         # "00000000:3B:00.0" -> domain 0, bus 0x3B, device 0: what torch reports per device

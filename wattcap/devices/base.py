@@ -434,6 +434,20 @@ def cuda_of(torch_device: str) -> Any:
     return torch.cuda
 
 
+#: cuDNN autotuning: on, in profiling and in training alike (a profile timed with one setting
+#: and a run with another would disagree); each batch size's warm-up absorbs the tuning
+CUDNN_BENCHMARK = True
+
+
+def configure_cuda_backends(torch_device: str) -> None:
+    """Set torch's CUDA backends the one way wattcap profiles and trains (no-op off CUDA)."""
+    cuda = cuda_of(torch_device)
+    if cuda is not None:
+        import torch
+
+        torch.backends.cudnn.benchmark = CUDNN_BENCHMARK
+
+
 @contextmanager
 def out_of_memory_as_device_error(cost: StepCost | object) -> Iterator[None]:
     """Turn torch's CUDA out-of-memory error into DeviceOutOfMemoryError naming the batch size

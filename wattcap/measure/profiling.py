@@ -31,12 +31,24 @@ from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
-from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.base import (
+    Device,
+    PowerReading,
+    configure_cuda_backends,
+    cuda_of,
+    out_of_memory_as_device_error,
+)
 from wattcap.devices.errors import DeviceOutOfMemoryError
 from wattcap.devices.signals import exit_cleanly_on_signals
 
 if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
-    from wattcap.devices.workload import Workload
+    from wattcap.devices.workload import StepCost, Workload
+
+#: adaptive warm-up on real hardware: groups of this many steps, until two consecutive group
+#: means differ by less than the tolerance, or the maximum is reached
+WARMUP_GROUP_STEPS = 3
+WARMUP_TOLERANCE = 0.05
+WARMUP_MAX_STEPS = 20
 
 
 
@@ -103,6 +115,8 @@ class Profiler:
     _last_point: tuple[int, int] | None = field(default=None, init=False)
     _reading_series: list[list[float]] = field(default_factory=list, init=False)
     _points_measured: int = field(default=0, init=False)
+    #: steps each batch size's adaptive warm-up took (real hardware)
+    warmup_steps_taken: dict[int, int] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -113,13 +127,53 @@ class Profiler:
 
     # -- one point -----------------------------------------------------------------------------
     def _step_fn(self, batch_size: int) -> Callable[[], object] | None:
+        """The real step of `batch_size`, built inside the out-of-memory guard. One batch
+        size's model, optimiser and batch live on the GPU at a time: the previous one is freed
+        (and the allocator's cache emptied) before the next is built."""
         if not self.device.timing_needs_real_work:
             return None
         if batch_size not in self._steps:
+            self.release_steps()
+            configure_cuda_backends(self.device.torch_device)
             factory = self.step_factory or (
                 lambda b, torch_device: build_training_step(self.model, b, torch_device))
-            self._steps[batch_size] = factory(batch_size, self.device.torch_device)
+            assert self.workload is not None
+            with out_of_memory_as_device_error(self.workload.step_cost(batch_size,
+                                                                       self._overhead)):
+                self._steps[batch_size] = factory(batch_size, self.device.torch_device)
+            self._warmed.discard(batch_size)  # a new model and allocator state: warm up again
         return self._steps[batch_size]
+
+    def release_steps(self) -> None:
+        """Free every built step (model, optimiser, batch) and the GPU allocator's cache."""
+        if not self._steps:
+            return
+        self._steps.clear()
+        import gc
+
+        gc.collect()
+        cuda = cuda_of(self.device.torch_device)
+        if cuda is not None:
+            with cuda.device(self.device.torch_device):
+                cuda.empty_cache()
+
+    def _warm_up(self, step: Callable[[], object] | None, cost: StepCost) -> None:
+        """Warm a new step up (allocator, cuDNN autotuning): on real hardware until two
+        consecutive 3-step means differ by less than 5 % (at most 20 steps); the emulator's
+        modelled step needs `warmup_steps` (its timing has no warm-up)."""
+        if not self.device.timing_needs_real_work:
+            for _ in range(self.warmup_steps):
+                self.device.execute(step, cost)
+            return
+        means: list[float] = []
+        done = 0
+        while done + WARMUP_GROUP_STEPS <= WARMUP_MAX_STEPS:
+            means.append(sum(self.device.execute(step, cost)
+                             for _ in range(WARMUP_GROUP_STEPS)) / WARMUP_GROUP_STEPS)
+            done += WARMUP_GROUP_STEPS
+            if len(means) >= 2 and abs(means[-1] - means[-2]) < WARMUP_TOLERANCE * means[-2]:
+                break
+        self.warmup_steps_taken[cost.batch_size] = done
 
     def measure(self, batch_size: int, frequency_hz: int) -> ProfilePoint:
         """Measure one point (raises DeviceOutOfMemoryError if the batch does not fit)."""
@@ -135,8 +189,7 @@ class Profiler:
         self.device.set_frequency_hz(frequency_hz)
         # Warm-up (allocator, cuDNN autotuning) depends on the shape, not the clock: once per b.
         if batch_size not in self._warmed:
-            for _ in range(self.warmup_steps):
-                self.device.execute(step, cost)
+            self._warm_up(step, cost)
             self._warmed.add(batch_size)
         elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
             for _ in range(self.lead_in_steps):
@@ -206,7 +259,10 @@ class Profiler:
             from wattcap.measure.active_profiling import ActiveProfiler
 
             with exit_cleanly_on_signals():
-                return ActiveProfiler(self, max_points=max_points).run(power_cap_w)
+                try:
+                    return ActiveProfiler(self, max_points=max_points).run(power_cap_w)
+                finally:
+                    self.release_steps()
         start_s = self.device.now_s()
         frequencies = self.device.frequencies_hz()
         fits, oom = self.fitting_batch_sizes()
@@ -282,6 +338,7 @@ class Profiler:
                 assert power_cap_w is not None
                 points = self._pruned(fits, oom, frequencies, power_cap_w)
         finally:
+            self.release_steps()
             self.device.restore()
         return points
 

@@ -42,7 +42,7 @@ from wattcap.core.objective import Objective
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.core.schema import WattcapFileError
 from wattcap.data.loader import move_to_device
-from wattcap.devices.base import Device, out_of_memory_as_device_error
+from wattcap.devices.base import Device, configure_cuda_backends, out_of_memory_as_device_error
 from wattcap.devices.caps import CapSource
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.signals import exit_cleanly_on_signals
@@ -572,6 +572,7 @@ class Session:
                 if self.frequency_hz is not None:
                     self._guard_part.apply_frequency(self.frequency_hz, "plan")
                 self._guard_part.apply_backstop()
+                configure_cuda_backends(device.torch_device)  # as the profile was timed
                 self._counter_start_j = device.energy_counter_j()
                 self._watch_since_s = device.now_s()  # liveness: a reading due from here on
                 stack.enter_context(device.sensor_ticks(self._meter))
