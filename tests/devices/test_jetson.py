@@ -528,7 +528,7 @@ def test_probe_reports_missing_sensor_and_write_access(
     monkeypatch.setattr(os, "access", access)
     report = probe(tmp_path, pynvml_module=FakeNvml(library_missing=True))
     missing = "\n".join(report.missing)
-    assert "no INA3221 power sensor" in missing
+    assert "no readable INA3221 or INA238 power sensor" in missing
     assert "GPU clock files not writable (min_freq, max_freq" in missing
     assert "udev" in missing
     assert str(report).startswith("+ Jetson jetson-nano-2gb")

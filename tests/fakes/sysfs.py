@@ -191,6 +191,26 @@ def add_ina3221_hwmon(
     return hwmon
 
 
+def add_ina238_hwmon(root: Path, bus_addr: str, hwmon_index: int, power_uw: int,
+                     label: str | None = None) -> Path:
+    """The INA238 of newer modules: ``/sys/bus/i2c/drivers/ina238/<bus-addr>/hwmon/hwmon<N>``
+    with the upstream driver's bus voltage, current and ``power1_input`` (microwatts)."""
+    bus = bus_addr.split("-")[0]
+    device = root / "sys" / "devices" / "platform" / "bus@0" / f"i2c-{bus}" / bus_addr
+    hwmon = device / "hwmon" / f"hwmon{hwmon_index}"
+    _put(hwmon / "name", "ina238")
+    if label is not None:
+        _put(hwmon / "label", label)
+    _put(hwmon / "in1_input", 19_000)  # bus mV
+    _put(hwmon / "curr1_input", power_uw // 19_000)  # mA
+    _put(hwmon / "power1_input", power_uw)
+    driver = root / "sys" / "bus" / "i2c" / "drivers" / "ina238"
+    for entry in ("bind", "unbind", "uevent"):
+        _put(driver / entry, "")
+    _link(driver / bus_addr, device)
+    return hwmon
+
+
 def write_nvpmodel(
     root: Path, conf_name: str, modes: list[tuple[int, str, int]], default_id: int, active_id: int
 ) -> None:

@@ -1,11 +1,16 @@
-"""Jetson backend: GPU frequency through devfreq sysfs, power through the INA3221 monitors.
+"""Jetson backend: GPU frequency through devfreq sysfs, power through the INA3221/INA238
+monitors.
 
 Everything is discovered under a sysfs root (``/`` on a real board, a temporary tree in tests):
 
-* the GPU devfreq node: the entry of ``/sys/class/devfreq`` whose ``device/of_node`` is the GPU
-  (``gpu`` on Nano/Orin, ``gp10b`` on TX2, ``gv11b`` on Xavier, ``ga10b`` on some Orin trees);
-* INA3221 rails: the iio driver of L4T 32 (``ina3221x``, with a power file per rail) or the
-  upstream hwmon driver of L4T 35+ (``ina3221``, voltage and current only: P = V * I);
+* the GPU devfreq node: the entry of ``/sys/class/devfreq`` whose ``device/of_node`` (or its
+  own name, ``17000000.ga10b``) is the GPU (``gpu`` on Nano/Orin, ``gp10b`` on TX2, ``gv11b``
+  on Xavier, ``ga10b`` on some Orin trees, ``gb10b`` on Thor);
+* power rails: INA3221 through the iio driver of L4T 32 (``ina3221x``, with a power file per
+  rail) or the upstream hwmon driver of L4T 35+ (``ina3221``, voltage and current only:
+  P = V * I), and the INA238 of newer modules (hwmon ``power1_input``); rails that cannot be
+  read are left out with a note; the module's input rail under any of its names is the device
+  power (`choose_power_rails` says why it took what it took);
 * the nvpmodel power mode (``/etc/nvpmodel.conf`` and ``/var/lib/nvpmodel/status``), the board
   model (``/proc/device-tree/model``) and the memory size (``/proc/meminfo``).
 
@@ -32,11 +37,14 @@ from wattcap.devices.errors import (
     SensorMissingError,
 )
 
-#: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list).
-GPU_OF_NODE_NAMES = ("gpu", "gp10b", "gv11b", "ga10b")
+#: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list), newest last; a
+#: devfreq node named `<unit-address>.<one of these>` is the GPU too.
+GPU_OF_NODE_NAMES = ("gpu", "gp10b", "gv11b", "ga10b", "gb10b")
 
-#: Rails that measure the whole module input; where one exists it is the device power.
-INPUT_RAIL_NAMES = ("POM_5V_IN", "VDD_IN")
+#: Rails that measure the whole module input, under the names the families use (Nano/TX2:
+#: POM_5V_IN; Orin Nano/NX: VDD_IN; Xavier NX, TX2 NX, AGX Orin: VIN_SYS_5V0); where one
+#: exists it is the device power. Matched without regard to case.
+INPUT_RAIL_NAMES = ("POM_5V_IN", "VDD_IN", "VIN_SYS_5V0")
 
 # Why 50 ms: the INA3221 converts bus and shunt voltage of each of its 3 channels in turn, each
 # conversion taking 140 us to 8.244 ms, and can average 1 to 1024 such rounds (TI INA3221
@@ -128,6 +136,7 @@ def find_gpu_devfreq(sysfs_root: str | Path = "/") -> Path | None:
             names.add(_read_text(of_node / "name"))
         if of_node.exists():
             names.add(of_node.resolve().name.split("@")[0])
+        names.add(entry.name.split(".", 1)[-1])  # 17000000.ga10b
         if names & set(GPU_OF_NODE_NAMES):
             return entry.resolve()
     return None
@@ -141,7 +150,7 @@ class Rail:
     """One INA3221 channel: where to read it and how."""
 
     name: str
-    #: "iio" (L4T 32 ina3221x) or "hwmon" (L4T 35+ ina3221)
+    #: "iio" (L4T 32 ina3221x), "hwmon" (L4T 35+ ina3221) or "ina238" (its hwmon power)
     layout: str
     directory: Path
     channel: int
@@ -150,6 +159,8 @@ class Rail:
         """Power on this rail now, in watts."""
         if self.layout == "iio":
             return _read_int(self.directory / f"in_power{self.channel}_input") / 1e3
+        if self.layout == "ina238":  # hwmon power in microwatts
+            return _read_int(self.directory / f"power{self.channel}_input") / 1e6
         voltage_mv = _read_int(self.directory / f"in{self.channel}_input")
         current_ma = _read_int(self.directory / f"curr{self.channel}_input")
         return voltage_mv * current_ma / 1e6
@@ -191,26 +202,57 @@ def _hwmon_rails(device_dir: Path) -> list[Rail]:
     return rails
 
 
+def _ina238_rails(device_dir: Path) -> list[Rail]:
+    rails = []
+    for hwmon_dir in sorted((device_dir / "hwmon").glob("hwmon*")):
+        if (hwmon_dir / "power1_input").exists():
+            label = hwmon_dir / "label"
+            name = _read_text(label) if label.is_file() else f"INA238 {device_dir.name}"
+            rails.append(Rail(name, "ina238", hwmon_dir, 1))
+    return rails
+
+
 def find_ina3221_rails(sysfs_root: str | Path = "/") -> list[Rail]:
-    """All INA3221 rails under `sysfs_root`, in both the L4T 32 and the L4T 35+ layouts."""
+    """All power-monitor rails under `sysfs_root`: INA3221 in both the L4T 32 and the L4T 35+
+    layouts, and the INA238 of newer modules."""
     drivers = Path(sysfs_root) / "sys" / "bus" / "i2c" / "drivers"
     rails: list[Rail] = []
     for device_dir in _i2c_devices(drivers / "ina3221x"):
         rails += _iio_rails(device_dir)
     for device_dir in _i2c_devices(drivers / "ina3221"):
         rails += _hwmon_rails(device_dir)
+    for device_dir in _i2c_devices(drivers / "ina238"):
+        rails += _ina238_rails(device_dir)
     return rails
 
 
-def choose_power_rails(rails: list[Rail]) -> tuple[list[Rail], str]:
-    """The rails whose sum is the device power, and the name to record for them."""
+def readable_rails(rails: list[Rail]) -> tuple[list[Rail], list[str]]:
+    """The rails that can be read now, and a note for each that cannot (left out)."""
+    kept, notes = [], []
+    for rail in rails:
+        try:
+            rail.read_power_w()
+        except (OSError, ValueError) as exc:
+            notes.append(f"rail {rail.name} unreadable, left out: {exc}")
+            continue
+        kept.append(rail)
+    return kept, notes
+
+
+def choose_power_rails(rails: list[Rail]) -> tuple[list[Rail], str, str]:
+    """The rails whose sum is the device power, the name to record for them, and why."""
     for wanted in INPUT_RAIL_NAMES:
         for rail in rails:
-            if rail.name == wanted:
-                return [rail], rail.name
+            if rail.name.strip().upper() == wanted:
+                return [rail], rail.name, f"{rail.name} measures the module's input"
+    ina238 = [rail for rail in rails if rail.layout == "ina238"]
+    if len(ina238) == 1:
+        return ina238, ina238[0].name, "the module's INA238 measures its input"
     if not rails:
-        return [], "none"
-    return list(rails), "sum(" + ",".join(rail.name for rail in rails) + ")"
+        return [], "none", "no readable power monitor"
+    return (list(rails), "sum(" + ",".join(rail.name for rail in rails) + ")",
+            f"no input rail ({', '.join(INPUT_RAIL_NAMES)}): the sum of every rail, which "
+            "misses what no rail measures")
 
 
 # -- nvpmodel --------------------------------------------------------------------------------
@@ -340,8 +382,9 @@ class JetsonDevice(Device):
             )
             self._cap_hz = mode_cap_hz
 
-        self.rails = find_ina3221_rails(self.sysfs_root)
-        self._power_rails, self._rail_name = choose_power_rails(self.rails)
+        self.rails, unreadable = readable_rails(find_ina3221_rails(self.sysfs_root))
+        self.notes += unreadable
+        self._power_rails, self._rail_name, self.rail_reason = choose_power_rails(self.rails)
         self._period_s = self._find_sensor_period_s()
 
     # -- helpers -------------------------------------------------------------------------------

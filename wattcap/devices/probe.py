@@ -65,15 +65,17 @@ def _probe_jetson(root: Path, report: ProbeReport) -> None:
         )
     else:
         report.found.append(f"power mode {mode} (nvpmodel)")
+    report.missing += [note for note in device.notes if "unreadable" in note]
     if device.rails:
         layouts = sorted({rail.layout for rail in device.rails})
         report.found.append(
-            f"INA3221 rails ({'/'.join(layouts)}): {', '.join(r.name for r in device.rails)}; "
-            f"device power = {device.sensor_rail}"
+            f"power monitor rails ({'/'.join(layouts)}): "
+            f"{', '.join(r.name for r in device.rails)}; device power = {device.sensor_rail} "
+            f"({device.rail_reason})"
         )
     else:
         report.missing.append(
-            "no INA3221 power sensor under /sys/bus/i2c/drivers/ina3221x or ina3221: power "
+            "no readable INA3221 or INA238 power sensor under /sys/bus/i2c/drivers: power "
             "cannot be measured on this board (the Jetson Nano 2 GB has none)"
         )
     files = ["min_freq", "max_freq"]
