@@ -299,3 +299,94 @@ def test_train_cli_watches_drift_and_replans(
     refused = CliRunner().invoke(app, args + ["--device", "jetson", "--drift", "0,0.8,1.1"])
     assert refused.exit_code != 0
     assert "only applies to emulated devices" in refused.output
+
+
+def test_the_remeasure_never_holds_two_models_on_the_gpu(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The re-measure builds its own copy of the model: the training model is off the GPU for
+    exactly that long, and the copy is freed before it comes back."""
+    from contextlib import contextmanager
+
+    import wattcap.runtime.watchdog as watchdog
+    from wattcap.runtime.device_guard import DeviceGuard
+
+    log: list[str] = []
+
+    @contextmanager
+    def offload(self: DeviceGuard):
+        log.append("model off the GPU")
+        yield
+        log.append("model back")
+
+    real_refresh, real_release = watchdog.refresh_row, Profiler.release_steps
+
+    def refresh(*args: object, **kwargs: object):
+        log.append("re-measure")
+        return real_refresh(*args, **kwargs)
+
+    def release(self: Profiler) -> None:
+        log.append("copy freed")
+        real_release(self)
+
+    monkeypatch.setattr(DeviceGuard, "training_model_off_gpu", offload)
+    monkeypatch.setattr(watchdog, "refresh_row", refresh)
+    monkeypatch.setattr(Profiler, "release_steps", release)
+    before, _ = profiles
+    cap_w, f_star, _ = scenario
+    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before)
+    assert record.replans
+    start = log.index("model off the GPU")
+    assert log[start:start + 4] == ["model off the GPU", "re-measure", "copy freed",
+                                    "model back"]
+
+
+def test_the_training_model_and_its_optimizer_leave_the_gpu_and_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from torch import nn
+
+    from wattcap.runtime.device_guard import DeviceGuard
+
+    moves: list[str] = []
+    real_to = nn.Module.to
+
+    def to(self: nn.Module, *args: object, **kwargs: object) -> nn.Module:
+        target = str(kwargs.get("device", args[0] if args else ""))
+        moves.append(target)
+        return real_to(self, "cpu") if target.startswith("cuda") else real_to(self, *args,
+                                                                               **kwargs)
+
+    tensor_moves: list[str] = []
+    real_tensor_to = torch.Tensor.to
+
+    def tensor_to(self: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        target = str(kwargs.get("device", args[0] if args else ""))
+        tensor_moves.append(target)
+        return self if target.startswith("cuda") else real_tensor_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(nn.Module, "to", to)
+    monkeypatch.setattr(torch.Tensor, "to", tensor_to)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(1, 4)).sum().backward()
+    optimizer.step()
+
+    class FakeSession:
+        _attached = (model, optimizer)
+        torch_device = "cuda:1"
+
+    moments = 2 * len(list(model.parameters()))  # Adam's exp_avg and exp_avg_sq
+    with DeviceGuard(FakeSession()).training_model_off_gpu():
+        assert moves == ["cpu"]
+        off = len(tensor_moves)
+        assert off >= moments and set(tensor_moves) == {"cpu"}
+    assert moves == ["cpu", "cuda:1"]
+    # the optimiser's moments come back to the GPU; Adam's "step" counter stays where it was
+    assert tensor_moves[off:].count("cuda:1") == moments

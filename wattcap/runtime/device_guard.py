@@ -4,6 +4,8 @@ opened it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from wattcap.devices.errors import (
@@ -141,4 +143,32 @@ class DeviceGuard:
         return DriftMonitor(session.device, session.profile, session.batch_size,
                             power_cap_w=session.power_cap_w, tolerance=session._drift_tolerance,
                             watchdog=session._guard, profiler=profiler,
-                            margin_sigmas=session.margin_sigmas)
+                            margin_sigmas=session.margin_sigmas,
+                            offload=self.training_model_off_gpu)
+
+    @contextmanager
+    def training_model_off_gpu(self) -> Iterator[None]:
+        """The attached model and its optimiser state on the CPU for the block (a re-measure
+        puts its own copy on the GPU meanwhile), then back on the session's device."""
+        session = self.session
+        if session._attached is None or not session.torch_device.startswith("cuda"):
+            yield
+            return
+        model, optimizer = session._attached
+        _move(model, optimizer, "cpu")
+        try:
+            yield
+        finally:
+            _move(model, optimizer, session.torch_device)
+
+
+def _move(model: Any, optimizer: Any, torch_device: str) -> None:
+    """A model in place (the optimiser keeps its parameters) and its optimiser's state."""
+    import torch
+
+    model.to(torch_device)
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            for key, value in state.items():
+                if torch.is_tensor(value) and key != "step":
+                    state[key] = value.to(torch_device)

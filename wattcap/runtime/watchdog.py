@@ -23,6 +23,7 @@ import statistics
 import threading
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
@@ -293,6 +294,7 @@ class DriftMonitor:
         min_steps: int = 2,
         profiler: Profiler | None = None,
         margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+        offload: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         if tolerance <= 0 or (power_tolerance is not None and power_tolerance <= 0):
             raise ValueError("drift tolerances must be positive fractions (0.1 = 10 %)")
@@ -309,6 +311,9 @@ class DriftMonitor:
         self.min_readings = min_readings
         self.min_steps = min_steps
         self.profiler = profiler or Profiler(device, profile.model, batch_sizes=(batch_size,))
+        #: takes the training model off the GPU while the re-measure's own copy is on it (a
+        #: run never holds two copies of the model on the GPU)
+        self.offload = offload
         self.events: list[DriftEvent] = []
         self.replans: list[Replan] = []
         self.notes: list[str] = []
@@ -424,8 +429,12 @@ class DriftMonitor:
         from_hz = self._table_frequency(self.device.run_frequency_hz())
         frequencies = self.device.frequencies_hz()
         cap = None if self.power_cap_w is None else self.power_cap_w - self.margin_w
-        points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
-                             ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))
+        with self.offload() if self.offload is not None else nullcontext():
+            try:
+                points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
+                                     ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))
+            finally:
+                self.profiler.release_steps()  # its copy leaves before the model comes back
         feasible = [p for p in points if cap is None or p.peak_power_w <= cap]
         best = max(feasible, key=lambda p: p.frequency_hz) if feasible else None
         to_hz = best.frequency_hz if best is not None else frequencies[0]
