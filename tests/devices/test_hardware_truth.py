@@ -233,3 +233,31 @@ def test_profiling_holds_one_batch_sizes_model_at_a_time(monkeypatch: pytest.Mon
     gc.collect()
     assert len(alive) == 0
     device.close()
+
+
+def test_the_largest_batch_size_is_probed_beyond_the_memory_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memory model is the first guess: on real hardware the sizes it rules out are tried
+    with a real step until one runs out of memory."""
+    from wattcap.devices.nvml import CONTEXT_RESERVED_BYTES
+    from wattcap.measure.profiling import Profiler
+
+    _, _, device = _gpu_and_device(monkeypatch, memory_total=CONTEXT_RESERVED_BYTES + (1 << 20))
+    built: list[int] = []
+
+    def factory(batch_size: int, torch_device: str):
+        built.append(batch_size)
+        if batch_size >= 64:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return lambda: None
+
+    sizes = (4, 8, 16, 32, 64, 128)
+    profiler = Profiler(device, "digits-cnn", batch_sizes=sizes, step_factory=factory)
+    model_fits = [b for b in sizes
+                  if profiler.workload.memory_needed_bytes(b, 1) <= device.memory_bytes()]
+    assert model_fits != [4, 8, 16, 32]  # the model alone guesses otherwise
+    fits, oom = profiler.fitting_batch_sizes()
+    assert (fits, oom) == ([4, 8, 16, 32], [64, 128])
+    assert 128 not in built  # probing stops at the first size that does not fit
+    device.close()

@@ -229,7 +229,10 @@ class Profiler:
 
     # -- searches ------------------------------------------------------------------------------
     def fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
-        """Batch sizes whose step fits in the device's memory, and those that do not."""
+        """Batch sizes whose step fits in the device's memory, and those that do not. The
+        memory model is the first guess; on real hardware the sizes it rules out are probed
+        with a real step, smallest first, until one runs out of memory (a size it lets in and
+        that does not fit is found when it is measured)."""
         assert self.workload is not None
         fits, oom = [], []
         for b in sorted(self.batch_sizes):
@@ -237,7 +240,24 @@ class Profiler:
                 fits.append(b)
             else:
                 oom.append(b)
+        if self.device.timing_needs_real_work:
+            for b in list(oom):
+                if not self._runs(b):
+                    break
+                oom.remove(b)
+                fits.append(b)
         return fits, oom
+
+    def _runs(self, batch_size: int) -> bool:
+        """Whether one real step of `batch_size` runs on the device (out of memory: no)."""
+        assert self.workload is not None
+        cost = self.workload.step_cost(batch_size, self._overhead)
+        try:
+            self.device.execute(self._step_fn(batch_size), cost)
+        except DeviceOutOfMemoryError:
+            self.release_steps()
+            return False
+        return True
 
     def run(
         self,
