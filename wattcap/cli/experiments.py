@@ -42,6 +42,7 @@ from wattcap.cli.options import (
     WorkersOpt,
 )
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
+from wattcap.core.files import write_file
 from wattcap.core.progress import make_progress
 
 if TYPE_CHECKING:
@@ -374,7 +375,7 @@ def sensitivity(
                                   scenario.caps_w)
     images = _print_matrices(matrices, device, proxy_vectors, target_vectors, seeds, out,
                              console)
-    (out / "sensitivity.json").write_text(json.dumps({
+    write_file(out / "sensitivity.json", json.dumps({
         "device": device, "model": model, "proxies": list(proxy_vectors),
         "targets": list(target_vectors), "matrices": matrices, "images": images,
         "seeds": seeds, "target_accuracy": target_accuracy,

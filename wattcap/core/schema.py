@@ -7,8 +7,6 @@ names the file and says what is wrong.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -16,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattcap.core.errors import WattcapError
+from wattcap.core.files import write_file
 from wattcap.core.version import __version__
 
 
@@ -51,19 +50,9 @@ class VersionedFile(BaseModel):
         return self.model_dump_json(indent=2)
 
     def save(self, path: str | Path) -> Path:
-        """Write atomically (temp file + rename), so an interrupted write never leaves half a
-        file where a good one was."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        """Write atomically and durably, as the user's file (see `wattcap.core.files`): an
+        interrupted write never leaves half a file where a good one was."""
+        return write_file(path, self.to_json())
 
     @classmethod
     def from_json(cls: type[_F], text: str, source: str = "<text>") -> _F:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wattcap.core.files import atomic_path, write_file
 from wattcap.data.base import DatasetFormatError
 from wattcap.data.image_files import (
     FolderListing,
@@ -120,25 +121,20 @@ def _build(
     total = np.zeros(c, dtype=np.float64)
     total_sq = np.zeros(c, dtype=np.float64)
     buffer = np.empty((chunk, *shape[1:]), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(prefix=f".{npy.name}.", suffix=".tmp", dir=location)
-    try:
+    # closed before atomic_path syncs and renames it (the inner block ends first)
+    with atomic_path(npy) as tmp, open(tmp, "wb") as handle:
         # Written chunk by chunk with plain writes: only one chunk of pixels is ever in RAM
         # (the page cache holds the rest, and the kernel may drop it).
-        with os.fdopen(fd, "wb") as handle:
-            np.lib.format.write_array_header_1_0(
-                handle, {"descr": "|u1", "fortran_order": False, "shape": shape}
-            )
-            for start in range(0, shape[0], chunk):
-                files = listing.files[start:start + chunk]
-                block = decode_images(files, mode, size, out=buffer[:len(files)],
-                                      like=listing.files[0])
-                total += block.sum(axis=(0, 2, 3), dtype=np.int64)
-                total_sq += np.square(block, dtype=np.uint32).sum(axis=(0, 2, 3), dtype=np.int64)
-                handle.write(block.tobytes())
-        os.replace(tmp, npy)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "|u1", "fortran_order": False, "shape": shape}
+        )
+        for start in range(0, shape[0], chunk):
+            files = listing.files[start:start + chunk]
+            block = decode_images(files, mode, size, out=buffer[:len(files)],
+                                  like=listing.files[0])
+            total += block.sum(axis=(0, 2, 3), dtype=np.int64)
+            total_sq += np.square(block, dtype=np.uint32).sum(axis=(0, 2, 3), dtype=np.int64)
+            handle.write(block.tobytes())
     mean, std = _stats(total, total_sq, shape[0] * shape[2] * shape[3])
     meta = {
         "kind": CACHE_KIND, "version": CACHE_VERSION, "key": key, "folder": str(listing.folder),
@@ -146,10 +142,7 @@ def _build(
         "classes": list(listing.classes),
     }
     # The metadata is written last: a cache without it is incomplete and ignored.
-    fd, tmp_meta = tempfile.mkstemp(prefix=f".{meta_path.name}.", dir=location)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(meta, handle)
-    os.replace(tmp_meta, meta_path)
+    write_file(meta_path, json.dumps(meta))
     _remove_stale(location, listing.folder, key)
     return np.load(npy, mmap_mode="r"), (mean, std)
 

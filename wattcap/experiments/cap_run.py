@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wattcap.core.files import atomic_path
 from wattcap.core.run import RunRecord
 
 
@@ -60,7 +61,8 @@ def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -
     fig.suptitle(textwrap.fill(title or f"{record.model} on {record.device}, "
                                f"{record.cap_source or 'moving cap'}: {outcome}", 100),
                  fontsize=10)
-    fig.savefig(out, dpi=100)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 import re
@@ -28,6 +29,7 @@ from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.files import write_file
 from wattcap.core.plan import METHODS, InfeasibleCapError
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
@@ -536,21 +538,22 @@ def _file_stem(text: str) -> str:
 
 def write_csv(comparison: Comparison, path: Path) -> None:
     """Raw results, one row per (scenario, target, method, seed)."""
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["device", "power_cap_w", "target", "method", "batch_size",
-                         "frequency_mhz", "seed", "time_to_accuracy_s", "energy_j",
-                         "peak_power_w", "predicted_time_s", "over_fastest_pct"])
-        for r in comparison.results:
-            over = comparison.over_fastest_pct(r)
-            for seed, (t, e) in enumerate(zip(r.time_s, r.energy_j, strict=True)):
-                writer.writerow([
-                    r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
-                    r.method, r.batch_size, r.frequency_hz / 1e6, seed,
-                    "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
-                    f"{r.peak_power_w:.3f}", f"{r.predicted_time_s:.4f}",
-                    "" if over is None else f"{over:.2f}",
-                ])
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(["device", "power_cap_w", "target", "method", "batch_size",
+                     "frequency_mhz", "seed", "time_to_accuracy_s", "energy_j",
+                     "peak_power_w", "predicted_time_s", "over_fastest_pct"])
+    for r in comparison.results:
+        over = comparison.over_fastest_pct(r)
+        for seed, (t, e) in enumerate(zip(r.time_s, r.energy_j, strict=True)):
+            writer.writerow([
+                r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
+                r.method, r.batch_size, r.frequency_hz / 1e6, seed,
+                "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
+                f"{r.peak_power_w:.3f}", f"{r.predicted_time_s:.4f}",
+                "" if over is None else f"{over:.2f}",
+            ])
+    write_file(path, handle.getvalue())
 
 
 def sensitivity_matrix(

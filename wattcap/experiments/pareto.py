@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wattcap.core.files import atomic_path
 from wattcap.core.plan import Plan
 from wattcap.experiments.plots import _MARKERS  # noqa: E402
 
@@ -44,6 +45,7 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
     ax.set_ylabel("Predicted energy to target (J)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, framealpha=0.85)
-    fig.savefig(out, dpi=110)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return out

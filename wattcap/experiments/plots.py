@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from wattcap.core.files import atomic_path
 from wattcap.core.plan import Plan
 from wattcap.core.profile import ProfileTable
 
@@ -55,7 +56,8 @@ def plot_profile(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig = profile_figure(profile, power_cap_w, plan)
-    fig.savefig(out, dpi=110)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return out
 

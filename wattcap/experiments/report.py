@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from wattcap.core.files import atomic_path, write_file
 from wattcap.core.plan import METHODS
 from wattcap.experiments.compare import Comparison, MethodResult  # noqa: E402
 
@@ -110,7 +111,8 @@ def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
         ax.legend(title="method", fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     path = out / f"bars-{field}.png"
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return path
 
@@ -137,7 +139,8 @@ def sensitivity_heatmap(
     ax.set_ylabel("Proxy dataset")
     ax.set_title(f"Proxy sensitivity, power cap {cap}")
     path = out / f"sensitivity-{cap.replace(' ', '')}.png"
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return path
 
@@ -195,7 +198,7 @@ def write_report(
                    f"{sensitivity['runs_reused']} reused")
     md += ["", footer + "."]
     md_path = out / "report.md"
-    md_path.write_text("\n".join(md) + "\n")
+    write_file(md_path, "\n".join(md) + "\n")
 
     def html_table(head: list[str], body: list[list[str]]) -> str:
         th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
@@ -224,5 +227,5 @@ def write_report(
               for t, p in images]
     parts.append("</body></html>")
     html_path = out / "report.html"
-    html_path.write_text("\n".join(parts))
+    write_file(html_path, "\n".join(parts))
     return md_path, html_path

@@ -9,6 +9,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from wattcap.core.files import atomic_path
 from wattcap.core.schema import WattcapFileError
 
 
@@ -24,11 +25,9 @@ def file_sha256(path: str | Path) -> str:
 def save_weights(model: torch.nn.Module, path: str | Path, metadata: dict[str, str]) -> Path:
     """Write a state dict (parameters and buffers) with string metadata."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    save_file(state, str(tmp), metadata={k: str(v) for k, v in metadata.items()})
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp), metadata={k: str(v) for k, v in metadata.items()})
     return path
 
 

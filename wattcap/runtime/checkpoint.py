@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.files import atomic_path
 from wattcap.core.run import CurvePoint
 from wattcap.core.schema import WattcapFileError
 from wattcap.runtime.meter import MeterState
@@ -69,7 +70,6 @@ class Checkpoint:
         import torch
         from safetensors.torch import save_file
 
-        self.folder.mkdir(parents=True, exist_ok=True)
         tensors = {f"model.{k}": v.detach().to("cpu").clone().contiguous()
                    for k, v in model.state_dict().items()}
         param_groups: list = []
@@ -82,9 +82,8 @@ class Checkpoint:
                         .contiguous()
             param_groups = opt_state["param_groups"]
         metadata = {"state": state.model_dump_json(), "param_groups": json.dumps(param_groups)}
-        tmp = self.path.with_suffix(".safetensors.tmp")
-        save_file(tensors, str(tmp), metadata=metadata)
-        tmp.replace(self.path)
+        with atomic_path(self.path) as tmp:  # synced: a kill or power loss keeps the last one
+            save_file(tensors, str(tmp), metadata=metadata)
 
     def load(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
              ) -> SessionState:
