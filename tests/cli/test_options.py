@@ -61,3 +61,33 @@ def test_the_commands_that_take_a_model_and_data_share_their_options() -> None:
         flags = {flag for p in commands[name].params for flag in getattr(p, "opts", [])}
         assert {"--input-shape", "--num-classes", "--vocab-size", "--subset-fraction",
                 "--test-fraction", "--workers", "--model"} <= flags, name
+
+
+def test_help_reads_right_and_the_version_is_there() -> None:
+    from typer.testing import CliRunner
+
+    from wattcap.core.version import __version__
+
+    runner = CliRunner()
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.output.strip() == f"wattcap {__version__}"
+    estimate = runner.invoke(app, ["estimate", "--help"], env={"COLUMNS": "400"})
+    assert "pip install 'wattcap[ray]'" in estimate.output  # not eaten as a style tag
+    plan = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "400"})
+    assert "eta·E + (1 − eta)·P_max·T" in plan.output
+    train = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
+    # the docstring's paragraph re-flows: its line break does not cut a sentence in the help
+    assert "battery:..., schedule:FILE, file:PATH) the selection re-runs" in train.output
+
+
+def test_plan_json_says_what_it_is(tmp_path, nano_resnet18_profile) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    profile = nano_resnet18_profile.save(tmp_path / "p.json")
+    result = CliRunner().invoke(app, ["plan", "--profile", str(profile), "--power-cap", "5",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert (data["kind"], data["schema_version"]) == ("wattcap.plan-summary", 1)

@@ -22,11 +22,25 @@ app = typer.Typer(
     "under a power cap.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # help is markdown: paragraphs re-flow (no hard line breaks from the docstrings), and
+    # "wattcap[ray]" is an install extra, not a rich style tag
+    rich_markup_mode="markdown",
     cls=WattcapGroup,  # every command's WattcapError ends here, in one line and an exit code
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from wattcap.core.version import __version__
+
+        typer.echo(f"wattcap {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _configure_threads() -> None:
+def _configure_threads(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print wattcap's version and exit."),
+) -> None:
     """Before any command: torch's CPU threads (see `wattcap.cli.threads`)."""
     from wattcap.cli.threads import configure_torch_threads
 

@@ -22,7 +22,7 @@ MODEL_HELP = ("Registered model name, or your own: path/to/file.py:factory or "
 DATA_HELP = ("A bundled dataset, or FORMAT:PATH with FORMAT one of cifar10, cifar100, svhn, "
              "mnist, fashion-mnist, stl10, imagefolder, text (the official training files).")
 OBJECTIVE_HELP = ("What the selection minimises under the cap: time (the paper's), energy, or "
-                  "cost (Zeus's eta*E + (1-eta)*P_max*T, with --eta).")
+                  "cost (Zeus's eta·E + (1 − eta)·P_max·T, with --eta).")
 MARGIN_HELP = ("Standard deviations of the sensor noise (seen while profiling) kept as a margin "
                "below the cap, so that a long run at the chosen point does not cross it.")
 RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ray]'): 'local' "

@@ -71,10 +71,18 @@ def make_plan(
         fail(str(err))
 
 
+#: what `plan --json` prints: a summary of a Plan (its own kind, with its own version)
+PLAN_JSON_KIND = "wattcap.plan-summary"
+PLAN_JSON_SCHEMA_VERSION = 1
+
+
 def plan_to_json(result: Plan) -> dict:
     """The flat JSON of `plan --json`: wattcap's choice at the top, the others under methods."""
     main = result.choices["wattcap"]
     return {
+        # a file another tool reads: what it is and which layout (the full Plan: --out)
+        "kind": PLAN_JSON_KIND,
+        "schema_version": PLAN_JSON_SCHEMA_VERSION,
         "method": "wattcap",
         "batch_size": main.batch_size,
         "frequency_hz": main.frequency_hz,
