@@ -64,7 +64,7 @@ def test_plain_end_line_shows_a_state_the_throttle_held_back() -> None:
     with report:
         clock.now_s += 3
         report.update(7, "b=4 seed=1: 512 samples")
-    assert _lines(stream)[-1] == "sweep: 7/200 runs (4%), 0:00:03 elapsed; b=4 seed=1: 512 samples"
+    assert _lines(stream)[-1] == "sweep: 7/200 runs (3%), 0:00:03 elapsed; b=4 seed=1: 512 samples"
     assert len(_lines(stream)) == 2
 
 
@@ -169,3 +169,13 @@ def test_every_long_job_takes_the_one_progress_callback() -> None:
         annotation = str(inspect.signature(job).parameters["progress"].annotation)
         assert annotation.replace("ProgressCallback", "OnProgress") == "OnProgress | None", \
             (job, annotation)
+
+
+def test_a_percentage_is_never_rounded_up_to_100() -> None:
+    from wattcap.core.progress import percent
+
+    assert percent(0.996) == "99%" and percent(1.0) == "100%"
+    assert percent(0.9996, 1) == "99.9%" and percent(0.3) == "30%"
+    line = PlainProgress("sweep", 1000, "runs", stream=io.StringIO())
+    line.completed = 996
+    assert "(99%)" in line.line()

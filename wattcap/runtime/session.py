@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.objective import Objective
+from wattcap.core.progress import percent
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.core.schema import WattcapFileError
 from wattcap.data.loader import move_to_device
@@ -128,8 +129,8 @@ class SessionStatus:
         """Accuracy against the target, power against the cap, clock, device time."""
         parts = ["paused: the cap is below every configuration"] if self.paused else []
         if self.accuracy is not None:
-            parts.append(f"accuracy {self.accuracy:.1%}"
-                         + (f" (target {self.target_accuracy:.0%})"
+            parts.append(f"accuracy {percent(self.accuracy, 1)}"
+                         + (f" (target {percent(self.target_accuracy)})"
                             if self.target_accuracy is not None else ""))
         if self.power_w is not None:
             parts.append(f"{self.power_w:.2f} W"
