@@ -212,8 +212,14 @@ def test_killed_cli_run_resumes_from_checkpoint(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "resumed.json").exists(), "the run finished before it was killed"
-    subprocess.run(base + ["--checkpoint-dir", str(ckpt), "--out", str(tmp_path / "resumed.json")],
-                   check=True, env=env, capture_output=True)
+    rerun = subprocess.run(base + ["--checkpoint-dir", str(ckpt), "--out",
+                                   str(tmp_path / "resumed.json")],
+                           check=True, env=env, capture_output=True, text=True)
+    # said when it starts: the resume line comes before any line of training progress
+    lines = rerun.stdout.splitlines()
+    said = [i for i, line in enumerate(lines) if "resumed from the checkpoint at" in line]
+    assert said, rerun.stdout
+    assert all(" 0/8192 samples" in line for line in lines[1:said[0]]), lines
     full = RunRecord.load(tmp_path / "full.json")
     resumed = RunRecord.load(tmp_path / "resumed.json")
     assert resumed.resumed_from_samples is not None and resumed.resumed_from_samples > 0

@@ -79,10 +79,12 @@ if TYPE_CHECKING:
     from wattcap.core.objective import Objective
     from wattcap.core.plan import Choice
     from wattcap.core.profile import ProfileTable
+    from wattcap.core.progress import ProgressReporter
     from wattcap.core.run import RunRecord, TrainConfig
     from wattcap.data.specs import AnyDataset
     from wattcap.devices import Device, Drift
     from wattcap.devices.caps import CapSource
+    from wattcap.runtime.session import SessionStatus
 
 
 def pretrain(
@@ -577,10 +579,16 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
             dev.set_frequency_hz(choice.frequency_hz)
             return train_to_accuracy(
                 config, train_split, test_split, device=dev,
-                progress=report.show,
-                **session)
+                progress=lambda status: _show_status(report, status), **session)
     except (DeviceError, WattcapFileError, ValueError) as err:
         fail(str(err))
+
+
+def _show_status(report: ProgressReporter, status: SessionStatus) -> None:
+    """A Session's status on the progress display; a resume is said at once, on its own line."""
+    if status.resumed_from_samples is not None:
+        report.note(status.detail)
+    report.show(status)
 
 
 def print_run(record: RunRecord, plot: Path | None = None) -> None:

@@ -125,6 +125,14 @@ class ProgressReporter(ABC):
         self.update(int(update.done), update.detail or None,
                     total=None if update.total is None else int(update.total))
 
+    def note(self, text: str) -> None:
+        """A line a person must see now, whatever the throttle (a resume, a pause)."""
+        self.update(detail=text)
+        self._note(text)
+
+    def _note(self, text: str) -> None:
+        print(f"{self.description}: {text}", file=sys.stderr, flush=True)
+
     def advance(self, amount: int = 1, detail: str | None = None) -> None:
         """Count `amount` more units done."""
         self.update(self.completed + amount, detail)
@@ -211,6 +219,9 @@ class PlainProgress(ProgressReporter):
         self._last_step = self._step()
         self._emit()
 
+    def _note(self, text: str) -> None:
+        print(f"{self.description}: {text}", file=self.stream, flush=True)
+
     def _show(self) -> None:
         step = self._step()
         if step > self._last_step:
@@ -249,6 +260,9 @@ class RichProgress(ProgressReporter):
         self._progress.start()
         self._task = self._progress.add_task(escape(self.description), total=self.total,
                                              detail=self.detail)
+
+    def _note(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
 
     def _show(self) -> None:
         assert self._progress is not None and self._task is not None

@@ -86,6 +86,9 @@ class Checkpointing:
         session._meter.readings = state.meter.readings
         session._meter.off_period_j = state.meter.off_period_j
         session.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
+        session._resumed_at_steps = state.steps
+        if session.progress is not None:  # said when it starts, not only in the record
+            session.progress(session.status())
         if state.counter_energy_j is not None:
             session._energy_before_j = state.counter_energy_j
             if session.device is not None:

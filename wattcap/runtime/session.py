@@ -101,6 +101,8 @@ class SessionStatus:
     sample_budget: int | None
     #: training is paused: the cap is below what any configuration can meet
     paused: bool = False
+    #: where a resumed run picked up, shown with the first status after the resume
+    resumed_from_samples: int | None = None
 
 
     # -- the ProgressUpdate protocol (wattcap.core.progress): samples of the budget ----------
@@ -128,6 +130,8 @@ class SessionStatus:
     def detail(self) -> str:
         """Accuracy against the target, power against the cap, clock, device time."""
         parts = ["paused: the cap is below every configuration"] if self.paused else []
+        if self.resumed_from_samples is not None:
+            parts.append(f"resumed from the checkpoint at {self.resumed_from_samples} samples")
         if self.accuracy is not None:
             parts.append(f"accuracy {percent(self.accuracy, 1)}"
                          + (f" (target {percent(self.target_accuracy)})"
@@ -330,6 +334,7 @@ class Session:
         self._attached: tuple[Any, Any] | None = None
         self._steps_since_report = 0
         self._watch_since_s = 0.0
+        self._resumed_at_steps = -1
         self._costs: dict[int, StepCost] = {}
         self._open = False
 
@@ -783,7 +788,9 @@ class Session:
             power_w=last.power_w if last is not None else None, power_cap_w=self.power_cap_w,
             frequency_hz=self.device.run_frequency_hz() if self.device else None,
             batch_size=self.batch_size, sample_budget=self.sample_budget,
-            paused=self._follower is not None and self._follower.paused)
+            paused=self._follower is not None and self._follower.paused,
+            resumed_from_samples=self.resumed_from_samples if self.steps == (
+                self._resumed_at_steps) else None)
 
     # -- the parts' public faces ----------------------------------------------------------------
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None
