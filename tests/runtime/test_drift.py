@@ -390,3 +390,21 @@ def test_the_training_model_and_its_optimizer_leave_the_gpu_and_come_back(
     assert moves == ["cpu", "cuda:1"]
     # the optimiser's moments come back to the GPU; Adam's "step" counter stays where it was
     assert tensor_moves[off:].count("cuda:1") == moments
+
+
+def test_a_replan_says_the_values_that_changed(
+    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
+    scenario: tuple[float, int, int],
+) -> None:
+    import re
+
+    before, _ = profiles
+    cap_w, f_star, _ = scenario
+    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                               profile=before)
+    reason = record.replans[0].reason
+    # the value the profile had, the value measured, and the change
+    assert re.search(r"time per sample \d+\.\d{3} -> \d+\.\d{3} ms \(\+\d+%\)", reason), reason

@@ -446,9 +446,12 @@ class DriftMonitor:
         )
         what = []
         if abs(event.time_change) > self.time_tolerance:
-            what.append(f"time per sample {event.time_change:+.0%}")
+            what.append(f"time per sample {event.expected_seconds_per_sample * 1e3:.3f} -> "
+                        f"{event.measured_seconds_per_sample * 1e3:.3f} ms "
+                        f"({event.time_change:+.0%})")
         if abs(event.power_change) > self.power_tolerance:
-            what.append(f"average power {event.power_change:+.0%}")
+            what.append(f"average power {event.expected_avg_power_w:.2f} -> "
+                        f"{event.measured_avg_power_w:.2f} W ({event.power_change:+.0%})")
         reason = (f"drift at b={event.batch_size}, {event.frequency_hz / 1e6:.1f} MHz: "
                   f"{' and '.join(what)} vs the profile")
         if best is None:
