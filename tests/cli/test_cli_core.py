@@ -174,6 +174,7 @@ def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
     data = out.read_bytes()
     assert data[:8] == PNG_MAGIC
     assert len(data) > 10_000
+    assert "assume r_b = 1" in _flat(result.output)  # no efficiency vector given: said
 
 
 

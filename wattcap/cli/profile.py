@@ -290,4 +290,7 @@ def plot_profile_command(
     table = load_or_fail(ProfileTable, profile)
     result = make_plan(profile, efficiency, cap) if cap is not None else None
     plot_profile(table, out, power_cap_w=cap, plan=result)
+    if result is not None and efficiency is None:
+        console.print("no --efficiency: the choices drawn assume r_b = 1 (every batch size "
+                      "needs as many samples as the largest)", highlight=False)
     console.print(f"wrote {out}")
