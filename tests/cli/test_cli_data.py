@@ -325,3 +325,39 @@ def test_compare_and_sensitivity_check_their_datasets_before_any_run(tmp_path):
              "digits32-cnn expects 1x32x32")
     result = invoke("compare", "--out", tmp_path / "cmp", "--weights", tmp_path / "none.st")
     _refused(result, "--weights", "none.st: no such file")
+
+
+def test_a_batch_size_larger_than_the_split_is_refused_before_any_run(tmp_path) -> None:
+    out = tmp_path / "eff.json"
+    # digits at a tenth: 144 training samples; b=256 cannot be a batch of distinct samples
+    result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits", "--target-accuracy",
+                    "0.5", "--batch-sizes", "16,256", "--seeds", "1", "--subset-fraction", "0.1",
+                    "--out", out)
+    _refused(result, "--proxy: batch size 256 is larger than the training split (144 samples)")
+    assert not out.exists() and "estimating" not in result.output
+
+
+def test_a_split_of_few_steps_is_warned_about(tmp_path) -> None:
+    out = tmp_path / "eff.json"
+    result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits", "--target-accuracy",
+                    "0.3", "--batch-sizes", "8,64", "--seeds", "1", "--subset-fraction", "0.1",
+                    "--sample-budget", "256", "--eval-every", "128", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "warning: --proxy: 144 training samples are fewer than 4 steps of batch size 64" \
+        in _flat(result.output)
+
+
+def test_the_library_refuses_it_too() -> None:
+    import numpy as np
+
+    from wattcap.core.run import TrainConfig
+    from wattcap.data import get_dataset
+    from wattcap.data.specs import DataMismatchError
+    from wattcap.train.loop import train_to_accuracy
+
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    small = train.subset(np.arange(50))
+    with pytest.raises(DataMismatchError, match="batch size 64 is larger than the training"):
+        train_to_accuracy(TrainConfig(model="digits-cnn", batch_size=64, sample_budget=128,
+                                      target_accuracy=0.9),
+                          small, test)

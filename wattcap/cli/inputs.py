@@ -40,6 +40,28 @@ def parse_target(value: str, option: str = "--target-accuracy") -> float | Liter
     return target
 
 
+#: fewer training samples than this many steps of the largest batch size: warned about
+FEW_STEPS = 4
+
+
+def check_split_size(train_samples: int, batch_sizes: tuple[int, ...] | list[int],
+                     option: str = "--data") -> None:
+    """Refuse a batch size larger than the training split (every batch would repeat samples);
+    warn when the split holds fewer than a few steps of the largest batch size."""
+    largest = max(batch_sizes)
+    if largest > train_samples:
+        fail(f"{option}: batch size {largest} is larger than the training split "
+             f"({train_samples} samples): every batch would repeat samples; use smaller batch "
+             "sizes or more data")
+    if train_samples < FEW_STEPS * largest:
+        from wattcap.cli.common import err_console
+
+        err_console.print(
+            f"[yellow]warning:[/] {option}: {train_samples} training samples are fewer than "
+            f"{FEW_STEPS} steps of batch size {largest}: an epoch is that short, and its "
+            "numbers (r_b, times) will be noisy", highlight=False)
+
+
 def check_seeds(value: int) -> None:
     """Seeds per configuration: at least one."""
     if value < 1:

@@ -21,6 +21,7 @@ from wattcap.cli.common import (
 )
 from wattcap.cli.inputs import (
     check_data,
+    check_split_size,
     check_target_accuracy,
     check_weights,
     check_workers,
@@ -197,6 +198,7 @@ def estimate(
         model = spec.name
         check_weights(weights, model)
         splits = load_data(proxy_spec, spec, options, option="--proxy")
+        check_split_size(len(splits[0]), sweep.sizes, "--proxy")
         if server and weights is None:
             from wattcap.cli.server import fetch_estimate_weights
 
@@ -434,6 +436,7 @@ def train(
     plan_cap = _plan_cap(cap, source, table, margin_sigmas)
     choice = _choose(profile, efficiency, target_efficiency, plan_cap, goal, margin_sigmas,
                      method)
+    check_split_size(len(train_split), [choice.batch_size])
     vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
                            eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,

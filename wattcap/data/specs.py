@@ -425,6 +425,15 @@ def seeded_subset(data: AnyDataset, fraction: float, seed: int) -> AnyDataset:
     return data.subset(np.sort(idx))
 
 
+def check_batch_fits_split(data: Dataset, batch_size: int) -> None:
+    """Refuse a batch size larger than the training split: every batch would repeat samples."""
+    if batch_size > len(data):
+        raise DataMismatchError(
+            f"batch size {batch_size} is larger than the training split of {data.name} "
+            f"({len(data)} samples): every batch would repeat samples; use a smaller batch "
+            "size or more data")
+
+
 def check_data_fits_model(data: Dataset, model: ModelSpec) -> None:
     """Refuse data the model cannot train on: another task or another input shape.
 

@@ -88,6 +88,7 @@ def estimate_efficiency(
     """
     from wattcap.algorithms.curves import max_smoothed_accuracy, samples_to_target, stopped_curve
     from wattcap.data import load_splits
+    from wattcap.data.specs import check_batch_fits_split
     from wattcap.models import get_model_spec, model_fingerprint
     from wattcap.train.executors import SerialExecutor
     from wattcap.train.loop import TrainConfig
@@ -113,6 +114,7 @@ def estimate_efficiency(
     else:
         train, test = load_splits(proxy, seed=dataset_seed, **(data_options or {}))
     b_max = max(batch_sizes)
+    check_batch_fits_split(train, b_max)  # refused before any run, not in the middle
     runs_total = len(batch_sizes) * seeds  # with "auto", its run is b_max's seed-0 run
     runs_done = 0
     trained = 0

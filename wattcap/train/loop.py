@@ -28,6 +28,7 @@ from wattcap.core.profile import ProfileTable
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.data import Dataset, check_data_fits_model
 from wattcap.data.loader import StreamBatches, iterate_batches, move_to_device
+from wattcap.data.specs import check_batch_fits_split
 from wattcap.devices.base import Device
 from wattcap.devices.caps import CapSource
 from wattcap.models import ModelSpec, get_model_spec, model_fingerprint
@@ -177,6 +178,7 @@ def train_to_accuracy(
     config.check()
     spec = get_model_spec(config.model)
     check_data_fits_model(train, spec)
+    check_batch_fits_split(train, config.batch_size)
     if profile is not None:
         profile.check_matches(model=config.model, source="profile",
                               architecture_fingerprint=model_fingerprint(config.model))
