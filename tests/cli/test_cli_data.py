@@ -361,3 +361,36 @@ def test_the_library_refuses_it_too() -> None:
         train_to_accuracy(TrainConfig(model="digits-cnn", batch_size=64, sample_budget=128,
                                       target_accuracy=0.9),
                           small, test)
+
+
+def test_a_one_class_image_folder_is_refused_before_any_cache(tmp_path, monkeypatch) -> None:
+    from tests.data_files import write_image_folder
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("WATTCAP_CACHE_DIR", str(cache))
+    images = np.zeros((6, 3, 8, 8), dtype=np.uint8)
+    folder = write_image_folder(tmp_path / "data", images, np.zeros(6, dtype=np.int64), ["cat"])
+    out = tmp_path / "w.safetensors"
+    result = invoke("pretrain", "--model", "resnet18", "--data", f"imagefolder:{folder}",
+                    "--input-shape", "3x32x32", "--epochs", "1", "--out", out)
+    _refused(result, "one class sub-folder (cat)", "at least two")
+    assert not out.exists()
+    # nothing decoded, nothing cached
+    assert not any(p.suffix in (".npy", ".tmp") for p in cache.rglob("*")) if cache.exists() \
+        else True
+
+
+def test_a_torch_save_file_gets_the_servers_message_in_the_cli(tmp_path) -> None:
+    import torch
+
+    from wattcap.server.validate import PayloadError, parse_safetensors_header
+
+    path = tmp_path / "w.pt"
+    torch.save({"weight": torch.zeros(2)}, path)
+    with pytest.raises(PayloadError) as server:
+        parse_safetensors_header(path.read_bytes())
+    guess = "(it is a zip archive: torch.save output? Convert it with safetensors' save_file)"
+    assert guess in str(server.value)
+    result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits", "--weights", path,
+                    "--out", tmp_path / "e.json")
+    _refused(result, f"--weights {path}: not a safetensors weights file {guess}")

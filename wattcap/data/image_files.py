@@ -44,13 +44,18 @@ class FolderListing:
     mtimes_ns: np.ndarray
 
 def list_image_folder(folder: str | Path) -> FolderListing:
-    """Classes (sorted sub-folders) and their image files, refusing an empty class."""
+    """Classes (sorted sub-folders) and their image files, refusing an empty class and a
+    folder of one class."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DatasetFormatError(folder, "no such directory")
     classes = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not classes:
         raise DatasetFormatError(folder, "no class sub-folders (expected <class>/<image> files)")
+    if len(classes) < 2:  # refused before anything is decoded or cached
+        raise DatasetFormatError(
+            folder, f"one class sub-folder ({classes[0]}): a classifier needs at least two "
+            "(expected <class>/<image> files for every class)")
     files: list[str] = []
     labels: list[int] = []
     names: list[str] = []

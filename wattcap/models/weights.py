@@ -31,6 +31,16 @@ def save_weights(model: torch.nn.Module, path: str | Path, metadata: dict[str, s
     return path
 
 
+def what_weights_file_is(head: bytes) -> str:
+    """A guess at what a file that is not safetensors is, from its first bytes, for the error
+    message (the CLI's and the server's alike); "" when there is no good guess."""
+    if head[:4] == b"PK\x03\x04":
+        return " (it is a zip archive: torch.save output? Convert it with safetensors' save_file)"
+    if head[:1] == b"\x80" or head[:1] in (b"(", b"}", b"]", b"c"):
+        return " (it looks like a pickle: wattcap never unpickles weights)"
+    return ""
+
+
 def read_metadata(path: str | Path) -> dict[str, str]:
     """The metadata of a safetensors file, refusing files that are not safetensors."""
     from safetensors import safe_open
@@ -39,7 +49,13 @@ def read_metadata(path: str | Path) -> dict[str, str]:
         with safe_open(str(path), framework="pt") as handle:
             return dict(handle.metadata() or {})
     except (SafetensorError, OSError, ValueError) as err:
-        raise WattcapFileError(f"{path}: not a safetensors weights file ({err})") from None
+        try:
+            with open(path, "rb") as handle:
+                guess = what_weights_file_is(handle.read(8))
+        except OSError:
+            guess = ""
+        raise WattcapFileError(f"{path}: not a safetensors weights file"
+                               + (guess or f" ({err})")) from None
 
 
 def load_weights(

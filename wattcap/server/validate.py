@@ -18,6 +18,7 @@ from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.errors import WattcapError
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import WattcapFileError
+from wattcap.models.weights import what_weights_file_is
 
 # A safetensors header lists tensor names, dtypes, shapes and offsets; even the char
 # transformer's is a few KiB. Anything near this is not a header we want to parse.
@@ -56,32 +57,23 @@ def verify_checksum(data: bytes, declared: str | None, required: bool) -> str:
     return actual
 
 
-def _what_is_it(data: bytes) -> str:
-    """A guess at what a non-safetensors upload is, for the error message."""
-    if data[:4] == b"PK\x03\x04":
-        return " (it is a zip archive: torch.save output? Convert it with safetensors' save_file)"
-    if data[:1] == b"\x80" or data[:1] in (b"(", b"}", b"]", b"c"):
-        return " (it looks like a pickle: wattcap never unpickles weights)"
-    return ""
-
-
 def parse_safetensors_header(data: bytes) -> dict:
     """The JSON header of a safetensors blob, checked for structure (sizes, dtypes, offsets
     that tile the data section) without touching the tensor data."""
     if len(data) < 8:
         raise PayloadError("not a safetensors file: shorter than its 8-byte header length"
-                           + _what_is_it(data))
+                           + what_weights_file_is(data))
     (header_len,) = struct.unpack("<Q", data[:8])
     if header_len > min(len(data) - 8, _MAX_HEADER_BYTES):
         raise PayloadError(
             f"not a safetensors file: its first 8 bytes declare a {header_len}-byte header, "
-            f"but the upload has {len(data)} bytes" + _what_is_it(data)
+            f"but the upload has {len(data)} bytes" + what_weights_file_is(data)
         )
     try:
         header = json.loads(data[8:8 + header_len].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise PayloadError("not a safetensors file: the header is not JSON"
-                           + _what_is_it(data)) from None
+                           + what_weights_file_is(data)) from None
     if not isinstance(header, dict):
         raise PayloadError("not a safetensors file: the header is not a JSON object")
     metadata = header.get("__metadata__", {})
