@@ -112,7 +112,12 @@ class ProfileTable(VersionedFile):
         (fingerprints are compared when both are known)."""
         if device is not None:
             require_match("the profile", "device", device, self.device, source)
-        if model is not None:
+        same_architecture = (architecture_fingerprint is not None
+                             and architecture_fingerprint == self.architecture_fingerprint)
+        if model is not None and not (same_architecture and portable_model_name(model)
+                                      == portable_model_name(self.model) is not None):
+            # a user model's file may move (a copied project, a profile carried from the
+            # server): its file name, factory and options and its architecture identify it
             require_match("the profile", "model", model, self.model, source)
         if input_shape is not None:
             require_match("the profile", "input shape", list(input_shape), self.input_shape, source)
@@ -129,6 +134,15 @@ class ProfileTable(VersionedFile):
         keep = {(p.batch_size, p.frequency_hz): p for p in self.points}
         keep.update({(p.batch_size, p.frequency_hz): p for p in newer.points})
         return self.model_copy(update={"points": list(keep.values())})
+
+
+def portable_model_name(name: str) -> str | None:
+    """A user model's spec (`/abs/dir/net.py:make…`) without its file's folder
+    (`net.py:make…`); None for a registered model's name."""
+    head, sep, rest = name.partition(".py:")
+    if not sep:
+        return None
+    return head.replace("\\", "/").rsplit("/", 1)[-1] + sep + rest
 
 
 @dataclass
