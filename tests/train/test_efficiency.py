@@ -93,3 +93,38 @@ def test_unreachable_batch_size_is_extrapolated_above_its_floor():
     assert vector.samples(64) >= (1000 + 900) / 2
     assert vector.ratio(64) == pytest.approx(vector.samples(64) / vector.samples(128))
     assert vector.entry(4).source in ("fit", "mean")
+
+
+def test_a_killed_estimate_resumes_with_its_finished_runs(tmp_path):
+    """Each finished (batch size, seed) run is kept by its identity; a killed sweep run again
+    reuses them (and says so) and ends with the same vector as one that never stopped."""
+    import json
+
+    from tests.train.test_executors import _untimed
+
+    settings = dict(batch_sizes=(16, 64), seeds=2, sample_budget=512, eval_every_samples=128,
+                    budget_extension=None, **FROM_SCRATCH)
+    whole = estimate_efficiency("digits-cnn", "digits", 0.5, **settings)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_two(update) -> None:
+        if update.done == 2:
+            raise Killed
+
+    runs = tmp_path / "runs"
+    with pytest.raises(Killed):
+        estimate_efficiency("digits-cnn", "digits", 0.5, runs_dir=runs, progress=kill_after_two,
+                            **settings)
+    assert len(list(runs.glob("*.json"))) == 2
+    seen = []
+    resumed = estimate_efficiency("digits-cnn", "digits", 0.5, runs_dir=runs,
+                                  progress=seen.append, **settings)
+    reused = [u.detail for u in seen if "reused" in u.detail]
+    assert len(reused) == 2 and reused[-1].endswith("(reused: 2 of 4 runs)")
+    assert _untimed(json.loads(resumed.to_json())) == _untimed(json.loads(whole.to_json()))
+    # another input (here the seeds' budget) never reuses them
+    other = estimate_efficiency("digits-cnn", "digits", 0.5, runs_dir=runs,
+                                **{**settings, "sample_budget": 640})
+    assert other.sample_budget == 640 and len(list(runs.glob("*.json"))) == 8

@@ -167,6 +167,10 @@ def estimate(
         help="With --method gns: samples the run trains (at most, with a numeric "
         "--target-accuracy).")] = 4096,
     ray: RayOpt = None,
+    runs_dir: Annotated[Path | None, typer.Option(
+        help="Where each finished (batch size, seed) run is kept, named by everything it "
+        "depends on: a killed estimate run again reuses them, and compare/sensitivity share "
+        "them (default: the runs folder of the wattcap cache).")] = None,
     input_shape: InputShapeOpt = None,
     num_classes: NumClassesOpt = None,
     vocab_size: VocabSizeOpt = None,
@@ -207,7 +211,7 @@ def estimate(
             vector = _estimate_gns(sweep, model, proxy_spec.text, weights, gns_samples, splits)
         else:
             vector = _estimate_sweep(sweep, model, proxy_spec.text, weights, splits, ray,
-                                     workers)
+                                     workers, options, runs_dir)
     vector.save(out)
     if server and push and not on_server:  # a server-side sweep is stored there already
         from wattcap.cli.server import push_estimated
@@ -289,8 +293,11 @@ def _estimate_on_server(sweep: _Sweep, server: str, token: str | None, model: st
 
 
 def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
-                    splits: tuple, ray: str | None, workers: int) -> EfficiencyVector:
-    """Every batch size and seed trained to the proxy's target, here or on --ray."""
+                    splits: tuple, ray: str | None, workers: int, options: dict[str, Any],
+                    runs_dir: Path | None) -> EfficiencyVector:
+    """Every batch size and seed trained to the proxy's target, here or on --ray; each
+    finished run kept in the runs folder, so a killed estimate resumes with them."""
+    from wattcap.core.cache import cache_dir
     from wattcap.core.schema import WattcapFileError
     from wattcap.train.efficiency import estimate_efficiency
     from wattcap.train.executors import ExecutorError
@@ -306,8 +313,9 @@ def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
                 eval_every_samples=sweep.eval_every, lr_ref=sweep.lr_ref,
                 batch_size_ref=sweep.batch_size_ref, executor=where,
                 progress=report.show,
-                data=splits, num_workers=workers, optimizer=sweep.optimizer,
-                weight_decay=sweep.weight_decay,
+                data=splits, data_options=options, num_workers=workers,
+                optimizer=sweep.optimizer, weight_decay=sweep.weight_decay,
+                runs_dir=runs_dir if runs_dir is not None else cache_dir() / "runs",
             )
         except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
             fail(str(err).strip("'\""))

@@ -12,14 +12,11 @@ Everything is recorded in DIR; `resume` reuses what is there.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
-import re
 import statistics
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -45,6 +42,7 @@ from wattcap.runtime.meter import PowerMeter
 from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.efficiency import EVALS_PAST_TARGET
 from wattcap.train.executors import Executor, SerialExecutor
+from wattcap.train.run_store import RunStore, SweepInputs, file_stem, run_stem
 from wattcap.train.tasks import TrainingTask
 
 
@@ -170,88 +168,6 @@ def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
     return _SPLITS[key]
 
 
-def _run_stem(dataset: str, data_options: dict | None) -> str:
-    """File-name part of a dataset's runs: the spec, and a hash of non-default options (runs
-    on a subset are not runs on the whole set)."""
-    options = {k: v for k, v in (data_options or {}).items() if v is not None}
-    if not options:
-        return _file_stem(dataset)
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
-    return f"{_file_stem(dataset)}-{digest.hexdigest()[:8]}"
-
-
-def _data_stamp(dataset: str) -> str | None:
-    """Sizes and modification times of a data set on disk (None for a bundled one): a run
-    recorded on other files is not reused."""
-    from wattcap.data import parse_data_spec
-
-    path = parse_data_spec(dataset).path
-    if path is None or not path.exists():
-        return None
-    entries = [path, *sorted(path.iterdir())] if path.is_dir() else [path]
-    return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in entries)
-
-
-def _architecture(model: str) -> str | None:
-    from wattcap.models import model_fingerprint
-
-    try:
-        return model_fingerprint(model)
-    except (KeyError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class SweepInputs:
-    """What a recorded training run depends on besides its configuration: a run is reused
-    only when all of it matches (model and its architecture, weights by content, data spec,
-    options and files)."""
-
-    model: str
-    weights: Path | None
-    dataset: str
-    data_options: dict | None = None
-
-    @cached_property
-    def _inputs(self) -> dict:
-        """Hashed and stat-ed once per sweep, not once per run."""
-        from wattcap.models.weights import file_sha256
-
-        return {
-            "model": self.model, "architecture": _architecture(self.model),
-            "weights_sha256": None if self.weights is None else file_sha256(self.weights),
-            "dataset": self.dataset, "data_options": self.data_options or {},
-            "data_files": _data_stamp(self.dataset),
-        }
-
-    def identity(self, **settings: object) -> dict:
-        """The inputs and `settings` (a run's TrainConfig, a sweep's seeds...) as plain data."""
-        return {**self._inputs, **settings}
-
-    def key(self, **settings: object) -> str:
-        """A short digest of :meth:`identity`: part of the recorded file's name."""
-        text = json.dumps(self.identity(**settings), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _math_path(out: Path, inputs: SweepInputs, config: TrainConfig) -> Path:
-    key = inputs.key(config=config.model_dump(mode="json"))
-    return (out / "runs" / f"math-{_run_stem(inputs.dataset, inputs.data_options)}-"
-            f"b{config.batch_size}-s{config.seed}-{key}.json")
-
-
-def _recorded_math_run(path: Path, config: TrainConfig) -> RunRecord | None:
-    """The run recorded at `path` (named by its inputs' digest), if it is a usable one."""
-    if path.exists():
-        try:
-            record = RunRecord.load(path)
-            if record.config == config:
-                return record
-        except WattcapFileError:
-            pass  # a half-written or stale record: train again
-    return None
-
-
 def replay_on_device(
     record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
 ) -> tuple[float | None, float | None, float, CapWatchdog]:
@@ -335,7 +251,7 @@ def math_runs(
                                       sample_budget=sample_budget, seed=seed,
                                       evals_past_target=EVALS_PAST_TARGET)
                for b, seed in keys}
-    paths = {key: _math_path(out, inputs, config) for key, config in configs.items()}
+    store = RunStore(out / "runs", inputs)
     runs: dict[tuple[int, int], RunRecord] = {}
     pending = []
 
@@ -345,7 +261,7 @@ def math_runs(
                                  item=record))
 
     for key in keys:
-        record = _recorded_math_run(paths[key], configs[key]) if resume else None
+        record = store.recorded(configs[key]) if resume else None
         if record is None:
             pending.append(key)
             continue
@@ -362,7 +278,7 @@ def math_runs(
                                      num_workers=num_workers)
 
         def done(i: int, record: RunRecord) -> None:
-            record.save(paths[pending[i]])
+            store.save(configs[pending[i]], record)
             counters["trained"] += 1
             runs[pending[i]] = record
             finished(record)
@@ -394,7 +310,7 @@ def estimate_proxy_efficiency(
     key = inputs.key(batch_sizes=list(batch_sizes), seeds=seeds, target=target_accuracy,
                      sample_budget=sample_budget, lr_ref=DEFAULT_LR_REF,
                      batch_size_ref=DEFAULT_BATCH_SIZE_REF)
-    path = out / f"efficiency-proxy-{_run_stem(proxy, data_options)}-{key}.json"
+    path = out / f"efficiency-proxy-{run_stem(proxy, data_options)}-{key}.json"
     if resume and path.exists():
         try:
             vector = EfficiencyVector.load(path)
@@ -513,7 +429,7 @@ def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, 
     """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
     file's path), reused from DIR if present and made for the same spec and architecture."""
     emulated = EmulatedDevice(device)
-    path = out / f"profile-{_file_stem(emulated.name)}-{_file_stem(model)}.json"
+    path = out / f"profile-{file_stem(emulated.name)}-{file_stem(model)}.json"
     if path.exists():
         try:
             profile = ProfileTable.load(path)
@@ -525,15 +441,6 @@ def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, 
     profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
     profile.save(path)
     return profile
-
-
-def _file_stem(text: str) -> str:
-    """``text`` usable in a file name: a path or a user model's spec is reduced to safe
-    characters plus a short hash, so different texts never share a file."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
-    if safe == text:
-        return text
-    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:

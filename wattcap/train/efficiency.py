@@ -63,6 +63,7 @@ def estimate_efficiency(
     data: tuple | None = None,
     num_workers: int = 0,
     executor: Executor | None = None,
+    runs_dir: str | Path | None = None,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -75,7 +76,9 @@ def estimate_efficiency(
     interpolated on each run's smoothed curve. A batch size with a run that missed the target
     re-runs those seeds once with `budget_extension` times the budget (None: no retry) before
     the fit extrapolates it. `progress` gets a `JobProgress` per finished run (done and total
-    in runs, the run's record as its item); the total grows when retries are scheduled.
+    in runs, the run's record as its item); the total grows when retries are scheduled. With
+    `runs_dir`, every finished run is recorded there by the identity of what produced it
+    (`wattcap.train.run_store`), and a restarted sweep reuses them ("k of n reused").
 
     ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
     :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
@@ -92,6 +95,7 @@ def estimate_efficiency(
     from wattcap.models import get_model_spec, model_fingerprint
     from wattcap.train.executors import SerialExecutor
     from wattcap.train.loop import TrainConfig
+    from wattcap.train.run_store import RunStore, SweepInputs
     from wattcap.train.tasks import TrainingTask
 
     if seeds < 1:
@@ -132,16 +136,44 @@ def estimate_efficiency(
             evals_past_target=EVALS_PAST_TARGET,
         )
 
+    store = None if runs_dir is None else RunStore(
+        Path(runs_dir), SweepInputs(model, None if weights is None else Path(weights), proxy,
+                                    data_options))
+    reused = 0
+
     def run_all(configs: list[TrainConfig], label: Callable[[TrainConfig, list], str]
                 ) -> list[list]:
-        """The curves of `configs`, in their order; progress as each run finishes."""
-        def done(i: int, record: object) -> None:
-            nonlocal runs_done, trained
-            runs_done += 1
-            trained += record.samples_seen  # type: ignore[attr-defined]
-            report(label(configs[i], record.curve), record)  # type: ignore[attr-defined]
+        """The curves of `configs`, in their order; progress as each run finishes. Runs
+        recorded in `runs_dir` with the same identity are reused, not trained again; each new
+        one is recorded as it finishes (a killed sweep resumes with them)."""
+        nonlocal reused
+        records: list = [None] * len(configs)
+        pending = []
+        for i, c in enumerate(configs):
+            found = store.recorded(c) if store is not None else None
+            if found is None:
+                pending.append(i)
+                continue
+            records[i] = found
+            reused += 1
+            finished(f"{label(c, found.curve)} (reused: {reused} of {runs_total} runs)", found)
 
-        return [r.curve for r in executor.map(task, configs, done)]
+        def done(j: int, record: object) -> None:
+            i = pending[j]
+            if store is not None:
+                store.save(configs[i], record)  # type: ignore[arg-type]
+            finished(label(configs[i], record.curve), record)  # type: ignore[attr-defined]
+
+        for i, record in zip(pending, executor.map(task, [configs[i] for i in pending], done),
+                             strict=True):
+            records[i] = record
+        return [r.curve for r in records]
+
+    def finished(text: str, record: object) -> None:
+        nonlocal runs_done, trained
+        runs_done += 1
+        trained += record.samples_seen  # type: ignore[attr-defined]
+        report(text, record)
 
     def report(label: str, record: object) -> None:
         if progress is not None:

@@ -1,0 +1,124 @@
+"""Recorded training runs, reused only by the identity of what produced them.
+
+A sweep (a proxy estimate, the harness's target runs) trains many (batch size, seed) runs of
+minutes each. Each finished run is kept as a RunRecord named by a digest of everything it
+depends on — model and architecture, weights by content, data spec, options and files, and the
+run's TrainConfig (`SweepInputs`) — so a sweep killed half-way resumes with its finished runs,
+and identical runs are shared between `estimate`, `compare` and `sensitivity`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from wattcap.core.run import RunRecord, TrainConfig
+from wattcap.core.schema import WattcapFileError
+
+
+def file_stem(text: str) -> str:
+    """``text`` usable in a file name: a path or a user model's spec is reduced to safe
+    characters plus a short hash, so different texts never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[-60:]
+    if safe == text:
+        return text
+    return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def run_stem(dataset: str, data_options: dict | None) -> str:
+    """File-name part of a dataset's runs: the spec, and a hash of non-default options (runs
+    on a subset are not runs on the whole set)."""
+    options = {k: v for k, v in (data_options or {}).items() if v is not None}
+    if not options:
+        return file_stem(dataset)
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode())
+    return f"{file_stem(dataset)}-{digest.hexdigest()[:8]}"
+
+
+def data_stamp(dataset: str) -> str | None:
+    """Sizes and modification times of a data set on disk (None for a bundled one): a run
+    recorded on other files is not reused."""
+    from wattcap.data import parse_data_spec
+
+    path = parse_data_spec(dataset).path
+    if path is None or not path.exists():
+        return None
+    entries = [path, *sorted(path.iterdir())] if path.is_dir() else [path]
+    return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in entries)
+
+
+def architecture(model: str) -> str | None:
+    """The model's architecture fingerprint (None where this process cannot build it)."""
+    from wattcap.models import model_fingerprint
+
+    try:
+        return model_fingerprint(model)
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    """What a recorded training run depends on besides its configuration: a run is reused
+    only when all of it matches (model and its architecture, weights by content, data spec,
+    options and files)."""
+
+    model: str
+    weights: Path | None
+    dataset: str
+    data_options: dict | None = None
+
+    @cached_property
+    def _inputs(self) -> dict:
+        """Hashed and stat-ed once per sweep, not once per run."""
+        from wattcap.models.weights import file_sha256
+
+        return {
+            "model": self.model, "architecture": architecture(self.model),
+            "weights_sha256": None if self.weights is None else file_sha256(self.weights),
+            "dataset": self.dataset, "data_options": self.data_options or {},
+            "data_files": data_stamp(self.dataset),
+        }
+
+    def identity(self, **settings: object) -> dict:
+        """The inputs and `settings` (a run's TrainConfig, a sweep's seeds...) as plain data."""
+        return {**self._inputs, **settings}
+
+    def key(self, **settings: object) -> str:
+        """A short digest of :meth:`identity`: part of the recorded file's name."""
+        text = json.dumps(self.identity(**settings), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class RunStore:
+    """A folder of recorded runs of one sweep's inputs."""
+
+    folder: Path
+    inputs: SweepInputs
+
+    def path(self, config: TrainConfig) -> Path:
+        """Where the run of `config` is recorded (named by its inputs' digest)."""
+        key = self.inputs.key(config=config.model_dump(mode="json"))
+        return (self.folder / f"math-{run_stem(self.inputs.dataset, self.inputs.data_options)}"
+                f"-b{config.batch_size}-s{config.seed}-{key}.json")
+
+    def recorded(self, config: TrainConfig) -> RunRecord | None:
+        """The run of `config`, if one was recorded and is usable."""
+        path = self.path(config)
+        if path.exists():
+            try:
+                record = RunRecord.load(path)
+                if record.config == config:
+                    return record
+            except WattcapFileError:
+                pass  # a half-written or stale record: train again
+        return None
+
+    def save(self, config: TrainConfig, record: RunRecord) -> None:
+        """Keep a finished run (atomically: a kill leaves it whole or absent)."""
+        record.save(self.path(config))
