@@ -41,11 +41,12 @@ class RefusingNvml(ModuleType):
 
 
 def _probe_module() -> ModuleType:
+    """bench/nvml_probe.py (its read-only NVML device), imported beside this script."""
     spec = importlib.util.spec_from_file_location("nvml_probe", HERE / "nvml_probe.py")
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    return probe
 
 
 def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,

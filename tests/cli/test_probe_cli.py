@@ -3,13 +3,13 @@ on this machine (no Jetson, no NVIDIA GPU), on a fake Jetson Nano tree and on a 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.bench_scripts import load_bench_script
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from tests.fakes.sysfs import make_nano_l4t32
 from wattcap.cli import app
@@ -110,11 +110,7 @@ def test_drift_is_refused_for_real_devices(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def nvml_probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nvml_probe", REPO / "bench" / "nvml_probe.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("nvml_probe")
 
 
 def test_bench_probe_without_a_driver_exits_cleanly(

@@ -5,21 +5,15 @@ Never changes a clock or a power limit. The same check runs without a GPU on the
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench_scripts import load_bench_script
 
 
 def _gpu_check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "bench" / "gpu_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("gpu_check")
 
 
 def _has_gpu() -> bool:

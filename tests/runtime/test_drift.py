@@ -301,6 +301,19 @@ def test_train_cli_watches_drift_and_replans(
     assert "only applies to emulated devices" in refused.output
 
 
+def _derating_run(digits32: tuple[ArrayDataset, ArrayDataset],
+                  profiles: tuple[ProfileTable, ProfileTable],
+                  scenario: tuple[float, int, int]) -> RunRecord:
+    """The scenario's run on a device that derates after 0.5 s, watched against `before`."""
+    before, _ = profiles
+    cap_w, f_star, _ = scenario
+    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device.set_frequency_hz(f_star)
+    train, test = digits32
+    return train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                             profile=before)
+
+
 def test_the_remeasure_never_holds_two_models_on_the_gpu(
     digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
     scenario: tuple[float, int, int], monkeypatch: pytest.MonkeyPatch,
@@ -333,13 +346,7 @@ def test_the_remeasure_never_holds_two_models_on_the_gpu(
     monkeypatch.setattr(DeviceGuard, "training_model_off_gpu", offload)
     monkeypatch.setattr(watchdog, "refresh_row", refresh)
     monkeypatch.setattr(Profiler, "release_steps", release)
-    before, _ = profiles
-    cap_w, f_star, _ = scenario
-    device = quiet_nano(Drift(after_s=0.5, **DERATING))
-    device.set_frequency_hz(f_star)
-    train, test = digits32
-    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                               profile=before)
+    record = _derating_run(digits32, profiles, scenario)
     assert record.replans
     start = log.index("model off the GPU")
     assert log[start:start + 4] == ["model off the GPU", "re-measure", "copy freed",
@@ -398,13 +405,7 @@ def test_a_replan_says_the_values_that_changed(
 ) -> None:
     import re
 
-    before, _ = profiles
-    cap_w, f_star, _ = scenario
-    device = quiet_nano(Drift(after_s=0.5, **DERATING))
-    device.set_frequency_hz(f_star)
-    train, test = digits32
-    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                               profile=before)
+    record = _derating_run(digits32, profiles, scenario)
     reason = record.replans[0].reason
     # the value the profile had, the value measured, and the change
     assert re.search(r"time per sample \d+\.\d{3} -> \d+\.\d{3} ms \(\+\d+%\)", reason), reason
