@@ -146,9 +146,33 @@ def test_interrupted_run_resumes_to_the_same_result(digits_splits, tmp_path):
 def test_checkpoint_of_another_configuration_is_refused(digits_splits, tmp_path):
     train, test = digits_splits
     train_to_accuracy(small_config(sample_budget=256), train, test, checkpoint_dir=tmp_path)
-    with pytest.raises(WattcapFileError, match="another run configuration"):
+    with pytest.raises(WattcapFileError, match=r"another run \(it differs in "
+                                               r"config.batch_size\)"):
         train_to_accuracy(small_config(batch_size=32, sample_budget=256), train, test,
                           checkpoint_dir=tmp_path)
+
+
+def test_a_checkpoint_of_other_data_or_weights_is_refused(digits_splits, tmp_path):
+    """The same config on another subset of the data, or from other weights, is another run:
+    its checkpoint folder is never resumed from (it would hand back the other run's result)."""
+    import numpy as np
+
+    from wattcap.models import build_model
+    from wattcap.models.weights import save_weights
+
+    train, test = digits_splits
+    config = small_config(sample_budget=256)
+    train_to_accuracy(config, train, test, checkpoint_dir=tmp_path)
+    half = train.subset(np.arange(len(train) // 2))
+    with pytest.raises(WattcapFileError, match=r"differs in train_data\)"):
+        train_to_accuracy(config, half, test, checkpoint_dir=tmp_path)
+    weights = save_weights(build_model("digits-cnn"), tmp_path / "w.safetensors",
+                           {"model": "digits-cnn"})
+    with pytest.raises(WattcapFileError, match=r"differs in weights_sha256\)"):
+        train_to_accuracy(config, train, test, checkpoint_dir=tmp_path, weights=weights)
+    # the same inputs resume
+    again = train_to_accuracy(config, train, test, checkpoint_dir=tmp_path)
+    assert again.resumed_from_samples == 256
 
 
 def test_pretrained_weights_are_safetensors_and_help(tmp_path, digits_splits):

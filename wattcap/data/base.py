@@ -208,6 +208,28 @@ class Dataset(Protocol):
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+#: samples a data fingerprint reads (evenly spaced, the first and last included)
+FINGERPRINT_SAMPLES = 64
+
+
+def data_fingerprint(data: Dataset) -> str:
+    """A digest of a data set by content, cheap at any size: its name, size, shape and classes,
+    and the bytes of `FINGERPRINT_SAMPLES` evenly spaced samples and their labels (another
+    subset, another split or other files give another digest)."""
+    import hashlib
+
+    count = len(data)
+    digest = hashlib.sha256(
+        f"{data.name}|{count}|{tuple(data.input_shape)}|{data.num_classes}|{data.task}".encode())
+    if count:
+        picks = np.unique(np.linspace(0, count - 1, min(count, FINGERPRINT_SAMPLES))
+                          .astype(np.int64))
+        x, y = data.batch(picks)
+        digest.update(np.ascontiguousarray(x).tobytes())
+        digest.update(np.ascontiguousarray(y).tobytes())
+    return digest.hexdigest()[:16]
+
+
 def _reopen_npy(path: str) -> np.ndarray:
     return np.load(path, mmap_mode="r")
 

@@ -70,10 +70,12 @@ class Checkpointing:
         if session._checkpoint is None or not session._checkpoint.exists():
             raise SessionError("no checkpoint to resume from")
         state = session._checkpoint.load(model, optimizer)
-        if state.identity != _jsonable(session.identity):
+        wanted = _jsonable(session.identity)
+        if state.identity != wanted:
             raise WattcapFileError(
-                f"{session._checkpoint.folder}: the checkpoint belongs to another run "
-                "configuration; use another checkpoint folder or delete it")
+                f"{session._checkpoint.folder}: the checkpoint belongs to another run (it "
+                f"differs in {', '.join(_differences(state.identity, wanted))}); use another "
+                "checkpoint folder, or delete this one to start afresh")
         if state.rng is not None:  # dropout and augmentation draw on as if never stopped
             restore_rng(state.rng)
         session.samples = session.resumed_from_samples = state.samples
@@ -117,6 +119,15 @@ class Checkpointing:
                 session._guard.set_ceiling_hz(saved_hz)
         session._cap.resume(state)
         return state
+
+
+def _differences(found: Any, wanted: Any, prefix: str = "") -> list[str]:
+    """The fields (dotted) in which two identities differ."""
+    if isinstance(found, dict) and isinstance(wanted, dict):
+        keys = sorted(set(found) | set(wanted))
+        return [d for k in keys for d in _differences(found.get(k), wanted.get(k),
+                                                        f"{prefix}{k}.")]
+    return [] if found == wanted else [prefix.rstrip(".") or "identity"]
 
 
 def _jsonable(value: dict[str, Any]) -> dict[str, Any]:

@@ -116,6 +116,19 @@ def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.op
 EvalCallback = Callable[[CurvePoint], None]
 
 
+def run_identity(config: TrainConfig, train: Dataset, test: Dataset,
+                 weights: str | Path | None) -> dict:
+    """What a training checkpoint belongs to: the config, the weights by content and the data
+    by content (a reused checkpoint folder with other --data, --weights or --subset-fraction
+    is refused, never resumed)."""
+    from wattcap.data.base import data_fingerprint
+    from wattcap.models.weights import file_sha256
+
+    return {"config": config.model_dump(),
+            "weights_sha256": None if weights is None else file_sha256(weights),
+            "train_data": data_fingerprint(train), "test_data": data_fingerprint(test)}
+
+
 def train_to_accuracy(
     config: TrainConfig,
     train: Dataset,
@@ -201,7 +214,7 @@ def train_to_accuracy(
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
         margin_sigmas=margin_sigmas,
-        checkpoint_dir=checkpoint_dir, identity={"config": config.model_dump()},
+        checkpoint_dir=checkpoint_dir, identity=run_identity(config, train, test, weights),
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
     )
