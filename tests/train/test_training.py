@@ -141,6 +141,10 @@ def test_interrupted_run_resumes_to_the_same_result(digits_splits, tmp_path):
     assert [p.accuracy for p in resumed.curve] == [p.accuracy for p in full.curve]
     assert resumed.samples_to_target == full.samples_to_target
     assert resumed.device_time_s == pytest.approx(full.device_time_s, rel=1e-9)
+    # the observed clock covers the whole run, not only what came after the resume
+    assert resumed.observed_frequency_hz is not None and full.observed_frequency_hz is not None
+    assert resumed.observed_frequency_hz.readings == pytest.approx(
+        full.observed_frequency_hz.readings, abs=2)
 
 
 def test_checkpoint_of_another_configuration_is_refused(digits_splits, tmp_path):

@@ -83,10 +83,7 @@ class Checkpointing:
         session.curve = list(state.curve)
         session._crossing = None
         session.device_time_s = state.device_time_s
-        session._meter.peak_w = state.meter.peak_w
-        session._meter.total_w = state.meter.total_w
-        session._meter.readings = state.meter.readings
-        session._meter.off_period_j = state.meter.off_period_j
+        session._meter.resume(state.meter)
         session.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
         session._resumed_at_steps = state.steps
         if session.progress is not None:  # said when it starts, not only in the record

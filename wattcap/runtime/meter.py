@@ -52,7 +52,16 @@ class PowerMeter:
     def state(self) -> MeterState:
         """What a checkpoint keeps of the meter."""
         return MeterState(peak_w=self.peak_w, total_w=self.total_w, readings=self.readings,
-                          off_period_j=self.off_period_j)
+                          off_period_j=self.off_period_j, clock_readings=self.clock.readings,
+                          clock_total_hz=self.clock.total_hz, clock_min_hz=self.clock.min_hz,
+                          clock_max_hz=self.clock.max_hz)
+
+    def resume(self, state: MeterState) -> None:
+        """Go on from a checkpoint's sums."""
+        self.peak_w, self.total_w = state.peak_w, state.total_w
+        self.readings, self.off_period_j = state.readings, state.off_period_j
+        self.clock.readings, self.clock.total_hz = state.clock_readings, state.clock_total_hz
+        self.clock.min_hz, self.clock.max_hz = state.clock_min_hz, state.clock_max_hz
 
 
 class MeterState(BaseModel):
@@ -63,6 +72,11 @@ class MeterState(BaseModel):
     total_w: float = 0.0
     readings: int = 0
     off_period_j: float = 0.0
+    #: the observed clock's running sums (a resumed run's record covers the whole run)
+    clock_readings: int = 0
+    clock_total_hz: float = 0.0
+    clock_min_hz: int | None = None
+    clock_max_hz: int | None = None
 
 
 class ObservedClock:
