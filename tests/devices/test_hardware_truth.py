@@ -114,11 +114,15 @@ def test_nvml_1_is_timed_and_synchronised_on_gpu_1(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_stalled_poll_skips_its_missed_slots(monkeypatch: pytest.MonkeyPatch) -> None:
-    nvml = FakeNvml([FakeGpu(hang={"nvmlDeviceGetFieldValues": 3})])
+    from wattcap.runtime.watchdog import CapWatchdog
+
+    nvml = FakeNvml([FakeGpu(hang={"nvmlDeviceGetFieldValues": 3})])  # 74.5 W instant
     device = NvmlDevice(0, pynvml_module=nvml)
+    device.set_frequency_hz(1980 * MHZ)
     readings: list[PowerReading] = []
+    guard = CapWatchdog(device, power_cap_w=50.0)  # every reading is over the cap
     release = threading.Timer(0.6, nvml.hung.set)  # a read stalls 0.6 s: 6 slots missed
-    with device.sensor_ticks(readings.append):
+    with device.sensor_ticks(readings.append), device.sensor_ticks(guard):
         release.start()
         time.sleep(1.2)
     release.join()
@@ -126,6 +130,10 @@ def test_a_stalled_poll_skips_its_missed_slots(monkeypatch: pytest.MonkeyPatch) 
     assert max(gaps) >= 0.5  # the stall is there
     # after it, the schedule goes on from now: no burst of readings at one instant
     assert min(gaps) > device.sensor_period_s / 2, gaps
+    # and so no burst of step-downs: one decision per two readings, a period or more apart
+    steps = [step.time_s for step in guard.steps]
+    assert len(steps) >= 2 and len(steps) <= len(readings) // 2
+    assert min(b - a for a, b in zip(steps, steps[1:], strict=False)) > device.sensor_period_s
     device.close()
 
 
@@ -261,3 +269,27 @@ def test_the_largest_batch_size_is_probed_beyond_the_memory_model(
     assert (fits, oom) == ([4, 8, 16, 32], [64, 128])
     assert 128 not in built  # probing stops at the first size that does not fit
     device.close()
+
+
+def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Waiting for the GPU at every step would stall the host's queue: steps are accounted
+    when the device is waited for, once per sensor period and at each evaluation."""
+    _, cuda, device = _gpu_and_device(monkeypatch)
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    config = TrainConfig(model="digits-cnn", batch_size=8, target_accuracy=0.9999,
+                         sample_budget=1024, eval_every_samples=256, max_eval_samples=64)
+    ends: list[float] = []
+    real_end = device.end_step
+    monkeypatch.setattr(device, "end_step", lambda timer: ends.append(real_end(timer))
+                        or ends[-1])
+    record = train_to_accuracy(config, train, test, device=device)
+    waits = sum(1 for name, _ in cuda.calls if name == "event-sync")
+    evaluations = len(record.curve)
+    assert record.steps == 128
+    assert evaluations <= waits < record.steps // 2  # not one per step
+    assert sum(1 for t in ends if t == 0.0) > record.steps // 2  # most steps wait for nothing
+    # every step is in the device time by each evaluation: the curve's times only grow
+    times = [p.device_time_s for p in record.curve]
+    assert times == sorted(times) and times[0] > 0 and record.device_time_s >= times[-1]

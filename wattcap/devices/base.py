@@ -102,6 +102,9 @@ class Device(ABC):
         self.sensor_changes: list[str] = []
         #: what the device did to its settings beyond the run's own (for the record)
         self.events: list[str] = []
+        #: CUDA steps ended but not yet waited for: (start event, end event)
+        self._pending_events: list[tuple[Any, Any]] = []
+        self._last_sync_s = time.monotonic()
         self._claim: DeviceClaim | None = None
 
     # -- identity ------------------------------------------------------------------------------
@@ -207,16 +210,31 @@ class Device(ABC):
         return StepTimer(cost=cost, start_s=time.monotonic(), start_event=start)
 
     def end_step(self, timer: StepTimer) -> float:
-        """Finish a step started with `begin_step`: the device seconds it took (waiting for
-        this device's queued work, and only this device's)."""
+        """Finish a step started with `begin_step`: the device seconds accounted now. On a
+        CUDA device the host does not wait for the GPU at every step: the step's end event is
+        recorded, and this device's queue is waited for once per sensor period (and at
+        `flush_timing`, e.g. an evaluation), when the steps since the last wait are accounted
+        at their event-timed length; in between a step accounts 0 s."""
         if timer.start_event is None:
             return time.monotonic() - timer.start_s
         cuda = cuda_of(self.torch_device)
         assert cuda is not None
         end = cuda.Event(enable_timing=True)
         end.record(cuda.current_stream(self.torch_device))
-        end.synchronize()
-        return float(timer.start_event.elapsed_time(end)) / 1e3
+        self._pending_events.append((timer.start_event, end))
+        if time.monotonic() - self._last_sync_s < self.sensor_period_s:
+            return 0.0
+        return self.flush_timing()
+
+    def flush_timing(self) -> float:
+        """Wait for this device's queued steps and return their event-timed seconds not yet
+        accounted (0 when none are pending, or off CUDA)."""
+        pending, self._pending_events = self._pending_events, []
+        self._last_sync_s = time.monotonic()
+        if not pending:
+            return 0.0
+        pending[-1][1].synchronize()  # the last end event: every step before it is done too
+        return sum(float(start.elapsed_time(end)) for start, end in pending) / 1e3
 
     def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
         """Run one training step and return the device seconds it took.
@@ -231,7 +249,8 @@ class Device(ABC):
         with out_of_memory_as_device_error(cost):
             if step is not None:
                 step()
-            return self.end_step(timer)
+            # a measured step is timed whole, now (profiling sums exact step times)
+            return self.end_step(timer) + self.flush_timing()
 
     def idle(self, seconds: float) -> None:
         """Let the device sit idle (sensors keep ticking)."""

@@ -607,6 +607,8 @@ class Session:
             return self.record
         self._open = False
         try:
+            if self.device is not None:
+                self.device_time_s += self.device.flush_timing()
             if self._guard is not None:
                 self._guard.finish()
             try:
@@ -715,6 +717,8 @@ class Session:
         found due by the drift monitor happens here, between steps."""
         if not 0.0 <= accuracy <= 1.0:
             raise SessionError(f"accuracy must be a fraction in [0, 1], got {accuracy}")
+        if self.device is not None:  # the steps since the last wait, timed before the point
+            self.device_time_s += self.device.flush_timing()
         point = CurvePoint(samples=self.samples if samples is None else samples,
                            accuracy=float(accuracy), device_time_s=self.device_time_s)
         self.curve.append(point)
