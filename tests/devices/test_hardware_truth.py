@@ -116,11 +116,11 @@ def test_nvml_1_is_timed_and_synchronised_on_gpu_1(monkeypatch: pytest.MonkeyPat
 def test_a_stalled_poll_skips_its_missed_slots(monkeypatch: pytest.MonkeyPatch) -> None:
     from wattcap.runtime.watchdog import CapWatchdog
 
-    nvml = FakeNvml([FakeGpu(hang={"nvmlDeviceGetFieldValues": 3})])  # 74.5 W instant
+    nvml = FakeNvml([FakeGpu(hang={"nvmlDeviceGetFieldValues": 3})])  # 61 W idle
     device = NvmlDevice(0, pynvml_module=nvml)
     device.set_frequency_hz(1980 * MHZ)
     readings: list[PowerReading] = []
-    guard = CapWatchdog(device, power_cap_w=50.0)  # every reading is over the cap
+    guard = CapWatchdog(device, power_cap_w=40.0)  # every reading is over the cap
     release = threading.Timer(0.6, nvml.hung.set)  # a read stalls 0.6 s: 6 slots missed
     with device.sensor_ticks(readings.append), device.sensor_ticks(guard):
         release.start()
@@ -141,8 +141,8 @@ def test_the_sensor_falls_back_to_the_average_and_says_so(monkeypatch: pytest.Mo
     gpu = FakeGpu()
     device = NvmlDevice(0, pynvml_module=FakeNvml([gpu]))
     assert (device.sensor_period_s, device.sensor_rail) == (0.1, "board-instant")
-    gpu.instant_power_mw = None  # the field stops answering mid-run
-    assert device.read_power_w() == pytest.approx(gpu.power_mw / 1e3)
+    gpu.has_instant_power = False  # the field stops answering mid-run
+    assert device.read_power_w() == pytest.approx(gpu.idle_draw_mw / 1e3)
     assert (device.sensor_period_s, device.sensor_rail) == (1.0, "board-average")
     assert len(device.sensor_changes) == 1 and "1 s average" in device.sensor_changes[0]
     device.close()

@@ -54,7 +54,7 @@ def test_clocks_at_the_highest_memory_clock_ascending_in_hz() -> None:
 
 
 def test_construction_only_reads() -> None:
-    for gpu in (FakeGpu(), FakeGpu(deny_set=True), FakeGpu(instant_power_mw=None)):
+    for gpu in (FakeGpu(), FakeGpu(deny_set=True), FakeGpu(has_instant_power=False)):
         device, nvml = open_device(gpu)
         device.info()
         device.read_power_w()
@@ -164,28 +164,59 @@ def test_reason_names_come_from_the_real_module() -> None:
 # -- power, energy, memory -------------------------------------------------------------------
 
 
-def test_instant_power_when_supported() -> None:
-    device, nvml = open_device(FakeGpu(instant_power_mw=312_400, power_mw=250_000))
+class ManualClock:
+    """The time the fake GPU's sensors sample at, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_instant_power_follows_the_draw_within_its_refresh() -> None:
+    clock = ManualClock()
+    gpu = FakeGpu(busy_draw_mw=312_400, idle_draw_mw=250_000, clock=clock)
+    device, nvml = open_device(gpu)
+    assert device.read_power_w() == pytest.approx(250.0)  # idle
+    clock.now_s = 100.51
+    gpu.busy = True  # work starts
+    assert device.read_power_w() == pytest.approx(250.0)  # not refreshed yet
+    clock.now_s = 100.535
     assert device.read_power_w() == pytest.approx(312.4)
     assert device.sensor_period_s == INSTANT_PERIOD_S
     assert device.sensor_rail == "board-instant"
     assert "nvmlDeviceGetPowerUsage" not in nvml.calls
 
 
-def test_average_power_fallback() -> None:
-    device, _ = open_device(FakeGpu(instant_power_mw=None, power_mw=250_000))
-    assert device.read_power_w() == pytest.approx(250.0)
+def test_the_averaged_power_lags_a_change_by_its_window() -> None:
+    clock = ManualClock()
+    gpu = FakeGpu(busy_draw_mw=312_400, idle_draw_mw=250_000, has_instant_power=False,
+                  clock=clock)
+    device, _ = open_device(gpu)
     assert device.sensor_period_s == AVERAGE_PERIOD_S
     assert device.sensor_rail == "board-average"
+    clock.now_s = 101.0
+    gpu.busy = True
+    clock.now_s = 101.05
+    assert device.read_power_w() == pytest.approx(250.0)  # the window is all idle
+    clock.now_s = 101.55
+    assert device.read_power_w() == pytest.approx(0.5 * 250.0 + 0.5 * 312.4)  # half of it
+    clock.now_s = 102.05
+    assert device.read_power_w() == pytest.approx(312.4)  # a second later, all busy
 
 
-def test_energy_counter_and_not_supported() -> None:
-    gpu = FakeGpu(energy_mj=5_000_000)
+def test_the_energy_counter_integrates_the_draw() -> None:
+    clock = ManualClock()
+    gpu = FakeGpu(busy_draw_mw=300_000, idle_draw_mw=60_000, energy_at_start_mj=5_000_000,
+                  clock=clock)
     device, _ = open_device(gpu)
     assert device.energy_counter_j() == pytest.approx(5_000.0)
-    gpu.energy_mj = 5_250_000
-    assert device.energy_counter_j() == pytest.approx(5_250.0)
-    old, _ = open_device(FakeGpu(energy_mj=None))
+    clock.now_s += 2.0  # 2 s idle
+    gpu.busy = True
+    clock.now_s += 1.5  # 1.5 s of work
+    assert device.energy_counter_j() == pytest.approx(5_000.0 + 2 * 60.0 + 1.5 * 300.0)
+    old, _ = open_device(FakeGpu(has_energy_counter=False))
     assert old.energy_counter_j() is None
 
 
@@ -257,7 +288,8 @@ def test_real_pynvml_without_driver_lists_nothing() -> None:
 
 
 def test_probe_reports_nvml_devices(tmp_path: Path) -> None:
-    nvml = FakeNvml([FakeGpu(), FakeGpu(name="Tesla P100", instant_power_mw=None, energy_mj=None)])
+    nvml = FakeNvml([FakeGpu(), FakeGpu(name="Tesla P100", has_instant_power=False,
+                                        has_energy_counter=False)])
     report = probe(tmp_path, pynvml_module=nvml)
     h100, p100 = (line for line in report.found if line.startswith("NVML"))
     assert h100.startswith("NVML nvml:0 NVIDIA H100 80GB HBM3: 110 graphics clocks 345-1980 MHz")

@@ -5,11 +5,21 @@ its per-code subclasses, c_nvmlFieldValue_t, c_nvmlMemory_t) is taken from the i
 nvidia-ml-py, so the backend is tested against the same types it meets on a real driver. Only
 the functions that would call libnvidia-ml are replaced, driven by a scriptable `FakeGpu`.
 Like the real library, every call before nvmlInit() fails with NVMLError_Uninitialized.
+
+Power is not a scripted reading but a draw over time, sampled as the driver samples it: the GPU
+draws `busy_draw_mw` while work runs (see the fake torch.cuda) and `idle_draw_mw` otherwise; the
+instant field reports the draw as of its last refresh (every INSTANT_REFRESH_S), the averaged
+reading the mean draw over the last AVERAGE_WINDOW_S as of its last refresh (so it lags a change
+by up to a second), and the energy counter integrates the draw over time. The time is
+`FakeGpu.clock` (the real monotonic clock unless a test passes its own).
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -19,6 +29,12 @@ import pynvml as real
 # An H100 SXM-like list, descending as NVML returns it (15 MHz steps from 1980 to 345 MHz);
 # the duplicate checks that the backend deduplicates.
 H100_GRAPHICS_CLOCKS_MHZ = [*range(1980, 344, -15), 345]
+
+#: NVML_FI_DEV_POWER_INSTANT is refreshed every few tens of milliseconds
+INSTANT_REFRESH_S = 0.02
+#: nvmlDeviceGetPowerUsage on Ampere and newer: a 1 s moving average, refreshed every 100 ms
+AVERAGE_WINDOW_S = 1.0
+AVERAGE_REFRESH_S = 0.1
 
 
 @dataclass
@@ -32,12 +48,17 @@ class FakeGpu:
     )
     idle_clock_mhz: int = 345
     clock_mhz: int = 345
-    #: nvmlDeviceGetPowerUsage (mW, a 1 s average on Ampere+)
-    power_mw: int = 72_000
-    #: NVML_FI_DEV_POWER_INSTANT (mW); None: the field reports NOT_SUPPORTED
-    instant_power_mw: int | None = 74_500
-    #: total energy (mJ); None: NotSupported (pre-Volta)
-    energy_mj: int | None = 123_456_789
+    #: what the board draws (mW) while work runs and while it idles; the sensors sample it
+    busy_draw_mw: int = 74_500
+    idle_draw_mw: int = 61_000
+    #: NVML_FI_DEV_POWER_INSTANT answers; False: the field reports NOT_SUPPORTED
+    has_instant_power: bool = True
+    #: nvmlDeviceGetTotalEnergyConsumption answers (False: NotSupported, pre-Volta); the
+    #: counter starts at energy_at_start_mj and integrates the draw
+    has_energy_counter: bool = True
+    energy_at_start_mj: float = 123_456_789.0
+    #: the time the sensors sample the draw at (seconds)
+    clock: Callable[[], float] = time.monotonic
     memory_total: int = 85_520_809_984
     memory_free: int = 84_000_000_000
     power_limit_mw: int = 700_000
@@ -66,6 +87,50 @@ class FakeGpu:
     hang: dict[str, int] = field(default_factory=dict)
     #: nvmlDeviceGetPciInfo().busId, as the real struct holds it (bytes, 8-digit domain)
     pci_bus_id: bytes = b"00000000:3B:00.0"
+    #: (time, draw) at every change of the draw, the first at creation
+    trace: list[tuple[float, float]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self.trace.append((self.clock(), float(self.draw_now_mw())))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in ("busy", "busy_draw_mw", "idle_draw_mw") and "trace" in self.__dict__:
+            self.trace.append((self.clock(), float(self.draw_now_mw())))
+
+    def draw_now_mw(self) -> int:
+        """What the board draws at this instant."""
+        return self.busy_draw_mw if self.busy else self.idle_draw_mw
+
+    def draw_at_mw(self, t_s: float) -> float:
+        """The draw at time `t_s` (the first draw before the trace starts)."""
+        draw = self.trace[0][1]
+        for start_s, value in self.trace:
+            if start_s > t_s:
+                break
+            draw = value
+        return draw
+
+    def energy_between_mj(self, start_s: float, end_s: float) -> float:
+        """The integral of the draw over [start_s, end_s] (mW x s = mJ)."""
+        points = [(t, d) for t, d in self.trace if start_s < t < end_s]
+        edges = [(start_s, self.draw_at_mw(start_s)), *points, (end_s, 0.0)]
+        return sum(d * (b - a) for (a, d), (b, _) in zip(edges, edges[1:], strict=False))
+
+    def instant_reading_mw(self) -> int:
+        """The instant field: the draw as of its last refresh."""
+        refreshed_s = math.floor(self.clock() / INSTANT_REFRESH_S) * INSTANT_REFRESH_S
+        return round(self.draw_at_mw(refreshed_s))
+
+    def average_reading_mw(self) -> int:
+        """The averaged reading: the mean draw over the window before its last refresh."""
+        refreshed_s = math.floor(self.clock() / AVERAGE_REFRESH_S) * AVERAGE_REFRESH_S
+        window = self.energy_between_mj(refreshed_s - AVERAGE_WINDOW_S, refreshed_s)
+        return round(window / AVERAGE_WINDOW_S)
+
+    def energy_reading_mj(self) -> int:
+        """The energy counter: the start value plus the draw integrated since creation."""
+        return int(self.energy_at_start_mj + self.energy_between_mj(self.trace[0][0], self.clock()))
 
 
 @dataclass(frozen=True)
@@ -192,7 +257,7 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPowerUsage", handle)
-        return self._gpu(handle).power_mw
+        return self._gpu(handle).average_reading_mw()
 
     def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
         self._enter("nvmlDeviceGetFieldValues", handle)
@@ -200,10 +265,10 @@ class FakeNvml(ModuleType):
         values = (real.c_nvmlFieldValue_t * len(field_ids))()
         for value, field_id in zip(values, field_ids, strict=True):
             value.fieldId = field_id
-            if field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.instant_power_mw is not None:
+            if field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.has_instant_power:
                 value.nvmlReturn = real.NVML_SUCCESS
                 value.valueType = real.NVML_VALUE_TYPE_UNSIGNED_INT
-                value.value.uiVal = gpu.instant_power_mw
+                value.value.uiVal = gpu.instant_reading_mw()
             else:
                 value.nvmlReturn = real.NVML_ERROR_NOT_SUPPORTED
         return values
@@ -211,9 +276,9 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetTotalEnergyConsumption", handle)
         gpu = self._gpu(handle)
-        if gpu.energy_mj is None:
+        if not gpu.has_energy_counter:
             raise _error(real.NVML_ERROR_NOT_SUPPORTED)
-        return gpu.energy_mj
+        return gpu.energy_reading_mj()
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetMemoryInfo", handle)
