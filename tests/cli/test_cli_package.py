@@ -107,7 +107,8 @@ def test_help_for_every_command_and_devices_load_no_torch(tmp_path: Path) -> Non
                               "WATTCAP_CACHE_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    expected = {"", "devices", "restore", "profile", "plan", "plot-profile", "pretrain", "estimate",
+    expected = {"", "devices", "restore", "profile", "plan", "plot-profile", "migrate",
+                "pretrain", "estimate",
                 "train", "demo", "compare", "sensitivity", "serve", "push", "push weights",
                 "push efficiency", "push profile", "pull", "pull weights", "pull efficiency",
                 "pull profile", "pull list"}

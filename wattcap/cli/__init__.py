@@ -2,8 +2,8 @@
 
 Modules: `options` (every option more than one command takes, as one `Annotated` alias),
 `common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
-(the one handler of `WattcapError`), `devices`, `profile` (profile,
-plot-profile), `plan`, `train` (pretrain, estimate, train), `demo`, `experiments` (compare,
+(the one handler of `WattcapError`), `devices`, `profile` (profile, plot-profile), `files`
+(migrate), `plan`, `train` (pretrain, estimate, train), `demo`, `experiments` (compare,
 sensitivity) and `server` (serve, push, pull and the `--server` helpers). Each imports only
 typer, rich and light wattcap modules at load time; torch loads inside the commands that train
 or measure, so `wattcap --help` and the light commands start fast. No library module imports
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typer
 
-from wattcap.cli import demo, devices, experiments, plan, profile, server, train
+from wattcap.cli import demo, devices, experiments, files, plan, profile, server, train
 from wattcap.cli.errors import WattcapGroup
 
 app = typer.Typer(
@@ -52,6 +52,7 @@ app.command("restore")(devices.restore)
 app.command("profile")(profile.profile)
 app.command("plan")(plan.plan_command)
 app.command("plot-profile")(profile.plot_profile_command)
+app.command("migrate")(files.migrate)
 app.command("pretrain")(train.pretrain)
 app.command("estimate")(train.estimate)
 app.command("train")(train.train)

@@ -108,8 +108,14 @@ def parse_drift(value: str | None) -> Drift | None:
 
 
 def load_or_fail(cls: type[FileT], path: Path) -> FileT:
-    """Load a wattcap file (a WattcapFileError becomes a one-line exit in cli.errors)."""
-    return cls.load(path)
+    """Load a wattcap file (a WattcapFileError becomes a one-line exit in cli.errors); a file
+    of an earlier schema version loads migrated, and one line says so."""
+    loaded = cls.load(path)
+    if loaded.migrated_from is not None:  # on stderr: `plan --json` keeps its stdout JSON
+        err_console.print(f"{path}: schema version {loaded.migrated_from}, read as version "
+                          f"{loaded.SCHEMA_VERSION} (`wattcap migrate {path}` rewrites it)",
+                          highlight=False)
+    return loaded
 
 
 def progress(description: str, total: int | None, unit: str) -> ProgressReporter:

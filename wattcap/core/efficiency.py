@@ -3,14 +3,15 @@ r_b came from, as a versioned file."""
 
 from __future__ import annotations
 
-from typing import Literal
+import statistics
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.large_batch import LargeBatchFit
 from wattcap.core.noise_scale import NoiseScaleEstimate
-from wattcap.core.schema import VersionedFile, require_match
+from wattcap.core.schema import Migration, VersionedFile, require_match
 
 #: how an r_b was obtained ("gns": from the gradient noise scale, wattcap.train.noise_scale)
 RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget", "gns"]
@@ -55,6 +56,12 @@ class EfficiencyVector(VersionedFile):
     #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
     #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples
     SCHEMA_VERSION = 4
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {
+        1: lambda raw: _entries_of_version_2(raw),
+        # a version-2 file of the fingerprint's line of work still has version-1 entries
+        2: lambda raw: _entries_of_version_2(raw),
+        3: lambda raw: raw,  # 4 added noise_scale and training_samples (absent: not recorded)
+    }
 
     model: str
     input_shape: list[int]
@@ -90,7 +97,9 @@ class EfficiencyVector(VersionedFile):
     @model_validator(mode="after")
     def _one_origin(self) -> EfficiencyVector:
         gns = self.ratio_source == "gns"
-        if gns != (self.noise_scale is not None) or (not gns and self.fit is None):
+        # a sweep's vector has its fit, unless it predates the fit (r_b from raw means)
+        no_fit_allowed = self.ratio_source == "mean" or gns
+        if gns != (self.noise_scale is not None) or (self.fit is None and not no_fit_allowed):
             raise ValueError("an efficiency vector comes from a sweep (ratio_source 'fit' or "
                              "'mean', with its fit) or from the gradient noise scale "
                              "(ratio_source 'gns', with noise_scale)")
@@ -156,3 +165,41 @@ class EfficiencyVector(VersionedFile):
             require_match("the efficiency vector", "architecture fingerprint",
                           architecture_fingerprint, self.architecture_fingerprint, source)
 
+
+
+def _entries_of_version_2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept per batch size the samples per seed and the mean ratio only: the entry
+    gets the fields of version 2 from those numbers (the budget of every seed is the vector's;
+    r_b stays the raw mean it was, with no fit). A batch size no seed reached had no r_b in
+    version 1: it is left out, and a note says so (re-estimate to extrapolate it)."""
+    entries = raw.get("entries", [])
+    if not any(isinstance(e, dict) and "ratio_mean" in e for e in entries):
+        return raw
+    budget = int(raw.get("sample_budget", 0))
+    converted, dropped = [], []
+    for entry in entries:
+        if entry.get("ratio_mean") is None:
+            dropped.append(entry.get("batch_size"))
+            continue
+        reached = [s for s in entry["samples_per_seed"] if s is not None]
+        mean = entry.get("samples_mean")
+        converted.append({
+            "batch_size": entry["batch_size"],
+            "samples_per_seed": entry["samples_per_seed"],
+            "budget_per_seed": [budget] * len(entry["samples_per_seed"]),
+            "samples_mean": mean,
+            "samples_std": statistics.stdev(reached) if len(reached) > 1 else None,
+            "samples": mean,
+            "ratio": entry["ratio_mean"],
+            "ratio_low": None,
+            "ratio_high": None,
+            "ratio_std": entry.get("ratio_std"),
+            "source": "mean",
+        })
+    notes = list(raw.get("notes", []))
+    if dropped:
+        notes.append(f"migrated from schema 1: b = {dropped} did not reach the target and had "
+                     "no r_b; re-estimate to extrapolate them")
+    raw.setdefault("fit", None)
+    raw.setdefault("ratio_source", "mean")
+    return {**raw, "entries": converted, "notes": notes}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from wattcap.core.schema import VersionedFile, WattcapFileError, require_match
+from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
 
 
 class ProfilePoint(BaseModel):
@@ -43,6 +43,12 @@ class ProfileTable(VersionedFile):
     #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
     #: 3: architecture_fingerprint, device_spec
     SCHEMA_VERSION = 3
+    #: every field added since version 1 is optional and absent means "not recorded": an
+    #: earlier file loads as it is (nothing is invented for it)
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {
+        1: lambda raw: raw,  # 2 added the predicted points of few-point profiles
+        2: lambda raw: raw,  # 3 added architecture_fingerprint, device_spec, power_noise_w
+    }
 
     device: str
     device_kind: str

@@ -7,11 +7,12 @@ names the file and says what is wrong.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from wattcap.core.errors import WattcapError
 from wattcap.core.files import write_file
@@ -26,13 +27,23 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+#: turns the raw JSON object of one schema version into the next version's (in place or new)
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 class VersionedFile(BaseModel):
-    """Base of every file format. Subclasses set FILE_KIND and SCHEMA_VERSION."""
+    """Base of every file format. Subclasses set FILE_KIND and SCHEMA_VERSION, and
+    MIGRATIONS where files of earlier versions exist: MIGRATIONS[v] turns a version-v object
+    into a version-(v+1) one, so that a file of any earlier version loads (hours of device
+    time are never thrown away for a format change)."""
 
     model_config = ConfigDict(extra="forbid")
 
     FILE_KIND: ClassVar[str] = "wattcap.file"
     SCHEMA_VERSION: ClassVar[int] = 1
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {}
+    #: the schema version the file was read in, when it was migrated on load
+    _migrated_from: int | None = PrivateAttr(default=None)
 
     kind: str = ""
     schema_version: int = 0
@@ -44,6 +55,11 @@ class VersionedFile(BaseModel):
             self.kind = self.FILE_KIND
         if not self.schema_version:
             self.schema_version = self.SCHEMA_VERSION
+
+    @property
+    def migrated_from(self) -> int | None:
+        """The earlier schema version this object was migrated from on load (None: none)."""
+        return self._migrated_from
 
     def to_json(self) -> str:
         """The file's text."""
@@ -70,19 +86,43 @@ class VersionedFile(BaseModel):
             raise WattcapFileError(
                 f"{source}: this is a {kind!r} file, expected {cls.FILE_KIND!r}"
             )
-        version = raw.get("schema_version")
-        if version != cls.SCHEMA_VERSION:
-            raise WattcapFileError(
-                f"{source}: schema version {version!r}; this wattcap ({__version__}) reads "
-                f"version {cls.SCHEMA_VERSION}. Re-create the file with this version."
-            )
+        found = raw.get("schema_version")
+        raw = cls._migrated(raw, source)
         try:
-            return cls.model_validate(raw)
+            loaded = cls.model_validate(raw)
         except ValidationError as err:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5]
             )
             raise WattcapFileError(f"{source}: invalid {cls.FILE_KIND} file: {problems}") from None
+        if found != cls.SCHEMA_VERSION:
+            loaded._migrated_from = int(found)  # type: ignore[arg-type]  # an int: _migrated checked it
+        return loaded
+
+    @classmethod
+    def _migrated(cls, raw: dict[str, Any], source: str) -> dict[str, Any]:
+        """`raw` in this version: as it is, or through every migration from its version; a
+        newer version or one with no migration path is refused, naming the versions."""
+        version = raw.get("schema_version")
+        if version == cls.SCHEMA_VERSION:
+            return raw
+        if isinstance(version, int) and not isinstance(version, bool):
+            if version > cls.SCHEMA_VERSION:
+                raise WattcapFileError(
+                    f"{source}: written by a newer wattcap (schema version {version}); this "
+                    f"wattcap ({__version__}) reads {cls.FILE_KIND} files up to version "
+                    f"{cls.SCHEMA_VERSION}. Upgrade wattcap to read it."
+                )
+            if all(v in cls.MIGRATIONS for v in range(version, cls.SCHEMA_VERSION)):
+                for step in range(version, cls.SCHEMA_VERSION):
+                    raw = cls.MIGRATIONS[step](dict(raw))
+                    raw["schema_version"] = step + 1
+                return raw
+        raise WattcapFileError(
+            f"{source}: schema version {version!r}; this wattcap ({__version__}) reads "
+            f"version {cls.SCHEMA_VERSION} and has no migration from it. Re-create the file "
+            "with this version."
+        )
 
     @classmethod
     def load(cls: type[_F], path: str | Path) -> _F:

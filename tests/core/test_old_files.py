@@ -1,0 +1,124 @@
+"""Old files keep working: profiles and efficiency vectors written by earlier schema versions
+(by wattcap's own code at earlier commits, see old_schema_files/README.md) load migrated, plan,
+and are rewritten by `wattcap migrate`; a file of a newer version is refused, naming it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.migrate import migrate_file
+from wattcap.core.profile import ProfileTable
+from wattcap.core.schema import WattcapFileError
+
+OLD = Path(__file__).parent / "old_schema_files"
+PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
+            "profile-v2-fingerprint.json": 2}
+VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
+           "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3}
+
+
+def invoke(*args: object):  # noqa: ANN201
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+def test_the_fixtures_are_of_earlier_versions() -> None:
+    # if a format's version moves on, its current files join these fixtures
+    for name, version in {**PROFILES, **VECTORS}.items():
+        assert json.loads((OLD / name).read_text())["schema_version"] == version
+    assert max(PROFILES.values()) < ProfileTable.SCHEMA_VERSION
+    assert max(VECTORS.values()) < EfficiencyVector.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_each_earlier_profile_loads_with_its_measurements(name: str) -> None:
+    raw = json.loads((OLD / name).read_text())
+    table = ProfileTable.load(OLD / name)
+    assert table.migrated_from == PROFILES[name]
+    assert table.schema_version == ProfileTable.SCHEMA_VERSION
+    assert len(table.points) == len(raw["points"]) and table.points
+    assert [(p.batch_size, p.frequency_hz, p.peak_power_w) for p in table.points] == [
+        (p["batch_size"], p["frequency_hz"], p["peak_power_w"]) for p in raw["points"]]
+    # absent fields stay absent: nothing is invented for a file that did not record them
+    if "architecture_fingerprint" not in raw:
+        assert table.architecture_fingerprint is None and table.device_spec is None
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_each_earlier_efficiency_vector_loads_with_its_ratios(name: str) -> None:
+    raw = json.loads((OLD / name).read_text())
+    vector = EfficiencyVector.load(OLD / name)
+    assert vector.migrated_from == VECTORS[name]
+    for entry in raw["entries"]:
+        ratio = entry.get("ratio", entry.get("ratio_mean"))
+        assert vector.ratio(entry["batch_size"]) == pytest.approx(ratio)
+        assert vector.entry(entry["batch_size"]).samples_per_seed == entry["samples_per_seed"]
+    assert vector.ratio(vector.reference_batch_size) == pytest.approx(1.0)
+
+
+def test_a_version_1_batch_size_without_a_ratio_is_left_out_and_said(tmp_path: Path) -> None:
+    raw = json.loads((OLD / "efficiency-v1.json").read_text())
+    raw["entries"][0].update(samples_per_seed=[None], samples_mean=None, ratio_mean=None,
+                             ratio_std=None)
+    missed = raw["entries"][0]["batch_size"]
+    path = tmp_path / "missed.json"
+    path.write_text(json.dumps(raw))
+    vector = EfficiencyVector.load(path)
+    assert vector.ratio(missed) is None  # never given an invented r_b
+    assert any(f"b = [{missed}]" in note for note in vector.notes)
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_earlier_files_plan(profile: str) -> None:
+    result = invoke("plan", "--profile", OLD / profile, "--efficiency",
+                    OLD / "efficiency-v1.json", "--power-cap", "5", "--json")
+    assert result.exit_code == 0, result.output
+    assert "read as version" in result.stderr and "wattcap migrate" in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["methods"]["wattcap"]["batch_size"] in {8, 16, 32}
+
+
+def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
+    for name in ("profile-v1.json", "efficiency-v2-fingerprint.json"):
+        shutil.copy(OLD / name, tmp_path / name)
+    result = invoke("migrate", tmp_path / "profile-v1.json",
+                    tmp_path / "efficiency-v2-fingerprint.json")
+    assert result.exit_code == 0, result.output
+    assert "schema version 1 -> 3" in result.output and "schema version 2 -> 4" in result.output
+    migrated = json.loads((tmp_path / "profile-v1.json").read_text())
+    assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
+    assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None
+    backup = tmp_path / "profile-v1.schema-v1.json"
+    assert backup.read_text() == (OLD / "profile-v1.json").read_text()  # nothing is lost
+    again = migrate_file(tmp_path / "profile-v1.json")
+    assert again.backup is None and again.from_version == again.to_version
+
+
+def test_a_newer_file_is_refused_naming_its_version(tmp_path: Path) -> None:
+    raw = json.loads((OLD / "profile-v1.json").read_text())
+    raw["schema_version"] = ProfileTable.SCHEMA_VERSION + 1
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(WattcapFileError, match=rf"newer wattcap \(schema version "
+                       rf"{ProfileTable.SCHEMA_VERSION + 1}\).*Upgrade wattcap"):
+        ProfileTable.load(path)
+    result = invoke("migrate", path)
+    assert result.exit_code != 0 and "newer wattcap" in result.output
+    assert json.loads(path.read_text()) == raw  # left as it was
+
+
+def test_migrate_refuses_other_kinds_and_corrupt_files(tmp_path: Path) -> None:
+    other = tmp_path / "plan.json"
+    other.write_text(json.dumps({"kind": "wattcap.run", "schema_version": 1}))
+    with pytest.raises(WattcapFileError, match="'wattcap.run' file; wattcap migrate rewrites"):
+        migrate_file(other)
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"kind": "wattcap.profile", ')
+    with pytest.raises(WattcapFileError, match="not a JSON file"):
+        migrate_file(corrupt)
