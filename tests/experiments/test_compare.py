@@ -43,6 +43,15 @@ def test_report_files_exist_and_are_readable(compared):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     html = (out / "report.html").read_text()
     assert "<table>" in html and "bars-time.png" in html
+    # the report names the files it was made from, by content
+    from wattcap.models.weights import file_sha256
+
+    made_from = (out / "report.md").read_text().split("## Made from")[1]
+    profile = next(out.glob("profile-jetson-nano-*.json"))
+    assert f"| `{profile.name}` | wattcap.profile | `{file_sha256(profile)[:12]}…` |" in made_from
+    assert "| `efficiency-proxy.json` | wattcap.efficiency |" in made_from
+    assert "| weights |" in made_from and "comparison.json" in made_from
+    assert "Made from" in html
 
 
 def test_table_has_every_method_and_scenario(compared):

@@ -82,7 +82,8 @@ def test_a_user_loop_follows_a_cap_that_drops_pauses_and_rises(
     statuses: list[SessionStatus] = []
     session = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
                       efficiency=efficiency, power_cap=ScheduleCap(SCHEDULE),
-                      target_accuracy=0.9, sample_budget=4096, progress=statuses.append)
+                      target_accuracy=0.9, sample_budget=4096, progress=statuses.append,
+                      batch_size_hold_s=0.0)  # this schedule moves twice a second: follow it
     device = session.device
     assert device is not None
     steps: list[tuple[float, int, int, float, int]] = []  # start, b, f, lr, samples
@@ -159,19 +160,55 @@ class Killed(Exception):
 
 
 def run(profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple,
-        checkpoint_dir: Path | None = None, kill_after_s: float | None = None) -> RunRecord:
+        checkpoint_dir: Path | None = None, kill_after_s: float | None = None,
+        schedule: list[tuple[float, float]] = SCHEDULE, batch_size_hold_s: float = 0.0,
+        target_accuracy: float = 0.9) -> RunRecord:
     train, test = digits32
-    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.9, sample_budget=4096,
-                         eval_every_samples=128, max_eval_samples=200)
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=target_accuracy,
+                         sample_budget=4096, eval_every_samples=128, max_eval_samples=200)
 
     def kill(point) -> None:  # noqa: ANN001
         if kill_after_s is not None and point.device_time_s > kill_after_s:
             raise Killed
 
     return train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
-                             power_cap=ScheduleCap(SCHEDULE), profile=profile,
+                             power_cap=ScheduleCap(schedule), profile=profile,
                              efficiency=efficiency, checkpoint_dir=checkpoint_dir,
-                             on_eval=kill)
+                             on_eval=kill, batch_size_hold_s=batch_size_hold_s)
+
+
+def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
+    profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple
+) -> None:
+    """A cap that flickers (clouds over a panel) changes the batch size, and its learning
+    rate, at most once per hold; a cap the batch size in use cannot meet at any clock is
+    obeyed at once. (The emulated run lasts seconds: the hold is 1 s here, 30 s by default.)"""
+    chooser = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    levels = sorted({p.peak_power_w for p in chooser.profile.points})
+    # a cap that b=16 cannot meet at any clock and b=8 can
+    only_8 = next(cap for cap in levels if chooser.best_for_batch_size(16, cap) is None
+                  and chooser.best_for_batch_size(8, cap) is not None)
+    flicker = [(0.0, 4.5), (0.3, 3.2), (0.6, 4.5), (0.9, 3.2), (1.3, only_8), (1.6, 4.5),
+               (1.9, 3.2), (2.2, 4.5), (2.5, 3.2)]
+    record = run(profile, efficiency, digits32, schedule=flicker, batch_size_hold_s=1.0,
+                 target_accuracy=0.9999)
+    runs = [s for s in record.segments if not s.paused]
+    assert runs[-1].end_s > 2.6  # the run saw the whole schedule
+    changes = [(later.start_s, earlier.batch_size, later.cap_w)
+               for earlier, later in zip(runs, runs[1:], strict=False)
+               if later.batch_size != earlier.batch_size]
+    assert len(changes) >= 3  # it does follow the cap, only not at every flicker
+    for (t0, _, _), (t1, before, cap_w) in zip(changes, changes[1:], strict=False):
+        if t1 - t0 < 1.0:  # only where the batch size in use could not meet the new cap
+            assert chooser.best_for_batch_size(before, cap_w) is None, changes
+    assert any(cap_w == only_8 and t1 - t0 < 1.0
+               for (t0, _, _), (t1, _, cap_w) in zip(changes, changes[1:], strict=False))
+    assert any("the batch size is held until" in event for event in record.events)
+    # without the hold, the flicker moves the batch size at nearly every change of the cap
+    free = run(profile, efficiency, digits32, schedule=flicker, target_accuracy=0.9999)
+    free_runs = [s for s in free.segments if not s.paused]
+    assert sum(b.batch_size != a.batch_size
+               for a, b in zip(free_runs, free_runs[1:], strict=False)) > len(changes)
 
 
 def test_our_loop_resumes_mid_segment_to_the_same_result(

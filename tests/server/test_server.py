@@ -583,3 +583,31 @@ def test_a_server_with_a_data_root_estimates_on_files_under_it_only(tmp_path, ar
             assert vector.dataset == f"mnist:{root}/mnist" and vector.input_shape == [1, 8, 8]
     finally:
         proc.stop()
+
+
+def test_plan_from_a_server_names_its_vector_and_refuses_an_ambiguous_one(
+    artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    proc = start_server(tmp_path / "server.sqlite3")
+    try:
+        with WattcapClient(proc.url, token=TOKEN) as own:
+            own.push_profile(artifacts["profile"])
+            first = own.push_efficiency(artifacts["efficiency"])
+            other = EfficiencyVector.load(artifacts["efficiency"])
+            other.target_accuracy = 0.9  # the same model, another target: another r_b
+            second = own.push_efficiency(other)
+        args = ("plan", "--server", proc.url, "--device-name", DEVICE, "--model", MODEL,
+                "--power-cap", CAP, "--json")
+        refused = invoke(*args)
+        assert refused.exit_code == 2
+        text = _flat(refused.output)
+        assert f"id {first.id}: proxy digits, target 0.8" in text
+        assert f"id {second.id}: proxy digits, target 0.9" in text
+        assert "name one with --proxy and --target-accuracy" in text
+        chosen = invoke(*args, "--target-accuracy", "0.9")
+        assert chosen.exit_code == 0, chosen.output
+        assert f"efficiency vector: id {second.id} from {proc.url} (proxy digits, target 0.9" \
+            in _flat(chosen.stderr)
+        assert json.loads(chosen.stdout)["power_cap_w"] == float(CAP)  # stdout stays JSON
+    finally:
+        proc.stop()

@@ -128,3 +128,32 @@ def test_a_killed_estimate_resumes_with_its_finished_runs(tmp_path):
     other = estimate_efficiency("digits-cnn", "digits", 0.5, runs_dir=runs,
                                 **{**settings, "sample_budget": 640})
     assert other.sample_budget == 640 and len(list(runs.glob("*.json"))) == 8
+
+
+def test_a_killed_compare_proxy_sweep_resumes_with_its_finished_runs(tmp_path):
+    """compare's proxy sweep keeps each run in OUT/runs too: a kill loses at most the run in
+    flight, the counters say what was trained and reused, and the vector is the same."""
+    import json
+
+    from tests.train.test_executors import _untimed
+    from wattcap.experiments.compare import estimate_proxy_efficiency
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_three(update) -> None:
+        if update.done == 3:
+            raise Killed
+
+    args = ("digits-cnn", None, "digits", (16, 64), 2, 0.5, 512)
+    with pytest.raises(Killed):
+        estimate_proxy_efficiency(tmp_path, *args, True, {"trained": 0, "reused": 0},
+                                  kill_after_three)
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 3
+    counters = {"trained": 0, "reused": 0}
+    resumed = estimate_proxy_efficiency(tmp_path, *args, True, counters)
+    recorded = len(list((tmp_path / "runs").glob("*.json")))  # retries of a miss included
+    assert counters["reused"] == 3 and counters["trained"] == recorded - 3 >= 1
+    fresh = estimate_proxy_efficiency(tmp_path / "fresh", *args, False,
+                                      {"trained": 0, "reused": 0})
+    assert _untimed(json.loads(resumed.to_json())) == _untimed(json.loads(fresh.to_json()))

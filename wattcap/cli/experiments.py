@@ -126,13 +126,14 @@ def _weights(out: Path, model: str, weights: Path | None, console: Console) -> P
     return path
 
 
-def _report(out: Path, comparison: Comparison, console: Console) -> None:
+def _report(out: Path, comparison: Comparison, console: Console,
+            weights: Path | None = None) -> None:
     from wattcap.algorithms.planner import plan
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.plan import METHODS
     from wattcap.experiments.compare import load_or_profile
     from wattcap.experiments.plots import plot_profile
-    from wattcap.experiments.report import bar_chart, write_report
+    from wattcap.experiments.report import bar_chart, input_files, write_report
     from wattcap.measure.references import emulated_reference_profiles
 
     images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
@@ -166,7 +167,8 @@ def _report(out: Path, comparison: Comparison, console: Console) -> None:
         sensitivity = json.loads((out / "sensitivity.json").read_text())
         images += [(f"Proxy sensitivity at {cap}", out / name)
                    for cap, name in sensitivity.get("images", {}).items()]
-    md, html_path = write_report(comparison, out, images, sensitivity)
+    inputs = input_files(out, [weights] if weights is not None else None)
+    md, html_path = write_report(comparison, out, images, sensitivity, inputs)
     console.print(f"wrote {md}, {html_path}, {out / 'results.csv'} and {len(images)} figures")
 
 
@@ -238,7 +240,7 @@ def compare(
                                         sample_budget, resume, report.show, sweep.counters,
                                         options, workers, where)
     print_summary(comparison, console)
-    _report(out, comparison, console)
+    _report(out, comparison, console, weights_path)
 
 
 @dataclass
@@ -383,7 +385,7 @@ def sensitivity(
         "runs_trained": sweep.counters["trained"], "runs_reused": sweep.counters["reused"],
     }, indent=2))
     if (out / "comparison.json").exists():
-        _report(out, Comparison.load(out / "comparison.json"), console)
+        _report(out, Comparison.load(out / "comparison.json"), console, sweep.weights)
     else:
         console.print(f"wrote {out / 'sensitivity.json'} and {len(images)} heatmaps")
 

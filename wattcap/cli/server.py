@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from wattcap.cli.common import fail_plain, load_or_fail, say
+from wattcap.cli.common import err_console, fail_plain, load_or_fail, say
 from wattcap.cli.options import (
     DeviceNameOpt,
     PowerModeOpt,
@@ -98,11 +98,22 @@ class Fetcher:
     def efficiency(self, model: str | None, proxy: str | None = None,
                    target_accuracy: float | None = None) -> tuple[Path, EfficiencyInfo]:
         """The newest efficiency vector of `model` (estimated on `proxy`, for
-        `target_accuracy`, when given)."""
+        `target_accuracy`, when given). When the server holds vectors of the model on more
+        than one (proxy, target) and the filters leave that open, the choice is refused with
+        the candidates listed: r_b differs between proxies and targets, and a plan must not
+        depend on which one was pushed last. The vector used is named on stderr."""
         if not model:
             fail_plain("with --server, give --model to fetch the efficiency vector")
-        info = self.client.latest_efficiency(model, dataset=proxy,
-                                             target_accuracy=target_accuracy)
+        found = self.client.list_efficiency(model=model, dataset=proxy,
+                                            target_accuracy=target_accuracy)
+        kinds = {(v.dataset, v.target_accuracy) for v in found}
+        if len(kinds) > 1:
+            listed = "; ".join(f"id {v.id}: proxy {v.dataset}, target {v.target_accuracy:g}, "
+                               f"{v.created_at[:10]}" for v in found[:6])
+            fail_plain(f"the server at {self.url} holds efficiency vectors of {model} for "
+                       f"{len(kinds)} proxies or targets ({listed}); name one with --proxy "
+                       "and --target-accuracy, or pass a local --efficiency")
+        info = found[0] if found else None
         if info is None:
             which = "".join([f" on proxy {proxy}" if proxy else "",
                              f" for target {target_accuracy}" if target_accuracy else ""])
@@ -112,6 +123,10 @@ class Fetcher:
         path = _cached("efficiency", info.sha256, ".json")
         if not _is_cached(path, info.sha256):
             self.client.pull_efficiency(info.id, dest=path)
+        # on stderr: `plan --json` keeps its stdout JSON
+        err_console.print(f"efficiency vector: id {info.id} from {self.url} (proxy "
+                          f"{info.dataset}, target {info.target_accuracy:g}, stored "
+                          f"{info.created_at[:19]})", highlight=False)
         return path, info
 
     def weights(self, model: str, model_id: int | None = None,

@@ -6,6 +6,11 @@ CLI reads them before any heavy import)."""
 #: for more than one sensor period (measured on the emulated devices: tests/test_margin.py)
 DEFAULT_MARGIN_SIGMAS = 2.0
 
+#: under a moving cap, the batch size (and its learning rate) changes at most once per this many
+#: device seconds; only a cap the current batch size cannot meet at any clock is obeyed at
+#: once. Frequencies change freely (they cost the training nothing).
+DEFAULT_BATCH_SIZE_HOLD_S = 30.0
+
 #: the learning-rate reference of the paper: Adam at 5e-4 for b = 128, scaled by sqrt(b / 128)
 DEFAULT_LR_REF = 5e-4
 DEFAULT_BATCH_SIZE_REF = 128

@@ -318,19 +318,14 @@ def estimate_proxy_efficiency(
             return vector
         except WattcapFileError:
             pass  # half-written: estimate again
-    trained = [0]
-
-    def count(update: ProgressUpdate) -> None:
-        trained[0] = int(update.done)
-        if progress is not None:
-            progress(update)
-
+    # every (batch size, seed) run is kept in OUT/runs as it finishes: a killed sweep
+    # resumes with them, and `sensitivity` in the same OUT reuses them
     vector = estimate_efficiency(
         model, proxy, "auto" if target_accuracy == "auto" else float(target_accuracy),
         weights=weights, batch_sizes=batch_sizes, seeds=seeds, sample_budget=sample_budget,
-        progress=count, data=dataset_splits(proxy, data_options), num_workers=num_workers,
-        executor=executor)
-    counters["trained"] += trained[0]
+        progress=progress, data=dataset_splits(proxy, data_options),
+        data_options=data_options, num_workers=num_workers, executor=executor,
+        runs_dir=out / "runs" if resume else None, run_counts=counters)
     vector.save(path)
     return vector
 

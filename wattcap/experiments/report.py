@@ -145,13 +145,41 @@ def sensitivity_heatmap(
     return path
 
 
+def input_files(out: Path, extra: list[Path] | None = None) -> list[tuple[str, str, str]]:
+    """The files a report is made from, as (path, kind, sha256 prefix): the profiles,
+    efficiency vectors, weights and results in `out`, and `extra` files kept elsewhere (e.g.
+    the user's --weights)."""
+    import json
+
+    from wattcap.models.weights import file_sha256
+
+    patterns = ("profile-*.json", "efficiency-*.json", "*.safetensors", "comparison.json",
+                "sensitivity.json")
+    paths = [path for pattern in patterns for path in sorted(out.glob(pattern))]
+    paths += [path for path in extra or [] if path.exists() and path not in paths]
+    found = []
+    for path in paths:
+        if path.suffix == ".json":
+            try:
+                kind = str(json.loads(path.read_text()).get("kind", "sensitivity matrices"))
+            except (ValueError, AttributeError):
+                kind = "unreadable JSON"
+        else:
+            kind = "weights"
+        shown = path.relative_to(out) if path.is_relative_to(out) else path
+        found.append((str(shown), kind, file_sha256(path)[:12]))
+    return found
+
+
 def write_report(
     comparison: Comparison,
     out: Path,
     images: list[tuple[str, Path]],
     sensitivity: dict | None = None,
+    inputs: list[tuple[str, str, str]] | None = None,
 ) -> tuple[Path, Path]:
-    """Write report.md and report.html into `out`."""
+    """Write report.md and report.html into `out`; `inputs` (see `input_files`) are listed
+    under "Made from"."""
     header, rows = table_rows(comparison)
     proxy_target = ("" if comparison.proxy_target_accuracy is None else
                     f" (its own target accuracy {comparison.proxy_target_accuracy:.2%})")
@@ -196,6 +224,10 @@ def write_report(
     if sensitivity and "runs_trained" in sensitivity:
         footer += (f"; `sensitivity`: {sensitivity['runs_trained']} trained, "
                    f"{sensitivity['runs_reused']} reused")
+    made_from = [["path", "kind", "sha256"], *[list(row) for row in inputs or []]]
+    if inputs:
+        md += ["", "## Made from", "", "| path | kind | sha256 |", "|---|---|---|"]
+        md += [f"| `{path}` | {kind} | `{digest}…` |" for path, kind, digest in inputs]
     md += ["", footer + "."]
     md_path = out / "report.md"
     write_file(md_path, "\n".join(md) + "\n")
@@ -225,6 +257,9 @@ def write_report(
     parts.append("<h2>Figures</h2>")
     parts += [f"<h3>{html.escape(t)}</h3><img src='{p.name}' alt='{html.escape(t)}'>"
               for t, p in images]
+    if inputs:
+        parts.append("<h2>Made from</h2>")
+        parts.append(html_table(made_from[0], made_from[1:]))
     parts.append("</body></html>")
     html_path = out / "report.html"
     write_file(html_path, "\n".join(parts))

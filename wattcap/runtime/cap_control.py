@@ -93,7 +93,8 @@ class CapControl:
             session.events.append("no profile: the moving cap is kept by the watchdog alone "
                                "(no re-plan, no pause)")
         follower = CapFollower(source, device, chooser, session.batch_size,
-                               device.run_frequency_hz(), watchdog=session._guard)
+                               device.run_frequency_hz(), watchdog=session._guard,
+                               batch_size_hold_s=session.batch_size_hold_s)
         session._follower = follower
         self.adopt_target(follower.begin())
         stack.enter_context(device.sensor_ticks(follower))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.algorithms.planner import Replanner, safe_frequency_hz, with_power_margin
 from wattcap.core.cap_history import CapTimeline, Segment, TimelineRecorder
-from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.devices.base import Device, PowerReading
@@ -192,6 +192,10 @@ class ConfigChooser:
                 return None
         return Target(choice.batch_size, choice.frequency_hz)
 
+    def best_for_batch_size(self, batch_size: int, cap_w: float | None) -> Target | None:
+        """The best frequency for `batch_size` under the cap (None: none meets it)."""
+        return self._best_in_row(batch_size, cap_w)
+
     def _best_in_row(self, batch_size: int, cap_w: float | None) -> Target | None:
         if self.objective.is_paper_time:
             frequency_hz = self.highest_under(batch_size, cap_w)
@@ -250,8 +254,15 @@ class CapFollower:
         frequency_hz: int,
         watchdog: CapWatchdog | None = None,
         max_points: int = 800,
+        batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S,
     ) -> None:
         self.source = source
+        #: a new batch size is held this long (run seconds) before another change; see
+        #: `_choose`
+        self.batch_size_hold_s = batch_size_hold_s
+        self._batch_size_since_s = 0.0
+        #: a batch-size change the hold put off: re-planned when the hold ends
+        self._held_back = False
         self.device = device
         self.chooser = chooser
         self.watchdog = watchdog
@@ -294,6 +305,7 @@ class CapFollower:
                 return Target(self.batch_size, self.device.frequencies_hz()[0])
             self.target = target
             self.batch_size = target.batch_size
+            self._batch_size_since_s = t_s
             self.segments.append(self._segment(t_s, reading.cap_w, target,
                                                f"start under {_cap_text(reading.cap_w)}"))
             self._set_frequency(target.frequency_hz)
@@ -332,13 +344,17 @@ class CapFollower:
                             f"{cap.cap_w:.2f} W: no setting can meet it while the device is on")
             if cap.changed:
                 self._on_change(t_s, cap.cap_w, cap.previous_w)
+            elif self._held_back and not self.paused and not self._holding(t_s):
+                self._held_back = False  # the hold ended: what it put off is planned now
+                self._on_change(t_s, cap.cap_w, cap.cap_w, why="batch-size hold ended")
             if self.paused and self.stopped is None and self.chooser is not None \
                     and not self.source.may_exceed(self.chooser.lowest_cap_w, t_s):
                 self.stop(t_s, f"the cap ({self.source.describe()}) can never rise to the "
                           f"{self.chooser.lowest_cap_w:.2f} W training needs again")
 
-    def _on_change(self, t_s: float, cap_w: float | None, previous_w: float | None) -> None:
-        target = self._choose(cap_w)
+    def _on_change(self, t_s: float, cap_w: float | None, previous_w: float | None,
+                   why: str | None = None) -> None:
+        target = self._choose(cap_w, t_s)
         if target is None:
             if not self.paused:
                 self._pause(t_s, cap_w)
@@ -350,11 +366,10 @@ class CapFollower:
             if self.watchdog is not None:
                 self.watchdog.update_cap(cap_w)  # same plan: the watchdog keeps what it learnt
             return
-        self._event(t_s, f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}: re-planned "
-                    f"{self.target.describe()} -> {target.describe()}")
+        cause = why or f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}"
+        self._event(t_s, f"{cause}: re-planned {self.target.describe()} -> {target.describe()}")
         self._close_segment(t_s)
-        self.segments.append(self._segment(t_s, cap_w, target,
-                                           f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}"))
+        self.segments.append(self._segment(t_s, cap_w, target, cause))
         self.target = target
         if target.batch_size == self.batch_size:
             self.pending = None
@@ -373,11 +388,32 @@ class CapFollower:
         highest = self.chooser.highest_under(self.batch_size, cap_w)
         return highest if highest is not None else self.device.frequencies_hz()[0]
 
-    def _choose(self, cap_w: float | None) -> Target | None:
+    def _holding(self, t_s: float) -> bool:
+        return t_s - self._batch_size_since_s < self.batch_size_hold_s
+
+    def _choose(self, cap_w: float | None, t_s: float | None = None) -> Target | None:
+        """The configuration for `cap_w`. Within `batch_size_hold_s` of the last batch-size
+        change, a new batch size is put off (re-planned when the hold ends) while the current
+        one meets the cap at some clock: a cap that moves every few seconds (clouds over a
+        solar panel) would otherwise change the batch size, and its learning rate, as often.
+        A cap the current batch size cannot meet is obeyed at once."""
         if self.chooser is None:
             return self.target  # no profile: the watchdog alone keeps the cap
         notes_before = len(self.chooser.notes)
         target = self.chooser.choose(cap_w, self.batch_size)
+        if target is not None and target.batch_size != self.batch_size and t_s is not None \
+                and self._holding(t_s) and not self.paused:
+            keep = self.chooser.best_for_batch_size(self.batch_size, cap_w)
+            if keep is not None:
+                if not self._held_back:
+                    self._event(t_s, f"{target.describe()} would be faster under "
+                                f"{_cap_text(cap_w)}; the batch size is held until "
+                                f"t={self._batch_size_since_s + self.batch_size_hold_s:.0f} s "
+                                f"(at most one change per {self.batch_size_hold_s:g} s)")
+                self._held_back = True
+                target = keep
+        elif target is not None and target.batch_size == self.batch_size:
+            self._held_back = False
         for note in self.chooser.notes[notes_before:]:
             self._event(self.run_s(), note)
         return target
@@ -464,6 +500,8 @@ class CapFollower:
                 return None
             target, self.pending = self.pending, None
             applied = self._set_frequency(target.frequency_hz)
+            if target.batch_size != self.batch_size:
+                self._batch_size_since_s = self.run_s()
             self.batch_size = target.batch_size
         if self.watchdog is not None:
             self.watchdog.set_ceiling_hz(applied)
@@ -515,6 +553,8 @@ class CapFollower:
                 "pause_started_s": self.pause_started_s,
                 "paused_s": self.paused_s,
                 "stopped": self.stopped,
+                "batch_size_since_s": self._batch_size_since_s,
+                "held_back": self._held_back,
                 "events": list(self.events),
                 "segments": [s.model_dump() for s in self.segments],
                 "timeline": self.timeline.state(),
@@ -543,6 +583,8 @@ class CapFollower:
             self.pause_started_s = state["pause_started_s"]
             self.paused_s = state["paused_s"]
             self.stopped = state["stopped"]
+            self._batch_size_since_s = state.get("batch_size_since_s", 0.0)
+            self._held_back = state.get("held_back", False)
             self.events = list(state["events"])
             self.segments = [Segment.model_validate(s) for s in state["segments"]]
             self.timeline = TimelineRecorder.from_state(state["timeline"], self.period_s,

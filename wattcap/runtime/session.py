@@ -37,7 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import (
+    DEFAULT_BATCH_SIZE_HOLD_S,
+    DEFAULT_BATCH_SIZE_REF,
+    DEFAULT_LR_REF,
+    DEFAULT_MARGIN_SIGMAS,
+)
 from wattcap.core.objective import Objective
 from wattcap.core.progress import percent
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
@@ -204,6 +209,8 @@ class Session:
         watchdog: keep the cap (steps the frequency down when it is exceeded).
         margin_sigmas: plan this many standard deviations of the sensor noise below the cap
             (the profile's estimate; default 2).
+        batch_size_hold_s: under a moving cap, the batch size changes at most once per this
+            many device seconds (default 30) unless the current one cannot meet the cap.
         drift_tolerance: with a profile, re-measure and re-plan when measured step time or
             power leave it by more than this fraction (0: off).
         checkpoint_dir: where `attach`/`save_checkpoint` keep the run; a restart resumes.
@@ -241,6 +248,7 @@ class Session:
         watchdog: bool = True,
         drift_tolerance: float = 0.1,
         margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+        batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S,
         checkpoint_dir: str | Path | None = None,
         identity: dict[str, Any] | None = None,
         dataset: str | None = None,
@@ -259,7 +267,8 @@ class Session:
             batch_size=batch_size, frequency_hz=frequency_hz,
             target_accuracy=target_accuracy, sample_budget=sample_budget, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
-            margin_sigmas=margin_sigmas, checkpoint_dir=checkpoint_dir, identity=identity,
+            margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
+            checkpoint_dir=checkpoint_dir, identity=identity,
             dataset=dataset, handle_signals=handle_signals, restore=restore,
             progress=progress, progress_every=progress_every, config=config,
             weights_source=weights_source))
@@ -312,6 +321,7 @@ class Session:
         self._watchdog_on = cfg.watchdog
         self._drift_tolerance = cfg.drift_tolerance
         self.margin_sigmas = cfg.margin_sigmas
+        self.batch_size_hold_s = cfg.batch_size_hold_s
 
         # run state
         self.samples = 0

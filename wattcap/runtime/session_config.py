@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
 from wattcap.runtime.cap_follower import CAP_POLICIES
 from wattcap.runtime.errors import SessionError
 
@@ -55,6 +55,7 @@ class SessionConfig:
     watchdog: bool = True
     drift_tolerance: float = 0.1
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
+    batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S
     checkpoint_dir: str | Path | None = None
     identity: dict[str, Any] | None = None
     dataset: str | None = None
@@ -72,6 +73,9 @@ class SessionConfig:
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise SessionError(f"target accuracy must be in (0, 1], got "
                                f"{self.target_accuracy}")
+        if not self.batch_size_hold_s >= 0:
+            raise SessionError(f"batch_size_hold_s must be >= 0 seconds, got "
+                               f"{self.batch_size_hold_s!r}")
         if self.drift_tolerance < 0:
             raise SessionError(f"drift_tolerance must be >= 0, got {self.drift_tolerance}")
         if self.power_cap_w is not None and self.power_cap is not None:

@@ -64,6 +64,7 @@ def estimate_efficiency(
     num_workers: int = 0,
     executor: Executor | None = None,
     runs_dir: str | Path | None = None,
+    run_counts: dict[str, int] | None = None,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -78,7 +79,8 @@ def estimate_efficiency(
     the fit extrapolates it. `progress` gets a `JobProgress` per finished run (done and total
     in runs, the run's record as its item); the total grows when retries are scheduled. With
     `runs_dir`, every finished run is recorded there by the identity of what produced it
-    (`wattcap.train.run_store`), and a restarted sweep reuses them ("k of n reused").
+    (`wattcap.train.run_store`), and a restarted sweep reuses them ("k of n reused");
+    `run_counts["trained"]` and `run_counts["reused"]` are incremented per run when given.
 
     ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
     :func:`wattcap.data.load_splits` (subset_fraction, test_fraction, input_shape...), or
@@ -156,12 +158,16 @@ def estimate_efficiency(
                 continue
             records[i] = found
             reused += 1
+            if run_counts is not None:
+                run_counts["reused"] += 1
             finished(f"{label(c, found.curve)} (reused: {reused} of {runs_total} runs)", found)
 
         def done(j: int, record: object) -> None:
             i = pending[j]
             if store is not None:
                 store.save(configs[i], record)  # type: ignore[arg-type]
+            if run_counts is not None:
+                run_counts["trained"] += 1
             finished(label(configs[i], record.curve), record)  # type: ignore[attr-defined]
 
         for i, record in zip(pending, executor.map(task, [configs[i] for i in pending], done),

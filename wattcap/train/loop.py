@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.objective import Objective
 from wattcap.core.profile import ProfileTable
@@ -144,6 +144,7 @@ def train_to_accuracy(
     drift_tolerance: float = 0.1,
     progress: Callable[[SessionStatus], None] | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S,
     power_cap: CapSource | str | float | None = None,
     objective: Objective | str | None = None,
     cap_policy: CapPolicy | None = None,
@@ -213,7 +214,7 @@ def train_to_accuracy(
         target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
-        margin_sigmas=margin_sigmas,
+        margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
         checkpoint_dir=checkpoint_dir, identity=run_identity(config, train, test, weights),
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
