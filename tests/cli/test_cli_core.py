@@ -238,3 +238,13 @@ def test_demo(tmp_path) -> None:
         assert png.read_bytes()[:8] == PNG_MAGIC
     for path in profiles:
         assert ProfileTable.load(path).device == "jetson-nano"
+    # the README's table: one row per cap, wattcap's choice as the comparison recorded it
+    from wattcap.experiments.compare import Comparison
+
+    comparison = Comparison.load(out / "comparison.json")
+    rows = (out / "table.md").read_text().splitlines()[2:]
+    caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
+    assert len(rows) == len(caps)
+    for row, cap in zip(rows, caps, strict=True):
+        ours = comparison.get("jetson-nano", cap, comparison.targets[0], "wattcap")
+        assert f"| {ours.batch_size}, {ours.frequency_hz / 1e6:.1f}: " in row

@@ -199,13 +199,15 @@ def test_profile_with_predicted_points_round_trips_and_plans(tmp_path, few_point
     assert loaded.schema_version == ProfileTable.SCHEMA_VERSION >= 2  # 2: predicted points
     assert loaded.points_predicted == fitted.points_predicted > 0
     assert plan(loaded, cap).choices["wattcap"] == plan(fitted, cap).choices["wattcap"]
-    # a profile of the previous schema is refused with a message saying what to do
+    # a profile of a newer schema is refused with its version named (earlier ones migrate:
+    # tests/core/test_old_files.py)
     raw = json.loads(path.read_text())
-    raw["schema_version"] = 1
-    old = tmp_path / "old.json"
-    old.write_text(json.dumps(raw))
-    with pytest.raises(WattcapFileError, match="schema version 1.*Re-create"):
-        ProfileTable.load(old)
+    raw["schema_version"] = ProfileTable.SCHEMA_VERSION + 1
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(raw))
+    with pytest.raises(WattcapFileError, match=f"schema version {raw['schema_version']}.*"
+                       "Upgrade wattcap"):
+        ProfileTable.load(newer)
 
 
 def test_model_mode_without_a_cap_and_out_of_memory_batches(mobilenetv2_workload) -> None:

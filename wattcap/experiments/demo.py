@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from wattcap.algorithms.planner import plan
+from wattcap.core.files import write_file
 from wattcap.core.plan import METHODS, Plan
 from wattcap.experiments.plots import plot_profile
 from wattcap.measure.references import emulated_reference_profiles
@@ -209,6 +210,53 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
     return table
 
 
+def _choice_cell(r, with_choice: bool = True) -> str:  # noqa: ANN001 - a MethodResult
+    from wattcap.experiments.significance import mean_std_label
+
+    times = [t for t in r.time_s if t is not None]
+    if len(times) < len(r.time_s):
+        shown = f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds"
+    else:
+        shown = f"{mean_std_label(times, seeds=False)} s"
+    return f"{r.batch_size}, {r.frequency_hz / 1e6:.1f}: {shown}" if with_choice else shown
+
+
+def _versus_text(versus) -> str:  # noqa: ANN001 - a TimeComparison
+    noise = {None: ", 1 seed: no spread", False: ", within noise", True: ""}[versus.separated]
+    return f"{versus.ratio:.2f}x wattcap's time{noise}"
+
+
+def markdown_table(comparison) -> str:  # noqa: ANN001 - a Comparison
+    """The README's demo table from the demo's comparison, so that the README shows the
+    demo's output and nothing else: per cap, wattcap's choice and time (mean ± std over the
+    seeds), each baseline's mean time over wattcap's (within noise where Welch's test on the
+    seeds does not separate them), and the brute-force fastest configuration."""
+    target = comparison.targets[0]
+    lines = ["| cap | wattcap (b, MHz): time | baseline-1 | baseline-2 | fastest (b, MHz): time |",
+             "|---|---|---|---|---|"]
+    for cap in dict.fromkeys(r.power_cap_w for r in comparison.results):
+        ours = comparison.get(DEVICE, cap, target, "wattcap")
+        if ours is None:
+            continue
+        cells = [_cap_label(cap), _choice_cell(ours)]
+        for method in ("baseline-1", "baseline-2", "fastest"):
+            r = comparison.get(DEVICE, cap, target, method)
+            same = r is not None and (r.batch_size, r.frequency_hz) == \
+                (ours.batch_size, ours.frequency_hz)
+            versus = None if r is None else comparison.versus_wattcap(r)
+            if r is None:
+                cells.append("—")
+            elif same:
+                cells.append("same choice")
+            elif method == "fastest":
+                cells.append(_choice_cell(r) + ("" if versus is None else
+                                                f" ({_versus_text(versus)})"))
+            else:
+                cells.append("—" if versus is None else _versus_text(versus))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> None:
     """Run the demo, writing files and plots into `out` (`quick`: the same pipeline on the 8x8
     digits with a 10x cheaper CNN, 2 seeds and 3 batch sizes, for the tests)."""
@@ -216,8 +264,10 @@ def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> 
     out.mkdir(parents=True, exist_ok=True)
     profile_and_plan(out, console)
     if quick:
-        run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128), sample_budget=8192,
-                     task=QUICK_TASK)
+        comparison = run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128),
+                                  sample_budget=8192, task=QUICK_TASK)
     else:
-        run_pipeline(out, console)
-    console.print(f"\nfiles and plots written to {out}/")
+        comparison = run_pipeline(out, console)
+    # the README's table is this file, pasted by bench/readme_demo_table.py
+    write_file(out / "table.md", markdown_table(comparison))
+    console.print(f"\nfiles and plots written to {out}/ (the README's table: {out}/table.md)")
