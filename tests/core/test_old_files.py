@@ -21,7 +21,8 @@ OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
             "profile-v2-fingerprint.json": 2}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
-           "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3}
+           "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
+           "efficiency-v4.json": 4}
 
 
 def invoke(*args: object):  # noqa: ANN201
@@ -90,7 +91,7 @@ def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
     result = invoke("migrate", tmp_path / "profile-v1.json",
                     tmp_path / "efficiency-v2-fingerprint.json")
     assert result.exit_code == 0, result.output
-    assert "schema version 1 -> 3" in result.output and "schema version 2 -> 4" in result.output
+    assert "schema version 1 -> 3" in result.output and "schema version 2 -> 5" in result.output
     migrated = json.loads((tmp_path / "profile-v1.json").read_text())
     assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
     assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None

@@ -188,10 +188,11 @@ class Replanner:
         if noise_w is None and not any(p.predicted for p in self.original.points):
             return ("no margin below the cap: the profile has no sensor-noise estimate "
                     "(profiled with an older wattcap)")
-        return (f"a margin of {self.margin_sigmas:g} sigma below the cap: sensor noise "
-                f"{noise_w or 0:.3f} W x {self.margin_sigmas:g}"
-                + (" (plus the prediction's uncertainty on predicted points)"
-                   if any(p.predicted for p in self.original.points) else ""))
+        return (f"a safety margin of {(noise_w or 0) * self.margin_sigmas:.2f} W below the cap "
+                f"({self.margin_sigmas:g} sigma of the sensor noise, {noise_w or 0:.3f} W"
+                + (", plus the prediction's uncertainty on predicted points"
+                   if any(p.predicted for p in self.original.points) else "")
+                + "): every choice's profiled peak power stays at or below the cap minus it")
 
     def check_cap(self, power_cap_w: float | None) -> None:
         """Raise `InfeasibleCapError` if every configuration draws more than the cap."""

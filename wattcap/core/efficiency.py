@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.large_batch import LargeBatchFit
 from wattcap.core.noise_scale import NoiseScaleEstimate
-from wattcap.core.schema import Migration, VersionedFile, require_match
+from wattcap.core.profile import portable_model_name
+from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
 
 #: how an r_b was obtained ("gns": from the gradient noise scale, wattcap.train.noise_scale)
 RatioSource = Literal["fit", "mean", "extrapolated", "extended-budget", "gns"]
@@ -54,13 +55,15 @@ class EfficiencyVector(VersionedFile):
 
     FILE_KIND = "wattcap.efficiency"
     #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
-    #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples
-    SCHEMA_VERSION = 4
+    #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples;
+    #: 5: model_source_sha256 (a user model's source)
+    SCHEMA_VERSION = 5
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
         1: lambda raw: _entries_of_version_2(raw),
         # a version-2 file of the fingerprint's line of work still has version-1 entries
         2: lambda raw: _entries_of_version_2(raw),
         3: lambda raw: raw,  # 4 added noise_scale and training_samples (absent: not recorded)
+        4: lambda raw: raw,  # 5 added model_source_sha256 (absent: not recorded)
     }
 
     model: str
@@ -106,6 +109,9 @@ class EfficiencyVector(VersionedFile):
         return self
     #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
     architecture_fingerprint: str | None = None
+    #: a user model's source file by content (wattcap.models.model_source_sha256); None: a
+    #: registered model, or not recorded
+    model_source_sha256: str | None = None
 
     def entry(self, batch_size: int) -> EfficiencyEntry | None:
         """The entry of b, or None when b was not estimated."""
@@ -152,11 +158,22 @@ class EfficiencyVector(VersionedFile):
     def check_matches(
         self, model: str | None = None, input_shape: list[int] | tuple[int, ...] | None = None,
         source: str = "efficiency vector", architecture_fingerprint: str | None = None,
+        model_source_sha256: str | None = None,
     ) -> None:
-        """Refuse a vector made for another model, input shape or architecture (fingerprints
-        are compared when both are known)."""
-        if model is not None:
+        """Refuse a vector made for another model, input shape, architecture or user-model
+        source (fingerprints and source hashes are compared when both are known). A user
+        model's file may move: the same file name, factory and architecture match."""
+        same_architecture = (architecture_fingerprint is not None
+                             and architecture_fingerprint == self.architecture_fingerprint)
+        if model is not None and not (same_architecture and portable_model_name(model)
+                                      == portable_model_name(self.model) is not None):
             require_match("the efficiency vector", "model", model, self.model, source)
+        if model_source_sha256 is not None and self.model_source_sha256 is not None \
+                and model_source_sha256 != self.model_source_sha256:
+            raise WattcapFileError(
+                f"{source}: the efficiency vector was estimated with another version of the "
+                f"model's source ({self.model}: sha256 {self.model_source_sha256[:12]}…, now "
+                f"{model_source_sha256[:12]}…). Estimate r_b again for the changed model.")
         if input_shape is not None:
             require_match(
                 "the efficiency vector", "input shape", list(input_shape), self.input_shape, source

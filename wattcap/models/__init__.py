@@ -19,7 +19,13 @@ from __future__ import annotations
 from wattcap.models import char_transformer, efficientvit, mobilenetv2, resnet, small_cnn
 from wattcap.models.fingerprint import architecture_fingerprint
 from wattcap.models.flops import flop_counter, train_flops_per_sample
-from wattcap.models.lookup import build_model, get_model_spec, model_fingerprint
+from wattcap.models.lookup import (
+    build_model,
+    get_model_spec,
+    model_fingerprint,
+    model_identity,
+    model_source_sha256,
+)
 from wattcap.models.registry import (
     ModelSpec,
     list_models,
@@ -45,6 +51,8 @@ __all__ = [
     "list_models",
     "mobilenetv2",
     "model_fingerprint",
+    "model_identity",
+    "model_source_sha256",
     "reference_models",
     "register_model",
     "resnet",

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -54,3 +56,49 @@ def model_fingerprint(name: str) -> str:
             cached = (spec, architecture_fingerprint(spec.build()))
         _FINGERPRINTS[name] = cached
     return cached[1]
+
+
+def model_source_sha256(name: str) -> str | None:
+    """The sha256 of a user model's source file (a ``.py`` file, or the file of a module
+    name); None for a registered model, whose source is wattcap's own. With the architecture
+    fingerprint it identifies a user model wherever its folder is copied to: a changed
+    ``forward`` keeps the fingerprint but not this."""
+    import hashlib
+    import importlib.util
+
+    from wattcap.models.user import UserModelError, looks_like_user_model, parse_user_model
+
+    if not looks_like_user_model(name):
+        return None
+    try:
+        ref = parse_user_model(name)
+    except UserModelError:
+        return None
+    if ref.is_file:
+        path = Path(ref.source)
+    else:
+        try:
+            found = importlib.util.find_spec(ref.source)
+        except (ImportError, ValueError):
+            return None
+        if found is None or not found.origin or not Path(found.origin).is_file():
+            return None
+        path = Path(found.origin)
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def model_identity(name: str) -> dict[str, str | None]:
+    """What identifies a model in every record of a run (checkpoints, recorded sweep runs):
+    its name without a user model's folder, its architecture fingerprint and its source's
+    content hash (see `model_source_sha256`)."""
+    from wattcap.core.profile import portable_model_name
+
+    try:
+        fingerprint: str | None = model_fingerprint(name)
+    except (KeyError, ValueError):
+        fingerprint = None
+    return {"model": portable_model_name(name) or name, "architecture": fingerprint,
+            "model_source_sha256": model_source_sha256(name)}

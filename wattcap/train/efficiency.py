@@ -94,7 +94,7 @@ def estimate_efficiency(
     from wattcap.algorithms.curves import max_smoothed_accuracy, samples_to_target, stopped_curve
     from wattcap.data import load_splits
     from wattcap.data.specs import check_batch_fits_split
-    from wattcap.models import get_model_spec, model_fingerprint
+    from wattcap.models import get_model_spec, model_fingerprint, model_source_sha256
     from wattcap.train.executors import SerialExecutor
     from wattcap.train.loop import TrainConfig
     from wattcap.train.run_store import RunStore, SweepInputs
@@ -247,6 +247,7 @@ def estimate_efficiency(
         eval_every_samples=eval_every_samples,
         training_samples=trained,
         architecture_fingerprint=model_fingerprint(model),
+        model_source_sha256=model_source_sha256(model),
     )
 
 

@@ -31,7 +31,7 @@ from wattcap.data.loader import StreamBatches, iterate_batches, move_to_device
 from wattcap.data.specs import check_batch_fits_split
 from wattcap.devices.base import Device
 from wattcap.devices.caps import CapSource
-from wattcap.models import ModelSpec, get_model_spec, model_fingerprint
+from wattcap.models import ModelSpec, get_model_spec, model_fingerprint, model_source_sha256
 from wattcap.models.weights import load_weights
 from wattcap.runtime.cap_follower import CapPolicy
 from wattcap.runtime.checkpoint import Checkpoint
@@ -122,11 +122,17 @@ def run_identity(config: TrainConfig, train: Dataset, test: Dataset,
     by content (a reused checkpoint folder with other --data, --weights or --subset-fraction
     is refused, never resumed)."""
     from wattcap.data.base import data_fingerprint
-    from wattcap.models.weights import file_sha256
+    from wattcap.models import model_identity
+    from wattcap.train.run_store import SweepInputs
 
-    return {"config": config.model_dump(),
-            "weights_sha256": None if weights is None else file_sha256(weights),
-            "train_data": data_fingerprint(train), "test_data": data_fingerprint(test)}
+    # one identity for checkpoints and recorded runs (SweepInputs): the model by its file's
+    # name, architecture and source (a copied project resumes, a changed model is refused),
+    # the weights and the data's files by content; then this run's config and the samples of
+    # its two splits (another subset is another run)
+    inputs = SweepInputs(config.model, None if weights is None else Path(weights), train.name)
+    portable = model_identity(config.model)["model"]
+    return inputs.identity(config={**config.model_dump(), "model": portable},
+                           train_data=data_fingerprint(train), test_data=data_fingerprint(test))
 
 
 def train_to_accuracy(
@@ -196,6 +202,10 @@ def train_to_accuracy(
     if profile is not None:
         profile.check_matches(model=config.model, source="profile",
                               architecture_fingerprint=model_fingerprint(config.model))
+    if isinstance(efficiency, EfficiencyVector):  # estimated for this model, as it is now
+        efficiency.check_matches(model=config.model, source="efficiency vector",
+                                 architecture_fingerprint=model_fingerprint(config.model),
+                                 model_source_sha256=model_source_sha256(config.model))
     if GnsSettings.of(efficiency) is not None:
         if profile is None:
             raise ValueError("efficiency='gns' re-plans with Algorithm 1: give the profile")

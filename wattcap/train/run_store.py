@@ -39,26 +39,22 @@ def run_stem(dataset: str, data_options: dict | None) -> str:
     return f"{file_stem(dataset)}-{digest.hexdigest()[:8]}"
 
 
-def data_stamp(dataset: str) -> str | None:
-    """Sizes and modification times of a data set on disk (None for a bundled one): a run
-    recorded on other files is not reused."""
+def data_stamp(dataset: str) -> list[list[str]] | None:
+    """A data set's files by content — each file's name and sha256, hashed once per (size,
+    modification time) — or None for a bundled set or a name that is no data spec: a run
+    recorded on other files is never reused."""
+    from wattcap.core.cache import content_sha256
     from wattcap.data import parse_data_spec
 
-    path = parse_data_spec(dataset).path
-    if path is None or not path.exists():
-        return None
-    entries = [path, *sorted(path.iterdir())] if path.is_dir() else [path]
-    return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in entries)
-
-
-def architecture(model: str) -> str | None:
-    """The model's architecture fingerprint (None where this process cannot build it)."""
-    from wattcap.models import model_fingerprint
-
     try:
-        return model_fingerprint(model)
+        path = parse_data_spec(dataset).path
     except (KeyError, ValueError):
         return None
+    if path is None or not path.exists():
+        return None
+    files = [p for p in sorted(path.rglob("*")) if p.is_file()] if path.is_dir() else [path]
+    return [[str(p.relative_to(path)) if path.is_dir() else p.name, content_sha256(p)]
+            for p in files]
 
 
 @dataclass(frozen=True)
@@ -75,10 +71,11 @@ class SweepInputs:
     @cached_property
     def _inputs(self) -> dict:
         """Hashed and stat-ed once per sweep, not once per run."""
+        from wattcap.models import model_identity
         from wattcap.models.weights import file_sha256
 
         return {
-            "model": self.model, "architecture": architecture(self.model),
+            **model_identity(self.model),  # a user model by name, architecture and source
             "weights_sha256": None if self.weights is None else file_sha256(self.weights),
             "dataset": self.dataset, "data_options": self.data_options or {},
             "data_files": data_stamp(self.dataset),

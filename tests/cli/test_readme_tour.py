@@ -1,0 +1,66 @@
+"""The new user's tour: the README's tour block, run verbatim through the installed `wattcap`
+console script in an empty folder, each command as written plus the declared overrides below
+(fewer seeds, smaller budgets: the README's numbers cost minutes of training, the test's
+seconds). A command the README shows that fails, or whose output has a traceback, fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+WATTCAP = Path(sys.executable).parent / "wattcap"
+
+#: appended to the README's command (for a single-valued option the last value wins); the
+#: README's commands themselves are run as written
+OVERRIDES: dict[str, list[str]] = {
+    "pretrain": ["--epochs", "1"],
+    "estimate": ["--seeds", "1", "--batch-sizes", "32,128", "--sample-budget", "2048"],
+    "train": ["--sample-budget", "2048"],
+    "compare": ["--sample-budget", "2048"],
+    "sensitivity": ["--proxies", "digits-rotated-32", "--seeds", "1", "--sample-budget",
+                    "2048"],
+}
+
+
+def tour_commands(readme: str) -> list[list[str]]:
+    """The `wattcap` commands of the README's tour block: comments dropped, continuation
+    lines joined, split as the shell would."""
+    section = readme.split("## Five-minute tour", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert block is not None, "the tour has no bash block"
+    text = "\n".join(line.split("#", 1)[0].rstrip() for line in block.group(1).splitlines())
+    text = text.replace("\\\n", " ")
+    return [shlex.split(line) for line in text.splitlines()
+            if line.strip().startswith("wattcap ")]
+
+
+def test_the_tour_block_is_found() -> None:
+    commands = tour_commands(README.read_text())
+    names = [c[1] for c in commands]
+    assert names[0] == "devices" and "train" in names and names[-1] == "sensitivity"
+    assert all(name in OVERRIDES or name in {"devices", "profile", "plan", "plot-profile"}
+               for name in names)
+
+
+@pytest.mark.slow  # every step of the tour, with small budgets (~3 min on 2 cores)
+def test_the_readme_tour_runs_end_to_end(tmp_path: Path) -> None:
+    assert WATTCAP.exists(), "the console script is not installed next to this python"
+    env = {**os.environ, "WATTCAP_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160"}
+    for command in tour_commands(README.read_text()):
+        args = [str(WATTCAP), *command[1:], *OVERRIDES.get(command[1], [])]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+        shown = f"$ {shlex.join(command)}\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, shown
+        assert "Traceback" not in done.stdout + done.stderr, shown
+    for made in ("nano-resnet18.json", "eff.json", "heatmap.png", "run.json",
+                 "cmp/report.md"):
+        assert (tmp_path / made).exists(), made
