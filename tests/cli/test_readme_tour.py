@@ -61,6 +61,9 @@ def test_the_readme_tour_runs_end_to_end(tmp_path: Path) -> None:
         shown = f"$ {shlex.join(command)}\n{done.stdout}\n{done.stderr}"
         assert done.returncode == 0, shown
         assert "Traceback" not in done.stdout + done.stderr, shown
+        # output a person reads: no "None" for a missing name, no float noise like 0.30000000004
+        assert not re.search(r"\bNone\b", done.stdout + done.stderr), shown
+        assert not re.search(r"\d\.\d*0000000\d", done.stdout + done.stderr), shown
     for made in ("nano-resnet18.json", "eff.json", "heatmap.png", "run.json",
                  "cmp/report.md"):
         assert (tmp_path / made).exists(), made

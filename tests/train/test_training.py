@@ -290,3 +290,21 @@ def test_a_resumed_run_with_dropout_ends_bitwise_equal(digits_splits, tmp_path):
     cut = load_file(str(cut_dir / "checkpoint.safetensors"))
     weights = [k for k in full if k.startswith("model.")]
     assert weights and all(torch.equal(full[k], cut[k]) for k in weights)
+
+
+def test_a_checkpoint_of_another_plan_is_refused(digits_splits, tmp_path):
+    """The same config under another cap, method or device was planned for other
+    conditions: its checkpoint folder is another run's."""
+    train, test = digits_splits
+    config = small_config(sample_budget=256)
+    train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                      power_cap_w=9.0, checkpoint_dir=tmp_path)
+    with pytest.raises(WattcapFileError, match=r"differs in power_cap_w\)"):
+        train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                          power_cap_w=8.0, checkpoint_dir=tmp_path)
+    with pytest.raises(WattcapFileError, match=r"differs in device\)"):
+        train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-tx2nx"),
+                          power_cap_w=9.0, checkpoint_dir=tmp_path)
+    again = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                              power_cap_w=9.0, checkpoint_dir=tmp_path)
+    assert again.resumed_from_samples == 256

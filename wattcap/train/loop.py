@@ -117,10 +117,11 @@ EvalCallback = Callable[[CurvePoint], None]
 
 
 def run_identity(config: TrainConfig, train: Dataset, test: Dataset,
-                 weights: str | Path | None) -> dict:
+                 weights: str | Path | None, **plan: object) -> dict:
     """What a training checkpoint belongs to: the config, the weights by content and the data
     by content (a reused checkpoint folder with other --data, --weights or --subset-fraction
-    is refused, never resumed)."""
+    is refused, never resumed), and `plan` — the device, method, cap and objective the run
+    was planned for (a checkpoint of a run under another cap is another run's)."""
     from wattcap.data.base import data_fingerprint
     from wattcap.models import model_identity
     from wattcap.train.run_store import SweepInputs
@@ -132,7 +133,14 @@ def run_identity(config: TrainConfig, train: Dataset, test: Dataset,
     inputs = SweepInputs(config.model, None if weights is None else Path(weights), train.name)
     portable = model_identity(config.model)["model"]
     return inputs.identity(config={**config.model_dump(), "model": portable},
-                           train_data=data_fingerprint(train), test_data=data_fingerprint(test))
+                           train_data=data_fingerprint(train), test_data=data_fingerprint(test),
+                           **plan)
+
+
+def _described(value: object) -> object:
+    """A cap source or objective as stable text for an identity (never an object's repr)."""
+    describe = getattr(value, "describe", None)
+    return describe() if callable(describe) else value
 
 
 def train_to_accuracy(
@@ -225,7 +233,11 @@ def train_to_accuracy(
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
         margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
-        checkpoint_dir=checkpoint_dir, identity=run_identity(config, train, test, weights),
+        checkpoint_dir=checkpoint_dir,
+        identity=run_identity(config, train, test, weights,
+                              device=None if device is None else device.name, method=method,
+                              power_cap_w=power_cap_w, power_cap=_described(power_cap),
+                              objective=_described(objective)),
         dataset=train.name, config=config,
         weights_source=str(weights) if weights is not None else None, progress=progress,
     )
