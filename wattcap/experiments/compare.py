@@ -388,7 +388,8 @@ def run_comparison(
                     choice = result.choices.get(method)
                     if choice is None:
                         continue
-                    say(f"replaying {scenario.device} cap={cap} {target} {method}")
+                    cap_text = "no cap" if cap is None else f"cap {cap:g} W"
+                    say(f"replaying {scenario.device} {cap_text} {target} {method}")
                     times, energies, peak, violations, steps = [], [], 0.0, 0, 0
                     for seed in range(seeds):
                         device = EmulatedDevice(scenario.device, seed=seed)
