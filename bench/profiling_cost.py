@@ -16,7 +16,10 @@ far its exhaustive peak is over the cap (over W).
 
 Goals (issue 20): few-point <= 10 % of the grid measured, mean errors on held-out points <= 5 %
 time and <= 3 % power, the same choices as exhaustive profiling, profiling <= 1 % of a 20-epoch
-ResNet18 run. Prints; asserts nothing.
+ResNet18 run. Prints; asserts nothing. A cap that the exhaustive profile plans and a pruned or
+few-point profile refuses as infeasible (their margins and lowest peaks differ: issue 28 item 11)
+is counted as "refused", and a cap the exhaustive profile itself cannot plan is reported: no
+scenario stops the bench.
 
     python bench/profiling_cost.py            # 2 devices x 3 models x 3 caps, ~3 min
     python bench/profiling_cost.py --quick    # ResNet18 only, 2 caps
@@ -36,6 +39,7 @@ import numpy as np
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfileTable
 from wattcap.devices import EmulatedDevice
 from wattcap.measure.profiling import Profiler
@@ -65,7 +69,9 @@ class Totals:
     resnet_pruned_share: list[float] = field(default_factory=list)
     host_s: list[float] = field(default_factory=list)
     choices: dict[str, list[int]] = field(default_factory=lambda: {
-        "pruned": [0, 0, 0], "model": [0, 0, 0]})  # same, noise-level, different
+        "pruned": [0, 0, 0, 0], "model": [0, 0, 0, 0]})  # same, noise, different, refused
+    #: scenarios the exhaustive profile itself cannot plan (reported, not a stop)
+    infeasible: list[str] = field(default_factory=list)
     time_ratio: dict[str, float] = field(default_factory=lambda: {"pruned": 1.0, "model": 1.0})
     overshoot_w: dict[str, float] = field(default_factory=lambda: {"pruned": 0.0, "model": 0.0})
 
@@ -95,7 +101,7 @@ def near_cap(exhaustive: ProfileTable, cap_w: float, batch_size: int) -> bool:
 class ChoiceComparison:
     """How the choices from one profile compare with those from the exhaustive profile."""
 
-    counts: list[int]  # same, noise-level, different
+    counts: list[int]  # same, noise-level, different, refused (the cap infeasible there)
     worst_time_ratio: float  # T·r of the choice / T·r of the exhaustive choice (exhaustive table)
     worst_overshoot_w: float  # exhaustive peak of the choice above the cap (0 when under)
 
@@ -104,12 +110,17 @@ def compare_choices(
     exhaustive: ProfileTable, other: ProfileTable, cap_w: float,
     vectors: list[EfficiencyVector | None],
 ) -> ChoiceComparison:
-    """Choices from `other` against the exhaustive ones, judged on the exhaustive table."""
-    counts = [0, 0, 0]
+    """Choices from `other` against the exhaustive ones, judged on the exhaustive table; a cap
+    the exhaustive profile plans and `other` refuses is counted as refused, never a stop."""
+    counts = [0, 0, 0, 0]
     worst_ratio, worst_over = 1.0, 0.0
     for r in vectors:
         a = plan(exhaustive, cap_w, efficiency=r).choices["wattcap"]
-        b = plan(other, cap_w, efficiency=r).choices["wattcap"]
+        try:
+            b = plan(other, cap_w, efficiency=r).choices["wattcap"]
+        except InfeasibleCapError:
+            counts[3] += 1
+            continue
         if (a.batch_size, a.frequency_hz) == (b.batch_size, b.frequency_hz):
             counts[0] += 1
             continue
@@ -160,7 +171,12 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
     print(header)
     print("-" * len(header))
     for cap in binding_caps(exhaustive, caps_per_case):
-        reference = plan(exhaustive, cap).choices["wattcap"]
+        try:
+            reference = plan(exhaustive, cap).choices["wattcap"]
+        except InfeasibleCapError as err:
+            print(f"{cap:6.2f} infeasible on the exhaustive profile: {err}")
+            totals.infeasible.append(f"{model} on {device} at {cap:.2f} W")
+            continue
         run_s = reference.seconds_per_sample * samples
         pruned = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap)
         start = time.perf_counter()
@@ -196,7 +212,7 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
 
 
 def _choices(counts: list[int]) -> str:
-    """same/noise/different, e.g. 4/0/0."""
+    """same/noise/different/refused, e.g. 4/0/0/0."""
     return "/".join(str(c) for c in counts)
 
 
@@ -209,7 +225,7 @@ def main() -> None:
     caps_per_case = 2 if args.quick else 3
     print(f"run: {EPOCHS} epochs x {SAMPLES_PER_EPOCH:,} samples at the exhaustive profile's "
           "choice (r_b = 1); share = profiling device time / run time")
-    print("choices: same/noise-level/different over r_b = 1 and B_noise = "
+    print("choices: same/noise-level/different/refused over r_b = 1 and B_noise = "
           + ", ".join(map(str, B_NOISE)) + f" (noise-level: a deciding peak within "
           f"{MARGIN_W} W of the cap); errors: mean (max) over predicted points")
     totals = Totals()
@@ -230,14 +246,17 @@ def main() -> None:
           f"{max(totals.resnet_share):.2%}, pruned at most {max(totals.resnet_pruned_share):.2%}"
           f" (goal <= {GOAL_SHARE:.0%})")
     for name in ("pruned", "model"):
-        same, noise, different = totals.choices[name]
+        same, noise, different, refused = totals.choices[name]
         print(f"  {name} choices vs exhaustive: {same} same, {noise} noise-level, "
-              f"{different} different (of {same + noise + different}); where they differ, "
+              f"{different} different, {refused} caps refused as infeasible (of "
+              f"{same + noise + different + refused}); where they differ, "
               f"time (exhaustive table) at most {totals.time_ratio[name]:.3f}x the exhaustive "
               f"choice's, its exhaustive peak at most {totals.overshoot_w[name]:.3f} W over the "
               "cap")
     print(f"  host time per few-point profile (fits): mean {statistics.fmean(totals.host_s):.1f}"
           f" s, max {max(totals.host_s):.1f} s")
+    if totals.infeasible:
+        print("  infeasible on the exhaustive profile itself: " + "; ".join(totals.infeasible))
 
 
 if __name__ == "__main__":

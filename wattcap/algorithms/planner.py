@@ -36,11 +36,10 @@ class Selector:
         self._rows = {b: Staircase.of(row) for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:
-        """f*(b) for every batch size that has a feasible frequency: its fastest point under
-        the cap (see `Staircase`)."""
+        """f*(b) for every batch size that has a feasible frequency."""
         result = {}
         for b, staircase in self._rows.items():
-            point = staircase.fastest_under(cap_w)
+            point = staircase.highest_under(cap_w)
             if point is not None:
                 result[b] = point
         return result

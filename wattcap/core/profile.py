@@ -98,10 +98,10 @@ class ProfileTable(VersionedFile):
         return rows
 
     def frontier(self, power_cap_w: float | None) -> dict[int, ProfilePoint]:
-        """For each batch size, f*(b): its fastest point with peak ≤ cap (see `Staircase`)."""
+        """For each batch size, the measured point at the highest f with peak ≤ cap."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            point = Staircase.of(row).fastest_under(power_cap_w)
+            point = Staircase.of(row).highest_under(power_cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -153,33 +153,26 @@ def portable_model_name(name: str) -> str | None:
 
 @dataclass
 class Staircase:
-    """One row of the profile, prepared for the question "under this cap, which frequency
-    (knob value) of this batch size?". The answer, f*(b), is the feasible point with the least
-    time per sample (`fastest_under`): where time falls as the knob rises — a GPU clock, as in
-    the reference paper — that is the highest feasible frequency (Algorithm 1); where it does
-    not (a power limit, a measured table whose higher setting is slower), it is the faster
-    point, not the higher one. Ties go to the higher frequency. This is the one place f*(b) is
-    computed (ProfileTable.frontier and the planner's Selector both use it)."""
+    """One row reduced to the points no higher frequency beats on power: f*(b), the highest
+    frequency whose peak power is under a cap, is `highest_under(cap)`. This is the one place
+    f*(b) is computed (ProfileTable.frontier and the planner's Selector both use it)."""
 
-    powers_w: list[float]  # every point's peak power, ascending
-    fastest: list[ProfilePoint]  # fastest[i]: the fastest of the points up to powers_w[i]
+    powers_w: list[float]  # ascending
+    points: list[ProfilePoint]  # same order: highest frequency last... per power
 
     @classmethod
     def of(cls, row: list[ProfilePoint]) -> Staircase:
-        ordered = sorted(row, key=lambda p: (p.peak_power_w, -p.frequency_hz))
-        fastest: list[ProfilePoint] = []
-        for point in ordered:
-            best = fastest[-1] if fastest else point
-            if (point.seconds_per_sample, -point.frequency_hz) < \
-                    (best.seconds_per_sample, -best.frequency_hz):
-                best = point
-            fastest.append(best)
-        return cls([p.peak_power_w for p in ordered], fastest)
+        kept: list[ProfilePoint] = []
+        lowest = float("inf")
+        for point in sorted(row, key=lambda p: -p.frequency_hz):
+            if point.peak_power_w < lowest:
+                kept.append(point)
+                lowest = point.peak_power_w
+        kept.reverse()  # ascending power, ascending frequency
+        return cls([p.peak_power_w for p in kept], kept)
 
-    def fastest_under(self, cap_w: float | None) -> ProfilePoint | None:
-        """f*(b): the point of least time per sample whose peak power is at most the cap (the
-        fastest of the row without a cap); None when no point is under it."""
+    def highest_under(self, cap_w: float | None) -> ProfilePoint | None:
         if cap_w is None:
-            return self.fastest[-1] if self.fastest else None
+            return self.points[-1] if self.points else None
         index = bisect.bisect_right(self.powers_w, cap_w) - 1
-        return self.fastest[index] if index >= 0 else None
+        return self.points[index] if index >= 0 else None
