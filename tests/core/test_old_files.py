@@ -19,10 +19,10 @@ from wattcap.core.schema import WattcapFileError
 
 OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
-            "profile-v2-fingerprint.json": 2}
+            "profile-v2-fingerprint.json": 2, "profile-v3.json": 3}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
            "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
-           "efficiency-v4.json": 4}
+           "efficiency-v4.json": 4, "efficiency-v5.json": 5}
 
 
 def invoke(*args: object):  # noqa: ANN201
@@ -61,6 +61,8 @@ def test_each_earlier_efficiency_vector_loads_with_its_ratios(name: str) -> None
         assert vector.ratio(entry["batch_size"]) == pytest.approx(ratio)
         assert vector.entry(entry["batch_size"]).samples_per_seed == entry["samples_per_seed"]
     assert vector.ratio(vector.reference_batch_size) == pytest.approx(1.0)
+    # every earlier file's target was an accuracy in (0, 1] that grows
+    assert (vector.target_metric.name, vector.target_metric.direction) == ("accuracy", "higher")
 
 
 def test_a_version_1_batch_size_without_a_ratio_is_left_out_and_said(tmp_path: Path) -> None:
@@ -91,7 +93,7 @@ def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
     result = invoke("migrate", tmp_path / "profile-v1.json",
                     tmp_path / "efficiency-v2-fingerprint.json")
     assert result.exit_code == 0, result.output
-    assert "schema version 1 -> 3" in result.output and "schema version 2 -> 5" in result.output
+    assert "schema version 1 -> 4" in result.output and "schema version 2 -> 6" in result.output
     migrated = json.loads((tmp_path / "profile-v1.json").read_text())
     assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
     assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from scipy.optimize import isotonic_regression
@@ -57,19 +57,23 @@ def smooth_accuracy(accuracy: Sequence[float] | np.ndarray) -> np.ndarray:
     return np.asarray(isotonic_regression(values, increasing=True).x, dtype=float)
 
 
-def samples_to_target(curve: CurveLike, target: float) -> float | None:
-    """Samples at which the smoothed accuracy curve crosses `target`, interpolated linearly
-    between the two evaluations around the crossing; None when the smoothed curve stays
-    below the target (the run missed it within its budget).
+def samples_to_target(curve: CurveLike, target: float,
+                      direction: Literal["higher", "lower"] = "higher") -> float | None:
+    """Samples at which the smoothed curve crosses `target`, interpolated linearly between the
+    two evaluations around the crossing; None when the smoothed curve never reaches the target
+    (the run missed it within its budget). `direction` "lower": a metric that falls (a word
+    error rate, a loss), smoothed non-increasing and reached at or below the target.
 
     A curve already at the target at its first evaluation gives that evaluation's sample
     count: nothing before it was measured, so it is an upper bound.
     """
     if not math.isfinite(target):
-        raise ValueError(f"the target accuracy must be a finite number, got {target}")
+        raise ValueError(f"the target must be a finite number, got {target}")
     samples, accuracy = curve_arrays(curve)
     if samples.size == 0:
         return None
+    if direction == "lower":  # a falling metric is a growing one, negated
+        accuracy, target = -accuracy, -target
     smooth = smooth_accuracy(accuracy)
     above = np.flatnonzero(smooth >= target)
     if above.size == 0:
@@ -82,13 +86,14 @@ def samples_to_target(curve: CurveLike, target: float) -> float | None:
     return float(samples[i - 1] + share * (samples[i] - samples[i - 1]))
 
 
-def stopped_curve(curve: Sequence, target: float, evals_past_target: int) -> list:
+def stopped_curve(curve: Sequence, target: float, evals_past_target: int,
+                  direction: Literal["higher", "lower"] = "higher") -> list:
     """The part of a longer run's curve that a run stopping at the target would have made:
     wattcap's loop trains on until the smoothed curve crosses the target, then for
     `evals_past_target` more evaluations while it stays crossed (`Session.reached`)."""
     past = 0
     for n in range(1, len(curve) + 1):
-        if samples_to_target(curve[:n], target) is None:
+        if samples_to_target(curve[:n], target, direction) is None:
             past = 0
         elif past >= evals_past_target:
             return list(curve[:n])

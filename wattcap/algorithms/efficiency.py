@@ -3,6 +3,7 @@ over every run (missed runs censored), r_b relative to the largest batch size.""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -95,3 +96,85 @@ def vector_from_samples(
         notes=notes,
         **metadata,
     )
+
+
+def ratios_for_batch_sizes(
+    vector: EfficiencyVector, batch_sizes: list[int], extrapolate: bool = False,
+) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
+    """r_b and samples-to-target for every batch size of a profile, also those the proxy did not
+    run (issue 28 item 6). Between the proxy's batch sizes: the large-batch relation, from the
+    fit when it is good (or from B_noise of a noise-scale vector), else r_b interpolated
+    linearly in log b between the two neighbouring measured batch sizes. Outside the measured
+    range: only with `extrapolate`, and only from a fitted relation; else None (never chosen).
+    The notes say which batch sizes were predicted and how."""
+    measured = sorted(e.batch_size for e in vector.entries)
+    ratios: dict[int, float | None] = {}
+    samples: dict[int, float] = {}
+    between: list[int] = []
+    outside: list[int] = []
+    extrapolated: list[int] = []
+    reference = vector.entry(vector.reference_batch_size)
+    for b in batch_sizes:
+        entry = vector.entry(b)
+        if entry is not None:
+            ratios[b], samples[b] = entry.ratio, entry.samples
+            continue
+        inside = bool(measured) and measured[0] < b < measured[-1]
+        ratio = _relation_ratio(vector, b) if inside or extrapolate else None
+        if inside and ratio is None:
+            ratio = _log_interpolated_ratio(vector, measured, b)
+        if ratio is None or reference is None:
+            ratios[b] = None
+            samples[b] = 0.0
+            if not inside:
+                outside.append(b)
+            continue
+        ratios[b], samples[b] = ratio, ratio * reference.samples
+        (between if inside else extrapolated).append(b)
+    notes = []
+    how = ("the large-batch relation" if _relation_b_noise(vector) is not None
+           else "r_b interpolated in log b between the neighbouring measured batch sizes")
+    span = f"[{measured[0]}, {measured[-1]}]" if measured else "[]"
+    if between:
+        notes.append(f"r_b predicted for b = {between} (not run on {vector.dataset}) from {how}")
+    if extrapolated:
+        notes.append(f"r_b extrapolated from the large-batch relation for b = {extrapolated}, "
+                     f"outside the batch sizes run on {vector.dataset} {span} (--extrapolate)")
+    if outside:
+        notes.append(f"b = {outside} lie outside the batch sizes run on {vector.dataset} "
+                     f"{span}: not chosen" + (" (--extrapolate predicts them from the "
+                                              "large-batch relation)"
+                                              if _relation_b_noise(vector) is not None
+                                              else " (the vector has no fitted relation to "
+                                              "extrapolate from)"))
+    return ratios, samples, notes
+
+
+def _relation_b_noise(vector: EfficiencyVector) -> float | None:
+    """B_noise of the vector's large-batch relation where it stands for r_b: a good fit's, or a
+    noise-scale vector's; None when r_b comes from raw means."""
+    if vector.noise_scale is not None:
+        return vector.noise_scale.b_noise
+    if vector.fit is not None and vector.ratio_source == "fit":
+        return vector.fit.b_noise
+    return None
+
+
+def _relation_ratio(vector: EfficiencyVector, batch_size: int) -> float | None:
+    """r_b = (B_noise + b) / (B_noise + b_ref) of the vector's relation, or None."""
+    b_noise = _relation_b_noise(vector)
+    if b_noise is None:
+        return None
+    return (b_noise + batch_size) / (b_noise + vector.reference_batch_size)
+
+
+def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
+                            batch_size: int) -> float | None:
+    """r_b linear in log b between the measured neighbours of b (both must have an r_b)."""
+    low = max(b for b in measured if b < batch_size)
+    high = min(b for b in measured if b > batch_size)
+    r_low, r_high = vector.ratio(low), vector.ratio(high)
+    if r_low is None or r_high is None:
+        return None
+    weight = math.log(batch_size / low) / math.log(high / low)
+    return r_low + weight * (r_high - r_low)

@@ -11,8 +11,9 @@ time/energy Pareto front of the feasible choices, each method's choice marked on
 
 from __future__ import annotations
 
+from wattcap.algorithms.efficiency import ratios_for_batch_sizes
 from wattcap.algorithms.objectives import CandidateSet
-from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS, INSTANT_POWER_PERIOD_S
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import Choice, InfeasibleCapError, Plan
@@ -64,19 +65,42 @@ class Selector:
         return min(p.peak_power_w for p in self.profile.points)
 
 
+def averaging_gain(profile: ProfileTable) -> float:
+    """For a peak of readings averaged over a window W: sqrt(W / instant period), the factor
+    by which averaging shrank the excursion of the instant peak above the average (1 when the
+    peak is of instant readings, or absent)."""
+    if profile.peak_power_source != "averaged" or not profile.power_window_s:
+        return 1.0
+    return max(1.0, (profile.power_window_s / INSTANT_POWER_PERIOD_S) ** 0.5)
+
+
 def with_power_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTable:
     """The profile with every peak raised by `margin_sigmas` standard deviations: of the
     sensor's noise seen while profiling, and, for predicted points, of the prediction. Planning
-    against the cap on these values keeps that margin below it."""
+    against the cap on these values keeps that margin below it. A peak of averaged readings is
+    first raised to the instant peak it hides (see `averaging_gain`), whatever the sigmas."""
     noise_w = profile.power_noise_w or 0.0
-    if margin_sigmas <= 0 or (noise_w == 0 and not any(p.predicted for p in profile.points)):
+    gain = averaging_gain(profile)
+    if gain == 1.0 and (margin_sigmas <= 0
+                        or (noise_w == 0 and not any(p.predicted for p in profile.points))):
         return profile
     points = []
     for point in profile.points:
         sigma_w = (noise_w ** 2 + (point.peak_power_std_w or 0.0) ** 2) ** 0.5
-        points.append(point.model_copy(
-            update={"peak_power_w": point.peak_power_w + margin_sigmas * sigma_w}))
+        hidden_w = (gain - 1.0) * (point.peak_power_w - point.avg_power_w)
+        points.append(point.model_copy(update={
+            "peak_power_w": point.peak_power_w + hidden_w + margin_sigmas * sigma_w}))
     return profile.model_copy(update={"points": points})
+
+
+def cap_on_average(profile: ProfileTable) -> ProfileTable:
+    """The profile with each point's average power where its peak was: planned against it, a
+    cap holds average power (what a GPU power limit enforces, what a site's budget means)
+    instead of peak power (a Jetson's supply). The plan says which (see `plan`)."""
+    points = [p.model_copy(update={"peak_power_w": p.avg_power_w,
+                                   "peak_power_std_w": p.avg_power_std_w})
+              for p in profile.points]
+    return profile.model_copy(update={"points": points, "peak_power_source": "average"})
 
 
 def safe_frequency_hz(
@@ -110,18 +134,28 @@ def safe_frequency_hz(
 
 
 def _ratios(
-    profile: ProfileTable, efficiency: EfficiencyVector | None
+    profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = False,
+    predict: bool = True,
 ) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
     """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector),
-    and the notes that say where r_b came from."""
+    and the notes that say where r_b came from. With `predict`, a batch size the vector did not
+    run is predicted between its batch sizes (outside them with `extrapolate`); without (the
+    target's measured runs, which the oracle's brute force must not invent), it is skipped."""
     if efficiency is None:
         return ({b: 1.0 for b in profile.batch_sizes},
                 {b: float(DEFAULT_SAMPLES) for b in profile.batch_sizes},
                 ["no efficiency vector: assuming r_b = 1 for every batch size (pure "
                  f"throughput); times are for {DEFAULT_SAMPLES} samples"])
+    notes = efficiency.ratio_notes()
+    if efficiency.target_metric.name != "accuracy" or efficiency.target_metric.high != 1.0:
+        notes.append(f"r_b to {efficiency.target_metric.describe(efficiency.target_accuracy)}"
+                     f" on {efficiency.dataset}")
+    if predict:
+        ratios, samples, predicted = ratios_for_batch_sizes(efficiency, profile.batch_sizes,
+                                                            extrapolate)
+        return ratios, samples, notes + predicted
     ratios = {b: efficiency.ratio(b) for b in profile.batch_sizes}
     samples = {b: efficiency.samples(b) or 0.0 for b in profile.batch_sizes}
-    notes = efficiency.ratio_notes()
     skipped = [b for b, r in ratios.items() if r is None]
     if skipped:
         notes.append(f"batch sizes never selected (not estimated on {efficiency.dataset}): "
@@ -152,7 +186,8 @@ class Replanner:
 
     def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
                  objective: Objective | None = None,
-                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS) -> None:
+                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS, extrapolate: bool = False,
+                 ) -> None:
         if not profile.points:
             raise ValueError("the profile has no measured points")
         if margin_sigmas < 0:
@@ -165,7 +200,7 @@ class Replanner:
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
         self.selector_raw_lowest_w = min(p.peak_power_w for p in self.original.points)
-        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency)
+        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate)
         objective = objective or Objective()
         self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
         if self.cost_power_filled:
@@ -180,14 +215,28 @@ class Replanner:
         return self.original.lookup(point.batch_size, point.frequency_hz) or point
 
     @property
-    def margin_note(self) -> str | None:
+    def margin_note(self) -> str:
         """What the margin is, for the plan's notes."""
         noise_w = self.original.power_noise_w
+        gain = averaging_gain(self.original)
+        averaged = "" if gain == 1.0 else (
+            f"the peaks are of readings averaged over {self.original.power_window_s:g} s: each "
+            f"is raised by {gain - 1:.2f}x its excursion above the average power, for the "
+            f"instant peaks averaging hides (up to {self._hidden_max_w():.2f} W); ")
+        return averaged + self._sigma_note(noise_w)
+
+    def _hidden_max_w(self) -> float:
+        gain = averaging_gain(self.original)
+        return max((gain - 1.0) * (p.peak_power_w - p.avg_power_w) for p in self.original.points)
+
+    def _sigma_note(self, noise_w: float | None) -> str:
+        """The part of the margin that is sensor noise and prediction uncertainty."""
         if self.margin_sigmas == 0:
             return "no margin below the cap (margin 0 sigma)"
         if noise_w is None and not any(p.predicted for p in self.original.points):
-            return ("no margin below the cap: the profile has no sensor-noise estimate "
-                    "(profiled with an older wattcap)")
+            return ("no margin below the cap: the profile has no sensor-noise estimate ("
+                    + ("an imported table records none" if self.original.mode == "imported"
+                       else "profiled with an older wattcap") + ")")
         return (f"a safety margin of {(noise_w or 0) * self.margin_sigmas:.2f} W below the cap "
                 f"({self.margin_sigmas:g} sigma of the sensor noise, {noise_w or 0:.3f} W"
                 + (", plus the prediction's uncertainty on predicted points"
@@ -231,6 +280,7 @@ def plan(
     target_efficiency: EfficiencyVector | None = None,
     objective: Objective | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+    extrapolate: bool = False,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
 
@@ -240,7 +290,9 @@ def plan(
     the paper's) is what wattcap, baseline-2 (at the safe frequency) and the oracle minimise.
     baseline-1 is the state of practice whatever the objective. Every method is held to the
     same margin below the cap: `margin_sigmas` standard deviations of the sensor noise seen
-    while profiling (and of the prediction, for predicted points).
+    while profiling (and of the prediction, for predicted points). A batch size the proxy did
+    not run is planned with r_b predicted between the proxy's batch sizes; outside them only
+    with `extrapolate` (the oracle uses the target's measured runs only).
 
     Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
     when wattcap finds no choice within the objective's maximum energy or deadline.
@@ -255,11 +307,13 @@ def plan(
         target_efficiency.check_matches(
             model=profile.model, input_shape=profile.input_shape,
             architecture_fingerprint=profile.architecture_fingerprint)
-    replanner = Replanner(profile, efficiency, objective, margin_sigmas)
+    replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate)
     selector, objective = replanner.selector, replanner.objective
     margined = replanner.profile
-    if replanner.margin_note:
-        notes.append(replanner.margin_note)
+    notes.append(replanner.margin_note)
+    if profile.peak_power_source == "average":
+        notes.append("the cap is applied to average power" + (
+            " (the imported table has no peak power)" if profile.mode == "imported" else ""))
     replanner.check_cap(power_cap_w)
     if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
         if power_cap_w > profile.power_cap_w:
@@ -316,7 +370,8 @@ def plan(
                 unavailable["baseline-2"] = "no measured batch size at the safe frequency"
 
     if target_efficiency is not None:
-        target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency)
+        target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency,
+                                                              predict=False)
         notes += [f"fastest (target data): {note}" for note in target_notes]
         oracle: ProfilePoint | None = None
         if objective.is_paper_time:

@@ -3,11 +3,11 @@
 Modules: `options` (every option more than one command takes, as one `Annotated` alias),
 `common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
 (the one handler of `WattcapError`), `devices`, `profile` (profile, plot-profile), `files`
-(migrate), `plan`, `train` (pretrain, estimate, train), `demo`, `experiments` (compare,
-sensitivity) and `server` (serve, push, pull and the `--server` helpers). Each imports only
-typer, rich and light wattcap modules at load time; torch loads inside the commands that train
-or measure, so `wattcap --help` and the light commands start fast. No library module imports
-this package.
+(migrate, import, export), `plan`, `train` (pretrain, estimate, train), `demo`,
+`experiments` (compare, sensitivity) and `server` (serve, push, pull and the `--server`
+helpers). Each imports only typer, rich and light wattcap modules at load time; torch loads
+inside the commands that train or measure, so `wattcap --help` and the light commands start
+fast. No library module imports this package.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ app.command("profile")(profile.profile)
 app.command("plan")(plan.plan_command)
 app.command("plot-profile")(profile.plot_profile_command)
 app.command("migrate")(files.migrate)
+app.add_typer(files.import_app, name="import")
+app.add_typer(files.export_app, name="export")
 app.command("pretrain")(train.pretrain)
 app.command("estimate")(train.estimate)
 app.command("train")(train.train)

@@ -1,4 +1,5 @@
-"""`wattcap migrate`: files of earlier schema versions rewritten in the current one."""
+"""`wattcap migrate` (files of earlier schema versions rewritten in the current one), `wattcap
+import profile|efficiency` (measured tables in) and `wattcap export profile`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import typer
 
 from wattcap.cli.common import say
+from wattcap.cli.inputs import parse_input_shape
+from wattcap.cli.options import ColumnsOpt, InputShapeOpt
 
 
 def migrate(
@@ -27,3 +30,91 @@ def migrate(
         else:
             say(f"{path}: {result.kind} schema version {result.from_version} -> "
                 f"{result.to_version} (the original kept as {result.backup})")
+
+
+import_app = typer.Typer(help="Measured tables in: a CSV becomes a wattcap profile or "
+                         "efficiency vector (layout: `wattcap.measure.imported_tables`).",
+                         no_args_is_help=True)
+export_app = typer.Typer(help="A wattcap file out, in the layout `wattcap import` reads.",
+                         no_args_is_help=True)
+
+
+def _shape(text: str | None) -> list[int] | None:
+    return None if text is None else list(parse_input_shape(text))
+
+
+@import_app.command("profile")
+def import_profile_command(
+    table: Path = typer.Argument(..., help="CSV: batch_size, frequency_mhz, "
+                                 "seconds_per_sample, avg_power_w[, peak_power_w]."),
+    device: str = typer.Option(..., help="The device the table was measured on."),
+    model: str = typer.Option(..., help="The model it was measured with."),
+    power_sampling: str = typer.Option(..., help="How its power was measured: "
+                                       "instant:PERIOD_S, average:WINDOW_S (nvidia-smi's "
+                                       "power.draw: average:1) or energy."),
+    out: Path = typer.Option(..., help="The profile JSON to write."),
+    input_shape: InputShapeOpt = None,
+    columns: ColumnsOpt = None,
+) -> None:
+    """Import a measured table of time and power over batch sizes and GPU clocks."""
+    from wattcap.measure.imported_tables import import_profile
+
+    profile = import_profile(table, device=device, model=model,
+                             power_sampling=power_sampling, input_shape=_shape(input_shape),
+                             columns=columns)
+    profile.save(out)
+    merged = (profile.imported_from or {}).get("repeated_rows_merged", 0)
+    say(f"wrote {out}: {len(profile.points)} points of {len(profile.batch_sizes)} batch sizes"
+        + (f" ({merged} repeated rows merged into their mean and spread)" if merged else "")
+        + {"measured": "",
+           "averaged": f"; its peaks are of {profile.power_window_s} s averages: the planner "
+                       "raises them for the instant peaks they hide",
+           "average": "; no peak power in the table: a cap will apply to average power",
+           }[profile.peak_power_source])
+
+
+@import_app.command("efficiency")
+def import_efficiency_command(
+    table: Path = typer.Argument(..., help="CSV: batch_size, seed, samples_to_target (empty "
+                                 "or 'not reached' for a miss), budget_samples; or each run's "
+                                 "curve: batch_size, seed, samples_seen, metric_value, "
+                                 "budget_samples."),
+    model: str = typer.Option(..., help="The model the runs trained."),
+    dataset: str = typer.Option(..., help="The data they trained on (the proxy)."),
+    target_accuracy: float = typer.Option(..., "--target", "--target-accuracy",
+                                          help="The target they were run to, in the metric's "
+                                          "units."),
+    metric: str = typer.Option("accuracy", help="The metric of the target: accuracy (0-1), "
+                               "f1, f1:100 (F1 on 0-100), bleu, and falling ones: wer, cer, "
+                               "loss, perplexity."),
+    out: Path = typer.Option(..., help="The efficiency vector JSON to write."),
+    task: str = typer.Option("image-classification", help="The task."),
+    input_shape: InputShapeOpt = None,
+    columns: ColumnsOpt = None,
+) -> None:
+    """Import the samples (or epochs) each batch size needed to reach a target."""
+    from wattcap.measure.imported_tables import import_efficiency
+
+    vector = import_efficiency(table, model=model, dataset=dataset,
+                               target_accuracy=target_accuracy, task=task,
+                               input_shape=_shape(input_shape), columns=columns,
+                               metric=metric)
+    vector.save(out)
+    say(f"wrote {out}: r_b for batch sizes {[e.batch_size for e in vector.entries]} "
+        f"({vector.ratio_source}) to "
+        f"{vector.target_metric.describe(vector.target_accuracy)}")
+
+
+@export_app.command("profile")
+def export_profile_command(
+    profile: Path = typer.Argument(..., help="A wattcap profile JSON."),
+    out: Path = typer.Option(..., help="The CSV to write."),
+) -> None:
+    """Write a profile as a CSV in the layout `wattcap import profile` reads."""
+    from wattcap.cli.common import load_or_fail
+    from wattcap.core.files import write_file
+    from wattcap.core.profile import ProfileTable
+    from wattcap.measure.imported_tables import export_profile
+
+    write_file(out, export_profile(load_or_fail(ProfileTable, profile)))
+    say(f"wrote {out}")

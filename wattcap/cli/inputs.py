@@ -103,14 +103,15 @@ def resolve_model(
         fail(f"--num-classes and --vocab-size are for your own model (file.py:factory); "
              f"{model}'s head is sized from the data")
     if input_shape is not None:
-        wanted = _shape(input_shape)
+        wanted = parse_input_shape(input_shape)
         if wanted != tuple(spec.input_shape):
             fail(f"model {model} takes input shape {'x'.join(map(str, spec.input_shape))}; "
                  f"--input-shape {input_shape} does not fit it")
     return spec
 
 
-def _shape(text: str) -> tuple[int, ...]:
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """'3x32x32' (or '3,32,32', or '64' for a char model) as a shape; a clear exit otherwise."""
     try:
         shape = tuple(int(p) for p in text.lower().replace(",", "x").split("x"))
     except ValueError:

@@ -104,6 +104,9 @@ InputShapeOpt = Annotated[str | None, typer.Option(
     "--input-shape", help="The model's input shape, C x H x W (e.g. 3x32x32) or a context "
     "length for a char model: your own model's where it cannot be inferred, and images are "
     "converted to it (1<->3 channels, any size).", rich_help_panel=MODEL_AND_DATA)]
+ColumnsOpt = Annotated[str | None, typer.Option(
+    "--columns", help="Other headers for the layout's columns: NAME=HEADER,... (e.g. "
+    "avg_power_w=power.draw).")]
 NumClassesOpt = Annotated[int | None, typer.Option(
     "--num-classes", help="Your own model's number of classes, where it cannot be inferred.",
     rich_help_panel=MODEL_AND_DATA)]

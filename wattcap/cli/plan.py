@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -41,6 +42,13 @@ if TYPE_CHECKING:
     from wattcap.core.plan import Plan
 
 
+class CapOn(str, Enum):
+    """What a power cap holds."""
+
+    PEAK = "peak"
+    AVERAGE = "average"
+
+
 def make_plan(
     profile_path: Path,
     efficiency_path: Path | None,
@@ -49,9 +57,12 @@ def make_plan(
     target_efficiency_path: Path | None = None,
     objective: Objective | None = None,
     margin_sigmas: float | None = None,
+    cap_on: str = "peak",
+    extrapolate: bool = False,
 ) -> Plan:
-    """Load files and plan, turning every expected problem into a clear exit."""
-    from wattcap.algorithms.planner import plan
+    """Load files and plan, turning every expected problem into a clear exit. `cap_on`
+    "average": the cap holds average power (the references' too), not peak power."""
+    from wattcap.algorithms.planner import cap_on_average, plan
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.plan import InfeasibleCapError
     from wattcap.core.profile import ProfileTable
@@ -64,9 +75,12 @@ def make_plan(
         else None
     try:
         refs = reference_profiles_for(table, reference_profiles)
+        if cap_on == CapOn.AVERAGE:
+            table = cap_on_average(table)
+            refs = None if refs is None else [cap_on_average(r) for r in refs]
         margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
         return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
-                    objective=objective, **margin)
+                    objective=objective, extrapolate=extrapolate, **margin)
     except (InfeasibleCapError, WattcapFileError, ValueError) as err:
         fail(str(err))
 
@@ -181,6 +195,12 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the Plan file.")] = None,
     margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
+    cap_on: Annotated[CapOn, typer.Option(
+        help="What the cap holds: peak power (a Jetson's supply; the default) or average "
+        "power (what a GPU power limit enforces, a site's budget).")] = CapOn.PEAK,
+    extrapolate: Annotated[bool, typer.Option(
+        "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
+        "their r_b extrapolated from its large-batch relation (flagged in the notes).")] = False,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,
     model: Annotated[str | None, typer.Option(
@@ -207,7 +227,8 @@ def plan_command(
         fail("--profile is required (or --server URL with --device-name and --model)")
     goal = parse_objective(objective, eta, max_energy, deadline)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
-                       target_efficiency, objective=goal, margin_sigmas=margin_sigmas)
+                       target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
+                       cap_on=cap_on.value, extrapolate=extrapolate)
     if out:
         result.save(out)
     if plot:

@@ -6,6 +6,13 @@ CLI reads them before any heavy import)."""
 #: for more than one sensor period (measured on the emulated devices: tests/test_margin.py)
 DEFAULT_MARGIN_SIGMAS = 2.0
 
+#: the sample period of the instant power readings that an averaged reading smooths (NVML's
+#: instant power field is refreshed every few tens of ms; wattcap reads it every 0.1 s). A "peak"
+#: imported from readings averaged over a window W hides the instant peaks: the planner grows
+#: its margin by the excursion of that peak above the average times (sqrt(W / this) - 1), the
+#: gain by which averaging n = W / this independent samples shrinks an excursion
+INSTANT_POWER_PERIOD_S = 0.1
+
 #: under a moving cap, the batch size (and its learning rate) changes at most once per this many
 #: device seconds; only a cap the current batch size cannot meet at any clock is obeyed at
 #: once. Frequencies change freely (they cost the training nothing).

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.large_batch import LargeBatchFit
+from wattcap.core.metric import ACCURACY, TargetMetric
 from wattcap.core.noise_scale import NoiseScaleEstimate
 from wattcap.core.profile import portable_model_name
 from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
@@ -56,21 +57,26 @@ class EfficiencyVector(VersionedFile):
     FILE_KIND = "wattcap.efficiency"
     #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
     #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples;
-    #: 5: model_source_sha256 (a user model's source)
-    SCHEMA_VERSION = 5
+    #: 5: model_source_sha256 (a user model's source); 6: target_metric (a falling metric, a
+    #: metric on 0-100)
+    SCHEMA_VERSION = 6
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
         1: lambda raw: _entries_of_version_2(raw),
         # a version-2 file of the fingerprint's line of work still has version-1 entries
         2: lambda raw: _entries_of_version_2(raw),
         3: lambda raw: raw,  # 4 added noise_scale and training_samples (absent: not recorded)
         4: lambda raw: raw,  # 5 added model_source_sha256 (absent: not recorded)
+        5: lambda raw: raw,  # 6 added target_metric (absent: accuracy, as every earlier file)
     }
 
     model: str
     input_shape: list[int]
     dataset: str
     task: str
+    #: the target, in `target_metric`'s units (the name predates other metrics than accuracy)
     target_accuracy: float
+    #: the metric the target is on and the direction in which it improves
+    target_metric: TargetMetric = ACCURACY
     #: "given" by the caller, "auto": chosen from the largest batch size's accuracy, or
     #: "reached": the accuracy a GNS run reached (it needs no target)
     target_accuracy_source: Literal["given", "auto", "reached"] = "given"
@@ -106,6 +112,8 @@ class EfficiencyVector(VersionedFile):
             raise ValueError("an efficiency vector comes from a sweep (ratio_source 'fit' or "
                              "'mean', with its fit) or from the gradient noise scale "
                              "(ratio_source 'gns', with noise_scale)")
+        if self.target_accuracy_source == "given":  # a GNS run in a session has no target
+            self.target_metric.check_target(self.target_accuracy)
         return self
     #: the model's architecture (wattcap.models.architecture_fingerprint); None: not recorded
     architecture_fingerprint: str | None = None

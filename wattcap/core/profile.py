@@ -41,13 +41,16 @@ class ProfileTable(VersionedFile):
 
     FILE_KIND = "wattcap.profile"
     #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
-    #: 3: architecture_fingerprint, device_spec
-    SCHEMA_VERSION = 3
+    #: 3: architecture_fingerprint, device_spec; 4: imported tables (mode "imported",
+    #: imported_from, peak_power_source)
+    SCHEMA_VERSION = 4
     #: every field added since version 1 is optional and absent means "not recorded": an
     #: earlier file loads as it is (nothing is invented for it)
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
         1: lambda raw: raw,  # 2 added the predicted points of few-point profiles
         2: lambda raw: raw,  # 3 added architecture_fingerprint, device_spec, power_noise_w
+        3: lambda raw: raw,  # 4 added imported_from, peak_power_source ("measured") and
+        #                      power_window_s
     }
 
     device: str
@@ -61,7 +64,7 @@ class ProfileTable(VersionedFile):
     frequencies_hz: list[int]
     max_batch_size: int | None
     oom_batch_sizes: list[int] = []
-    mode: Literal["exhaustive", "pruned", "refresh", "model"]
+    mode: Literal["exhaustive", "pruned", "refresh", "model", "imported"]
     power_cap_w: float | None = None
     points: list[ProfilePoint]
     points_measured: int
@@ -77,6 +80,16 @@ class ProfileTable(VersionedFile):
     #: an emulated device's whole DeviceSpec, so the device (and its reference profiles) can
     #: be rebuilt from the file alone, also when it came from a user's spec file
     device_spec: dict | None = None
+    #: "measured": peak_power_w is the peak of instant readings; "averaged": the peak of
+    #: readings averaged over `power_window_s` (nvidia-smi's power.draw, an energy counter),
+    #: which hides instant peaks (the planner's margin grows for it); "average": the table had
+    #: no peak power, and peak_power_w holds the average power (a cap then applies to it)
+    peak_power_source: Literal["measured", "averaged", "average"] = "measured"
+    #: the averaging window of an "averaged" peak, in seconds
+    power_window_s: float | None = None
+    #: an imported table (`wattcap import profile`): its file (name, sha256), the column
+    #: mapping and how its power was measured; None for a profile wattcap measured
+    imported_from: dict | None = None
 
     @property
     def points_predicted(self) -> int:

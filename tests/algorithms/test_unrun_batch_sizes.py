@@ -1,0 +1,112 @@
+"""Batch sizes the proxy did not run (issue 28 item 6): r_b predicted between the proxy's batch
+sizes from the large-batch relation (or interpolated in log b when r_b comes from raw means),
+outside them only with `extrapolate`, flagged in the plan's notes; the oracle's brute force
+never predicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.algorithms.efficiency import ratios_for_batch_sizes, vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.cli import app
+from wattcap.core.profile import ProfilePoint, ProfileTable
+
+E_MIN, B_NOISE = 1000.0, 64.0
+PROXY_BATCH_SIZES = (8, 64, 256)
+PROFILE_BATCH_SIZES = [4, 8, 16, 32, 64, 256, 512]
+
+
+def _samples(b: int, seed: int) -> float:
+    # the large-batch relation, with a small seed-to-seed spread
+    return E_MIN * (1 + b / B_NOISE) * (1 + 0.02 * (seed - 1))
+
+
+def _vector(batch_sizes=PROXY_BATCH_SIZES, use_fit: bool = True):
+    return vector_from_samples({b: [_samples(b, s) for s in range(3)] for b in batch_sizes},
+                               sample_budget=100_000, use_fit=use_fit, model="m",
+                               input_shape=[3, 8, 8], dataset="proxy",
+                               task="image-classification", target_accuracy=0.8,
+                               seeds=[0, 1, 2])
+
+
+def _profile(fast_b: int) -> ProfileTable:
+    """One clock; every batch size equally fast per sample except `fast_b`, twice as fast."""
+    points = [ProfilePoint(batch_size=b, frequency_hz=900_000_000, peak_power_w=3.0,
+                           avg_power_w=2.5, seconds_per_sample=(0.5 if b == fast_b else 1.0)
+                           * 1e-3, steps=10, readings=5)
+              for b in PROFILE_BATCH_SIZES]
+    return ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
+                        sensor_period_s=0.05, model="m", input_shape=[3, 8, 8],
+                        batch_sizes=PROFILE_BATCH_SIZES, frequencies_hz=[900_000_000],
+                        max_batch_size=512, mode="exhaustive", points=points,
+                        points_measured=len(points), profiling_device_s=1.0,
+                        power_noise_w=0.0)
+
+
+def test_between_the_proxys_batch_sizes_r_b_comes_from_the_fit() -> None:
+    vector = _vector()
+    assert vector.ratio_source == "fit"
+    b_noise = vector.fit.b_noise
+    ratios, samples, notes = ratios_for_batch_sizes(vector, PROFILE_BATCH_SIZES)
+    for b in (16, 32):
+        assert ratios[b] == pytest.approx((b_noise + b) / (b_noise + 256))
+        assert samples[b] == pytest.approx(ratios[b] * vector.samples(256))
+    assert ratios[4] is None and ratios[512] is None  # outside [8, 256]: not chosen
+    assert ratios[64] == vector.ratio(64)  # a measured batch size keeps its own r_b
+    assert any("b = [16, 32]" in n and "predicted" in n for n in notes)
+    assert any("b = [4, 512]" in n and "not chosen" in n and "--extrapolate" in n
+               for n in notes)
+    extrapolated, _, notes = ratios_for_batch_sizes(vector, PROFILE_BATCH_SIZES,
+                                                    extrapolate=True)
+    assert extrapolated[512] == pytest.approx((b_noise + 512) / (b_noise + 256))
+    assert extrapolated[4] == pytest.approx((b_noise + 4) / (b_noise + 256))
+    assert any("extrapolated" in n and "b = [4, 512]" in n for n in notes)
+
+
+def test_from_raw_means_r_b_is_interpolated_in_log_b_and_never_extrapolated() -> None:
+    vector = _vector(use_fit=False)
+    assert vector.ratio_source == "mean"
+    ratios, _, notes = ratios_for_batch_sizes(vector, PROFILE_BATCH_SIZES, extrapolate=True)
+    r8, r64 = vector.ratio(8), vector.ratio(64)
+    weight = math.log(16 / 8) / math.log(64 / 8)
+    assert ratios[16] == pytest.approx(r8 + weight * (r64 - r8))
+    assert ratios[512] is None
+    assert any("no fitted relation" in n for n in notes)
+
+
+def test_the_plan_chooses_a_batch_size_the_proxy_did_not_run() -> None:
+    vector = _vector()
+    result = plan(_profile(fast_b=32), None, efficiency=vector, margin_sigmas=0)
+    chosen = result.choices["wattcap"]
+    assert chosen.batch_size == 32
+    assert chosen.efficiency_ratio == pytest.approx(
+        (vector.fit.b_noise + 32) / (vector.fit.b_noise + 256))
+    assert any("predicted for b = [16, 32]" in n for n in result.notes)
+    # 512 outside the proxy's range: chosen only with extrapolate, then flagged
+    assert plan(_profile(fast_b=512), None, efficiency=vector,
+                margin_sigmas=0).choices["wattcap"].batch_size != 512
+    extrapolated = plan(_profile(fast_b=512), None, efficiency=vector, margin_sigmas=0,
+                        extrapolate=True)
+    assert any("extrapolated" in n for n in extrapolated.notes)
+    # the oracle is a brute force over the target's measured runs: it never predicts
+    oracle = plan(_profile(fast_b=32), None, efficiency=vector, margin_sigmas=0,
+                  target_efficiency=vector).choices["fastest"]
+    assert oracle.batch_size in PROXY_BATCH_SIZES
+
+
+def test_plan_extrapolate_from_the_command_line(tmp_path) -> None:
+    _profile(fast_b=4).save(tmp_path / "p.json")
+    _vector().save(tmp_path / "e.json")
+    runner = CliRunner()
+    args = ["plan", "--profile", str(tmp_path / "p.json"), "--efficiency",
+            str(tmp_path / "e.json"), "--margin-sigmas", "0", "--power-cap", "none"]
+    plain = runner.invoke(app, args)
+    assert plain.exit_code == 0, plain.output
+    assert "--extrapolate" in plain.output
+    wide = runner.invoke(app, [*args, "--extrapolate", "--json"])
+    assert wide.exit_code == 0, wide.output
+    assert '"batch_size": 4' in wide.stdout

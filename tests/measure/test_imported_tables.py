@@ -1,0 +1,260 @@
+"""Measured tables in (issue 28 item 1): CSV layouts, the --columns mapping, unit errors,
+repeated and missing rows, an absent peak, and round trips through `wattcap export profile`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.cli import app
+from wattcap.core.plan import InfeasibleCapError
+from wattcap.core.profile import ProfileTable
+from wattcap.devices import EmulatedDevice
+from wattcap.measure.imported_tables import (
+    TableImportError,
+    export_profile,
+    import_efficiency,
+    import_profile,
+)
+from wattcap.measure.profiling import Profiler
+
+CAP_W = 2.7
+
+
+@pytest.fixture(scope="module")
+def measured() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), "digits-cnn",
+                    batch_sizes=(8, 32, 128)).run(exhaustive=True)
+
+
+def _write(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _import(path: Path, **options: object) -> ProfileTable:
+    settings = {"device": "jetson-nano", "model": "digits-cnn", "power_sampling": "instant:0.05",
+                **options}
+    return import_profile(path, **settings)  # type: ignore[arg-type]
+
+
+def test_an_exported_profile_imports_to_the_same_table_and_plan(
+    measured: ProfileTable, tmp_path: Path,
+) -> None:
+    csv_path = tmp_path / "table.csv"
+    csv_path.write_text(export_profile(measured))
+    imported = _import(csv_path, input_shape=list(measured.input_shape))
+    key = [(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w, p.avg_power_w)
+           for p in sorted(measured.points, key=lambda p: (p.batch_size, p.frequency_hz))]
+    assert [(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w,
+             p.avg_power_w) for p in imported.points] == key
+    assert imported.mode == "imported" and imported.peak_power_source == "measured"
+    assert imported.imported_from is not None and imported.imported_from["file"] == "table.csv"
+    assert all(p.steps == 0 and p.readings == 0 for p in imported.points)  # not recorded
+    assert imported.power_noise_w is None and imported.sensor_rail == "imported (instant, 0.05 s)"
+    ours = plan(measured, CAP_W, margin_sigmas=0).choices["wattcap"]
+    theirs = plan(imported, CAP_W, margin_sigmas=0).choices["wattcap"]
+    assert (theirs.batch_size, theirs.frequency_hz) == (ours.batch_size, ours.frequency_hz)
+    again = tmp_path / "again.json"
+    imported.save(again)
+    assert ProfileTable.load(again) == imported
+
+
+def test_every_time_and_clock_layout_gives_the_same_points(tmp_path: Path) -> None:
+    base = _import(_write(tmp_path / "a.csv", "batch_size,frequency_mhz,seconds_per_sample,"
+                          "avg_power_w,peak_power_w",
+                          ["8,921.6,0.002,3.0,3.5", "32,921.6,0.001,4.0,4.6"]))
+    other_units = _import(_write(tmp_path / "b.csv", "batch_size,frequency_hz,ms_per_sample,"
+                                 "avg_power_w,peak_power_w",
+                                 ["8,921600000,2,3.0,3.5", "32,921600000,1,4.0,4.6"]))
+    per_epoch = _import(_write(tmp_path / "c.csv", "batch_size,frequency_mhz,seconds_per_epoch,"
+                               "samples_per_epoch,avg_power_w,peak_power_w",
+                               ["8,921.6,100,50000,3.0,3.5", "32,921.6,50,50000,4.0,4.6"]))
+    renamed = _import(_write(tmp_path / "d.csv", "bs,clock,t,power.draw,max_power",
+                             ["8,921.6,0.002,3.0,3.5", "32,921.6,0.001,4.0,4.6"]),
+                      columns="batch_size=bs,frequency_mhz=clock,seconds_per_sample=t,"
+                              "avg_power_w=power.draw,peak_power_w=max_power")
+    for table in (other_units, per_epoch, renamed):
+        assert [(p.batch_size, p.frequency_hz, p.peak_power_w, p.avg_power_w)
+                for p in table.points] == [(p.batch_size, p.frequency_hz, p.peak_power_w,
+                                            p.avg_power_w) for p in base.points]
+        assert [p.seconds_per_sample for p in table.points] == pytest.approx(
+            [p.seconds_per_sample for p in base.points])
+
+
+@pytest.mark.parametrize(("header", "row", "message"), [
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921600000,0.002,3.0",
+     r"column 'frequency_mhz': 921600000 MHz must be in \(1, 10000\] MHz: check the unit"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921.6,0.002,-3",
+     r"column 'avg_power_w': -3 W must be in"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921.6,fast,3",
+     r"row 2, column 'seconds_per_sample': 'fast' is not a number"),
+    ("batch_size,frequency_mhz,avg_power_w", "8,921.6,3", r"no time column"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w,peak_power_w",
+     "8,921.6,0.002,3,2.5", r"peak power 2.5 W is below the average 3 W"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8.5,921.6,0.002,3",
+     r"8.5 is not a whole number"),
+])
+def test_bad_tables_are_refused_naming_the_row_and_column(
+    tmp_path: Path, header: str, row: str, message: str,
+) -> None:
+    with pytest.raises(TableImportError, match=message):
+        _import(_write(tmp_path / "bad.csv", header, [row]))
+
+
+def test_repeated_rows_are_a_mean_with_its_spread_and_an_absent_peak_is_said(
+    tmp_path: Path,
+) -> None:
+    table = _import(_write(tmp_path / "t.csv", "batch_size,frequency_mhz,seconds_per_sample,"
+                           "avg_power_w", ["8,500,0.004,2.0", "8,500,0.006,2.4",
+                                           "8,900,0.002,3.0", "32,900,0.001,4.0"]),
+                    power_sampling="average:1")
+    point = table.lookup(8, 500_000_000)
+    assert point is not None and point.seconds_per_sample == pytest.approx(0.005)
+    assert point.avg_power_w == pytest.approx(2.2)
+    assert point.seconds_per_sample_std == pytest.approx(0.001414, rel=1e-3)
+    assert table.lookup(32, 500_000_000) is None  # a missing row stays missing
+    assert table.lookup(32, 900_000_000).seconds_per_sample_std is None  # one row: no spread
+    assert table.peak_power_source == "average"
+    assert table.imported_from["repeated_rows_merged"] == 1
+    result = plan(table, 3.5)
+    assert any("the cap is applied to average power" in note for note in result.notes)
+
+
+def test_an_efficiency_table_in_samples_or_epochs(tmp_path: Path) -> None:
+    samples = {16: [400, 480], 64: [640, None], 128: [900, 1000]}
+    direct = vector_from_samples(samples, sample_budget=2000, model="digits-cnn",
+                                 input_shape=[], dataset="proxy", task="image-classification",
+                                 target_accuracy=0.8, seeds=[0, 1])
+    rows = [f"{b},{s},{'not reached' if v is None else v},2000"
+            for b, per_seed in samples.items() for s, v in enumerate(per_seed)]
+    by_samples = import_efficiency(
+        _write(tmp_path / "e.csv", "batch_size,seed,samples_to_target,budget_samples", rows),
+        model="digits-cnn", dataset="proxy", target_accuracy=0.8)
+    epochs = [f"{b},{s},{'' if v is None else v / 200},10,200"
+              for b, per_seed in samples.items() for s, v in enumerate(per_seed)]
+    by_epochs = import_efficiency(
+        _write(tmp_path / "f.csv", "batch_size,seed,epochs_to_target,budget_epochs,"
+               "samples_per_epoch", epochs),
+        model="digits-cnn", dataset="proxy", target_accuracy=0.8)
+    for vector in (by_samples, by_epochs):
+        assert {e.batch_size: e.ratio for e in vector.entries} == pytest.approx(
+            {e.batch_size: e.ratio for e in direct.entries})
+        assert vector.entry(64).samples_per_seed == [640, None]  # the miss stays a miss
+        assert any("imported from" in note for note in vector.notes)
+    with pytest.raises(TableImportError, match="seed 0 appears twice"):
+        import_efficiency(_write(tmp_path / "g.csv", "batch_size,seed,samples_to_target,"
+                                 "budget_samples", ["16,0,400,2000", "16,0,410,2000"]),
+                          model="m", dataset="d", target_accuracy=0.8)
+    with pytest.raises(TableImportError, match="missing b=64 seed=1"):
+        import_efficiency(_write(tmp_path / "h.csv", "batch_size,seed,samples_to_target,"
+                                 "budget_samples", ["16,0,400,2000", "16,1,410,2000",
+                                                    "64,0,600,2000"]),
+                          model="m", dataset="d", target_accuracy=0.8)
+    with pytest.raises(TableImportError, match="beyond the run's budget"):
+        import_efficiency(_write(tmp_path / "i.csv", "batch_size,seed,samples_to_target,"
+                                 "budget_samples", ["16,0,4000,2000"]),
+                          model="m", dataset="d", target_accuracy=0.8)
+
+
+def test_import_and_export_from_the_command_line(measured: ProfileTable, tmp_path: Path) -> None:
+    runner = CliRunner()
+    measured.save(tmp_path / "measured.json")
+    exported = runner.invoke(app, ["export", "profile", str(tmp_path / "measured.json"),
+                                   "--out", str(tmp_path / "table.csv")])
+    assert exported.exit_code == 0, exported.output
+    imported = runner.invoke(app, ["import", "profile", str(tmp_path / "table.csv"),
+                                   "--device", "jetson-nano", "--model", "digits-cnn",
+                                   "--power-sampling", "instant:0.05",
+                                   "--out", str(tmp_path / "imported.json")])
+    assert imported.exit_code == 0, imported.output
+    assert f"{len(measured.points)} points of 3 batch sizes" in imported.output
+    _write(tmp_path / "eff.csv", "batch_size,seed,samples_to_target,budget_samples",
+           ["8,0,300,2000", "32,0,400,2000", "128,0,700,2000"])
+    vector = runner.invoke(app, ["import", "efficiency", str(tmp_path / "eff.csv"), "--model",
+                                 "digits-cnn", "--dataset", "proxy", "--target-accuracy", "0.8",
+                                 "--out", str(tmp_path / "eff.json")])
+    assert vector.exit_code == 0, vector.output
+    planned = runner.invoke(app, ["plan", "--profile", str(tmp_path / "imported.json"),
+                                  "--efficiency", str(tmp_path / "eff.json"), "--power-cap",
+                                  str(CAP_W), "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["methods"]["wattcap"]["batch_size"] in (8, 32, 128)
+    refused = runner.invoke(app, ["import", "profile", str(tmp_path / "table.csv"), "--device",
+                                  "x", "--model", "m", "--power-sampling", "sometimes",
+                                  "--out", str(tmp_path / "x.json")])
+    assert refused.exit_code != 0 and "power sampling 'sometimes'" in refused.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_cap_on_average_power_allows_what_a_peak_cap_refuses(
+    measured: ProfileTable, tmp_path: Path,
+) -> None:
+    """`plan --cap-on average`: the same cap, held by average power (a power limit, a site's
+    budget), admits clocks whose peak is above it; the plan says the cap is on average power."""
+    measured.save(tmp_path / "measured.json")
+    # a cap between a point's average and its peak: feasible on average, refused on peak
+    point = max((p for p in measured.points if p.peak_power_w > p.avg_power_w + 0.05),
+                key=lambda p: p.avg_power_w)
+    cap_w = round((point.avg_power_w + point.peak_power_w) / 2, 3)
+    runner = CliRunner()
+    choices = {}
+    for cap_on in ("peak", "average"):
+        result = runner.invoke(app, ["plan", "--profile", str(tmp_path / "measured.json"),
+                                     "--power-cap", str(cap_w), "--margin-sigmas", "0",
+                                     "--cap-on", cap_on, "--json"])
+        assert result.exit_code == 0, result.output
+        planned = json.loads(result.stdout)
+        choices[cap_on] = planned
+        chosen = planned["methods"]["wattcap"]
+        power = measured.lookup(chosen["batch_size"], chosen["frequency_hz"])
+        assert power is not None
+        held_w = power.peak_power_w if cap_on == "peak" else power.avg_power_w
+        assert held_w <= cap_w
+    peak_choice = choices["peak"]["methods"]["wattcap"]
+    average_choice = choices["average"]["methods"]["wattcap"]
+    assert average_choice["frequency_hz"] > peak_choice["frequency_hz"]
+    assert average_choice["predicted_time_s"] < peak_choice["predicted_time_s"]
+    assert any("average power" in note for note in choices["average"]["notes"])
+    assert not any("average power" in note for note in choices["peak"]["notes"])
+    bad = runner.invoke(app, ["plan", "--profile", str(tmp_path / "measured.json"),
+                              "--power-cap", str(cap_w), "--cap-on", "mean"])
+    assert bad.exit_code != 0
+
+
+def test_a_peak_of_averaged_readings_grows_the_margin(tmp_path: Path) -> None:
+    """Item 9: nvidia-smi's power.draw is a 1 s average; its "peak" hides instant peaks, so the
+    planner raises it by (sqrt(1 s / 0.1 s) - 1) times its excursion above the average before
+    comparing with the cap, and says so. The same table read as instant readings does not."""
+    rows = ["8,500,0.004,2.0,2.1", "8,900,0.002,3.0,3.2", "32,500,0.002,2.4,2.5",
+            "32,900,0.001,3.4,3.6"]
+    header = "batch_size,frequency_mhz,seconds_per_sample,avg_power_w,peak_power_w"
+    path = _write(tmp_path / "t.csv", header, rows)
+    instant = _import(path, power_sampling="instant:0.1")
+    averaged = _import(path, power_sampling="average:1")
+    assert instant.peak_power_source == "measured" and instant.power_window_s is None
+    assert averaged.peak_power_source == "averaged" and averaged.power_window_s == 1.0
+    gain = 10 ** 0.5
+    # at 3.7 W: b=32 at 900 MHz peaks at 3.6 W as instant readings; as 1 s averages it
+    # hides an instant peak near 3.4 + gain * 0.2 = 4.03 W
+    by_instant = plan(instant, 3.7, margin_sigmas=0)
+    by_average = plan(averaged, 3.7, margin_sigmas=0)
+    assert by_instant.choices["wattcap"].frequency_hz == 900_000_000
+    chosen = by_average.choices["wattcap"]
+    point = averaged.lookup(chosen.batch_size, chosen.frequency_hz)
+    assert point is not None
+    assert point.avg_power_w + gain * (point.peak_power_w - point.avg_power_w) <= 3.7
+    assert (chosen.batch_size, chosen.frequency_hz) != (32, 900_000_000)
+    note = next(n for n in by_average.notes if "averaged over 1 s" in n)
+    assert f"{gain - 1:.2f}x" in note
+    assert not any("averaged over" in n for n in by_instant.notes)
+    # the lowest cap it can meet is the lowest grown peak: 2.0 + gain * 0.1
+    with pytest.raises(InfeasibleCapError) as refused:
+        plan(averaged, 2.3, margin_sigmas=0)
+    assert refused.value.lowest_feasible_w == pytest.approx(2.0 + gain * 0.1)
+    assert plan(instant, 2.3, margin_sigmas=0).choices["wattcap"].batch_size == 8

@@ -1,0 +1,389 @@
+"""Measured tables in: a CSV of time and power over batch sizes and GPU clocks, or of the
+samples (or epochs) each batch size needed to reach a target, becomes an ordinary wattcap
+profile or efficiency vector (`wattcap import profile|efficiency`), and any profile goes back
+out in the same layout (`wattcap export profile`).
+
+Profile columns (one row per measurement; a header row names them):
+
+    batch_size                      required
+    frequency_mhz | frequency_hz    the GPU clock (the knob), required
+    seconds_per_sample | ms_per_sample | seconds_per_epoch (with samples_per_epoch)
+                                    time, required (one of them)
+    avg_power_w                     required
+    peak_power_w                    optional: without it the cap applies to average power
+
+Efficiency columns, one row per run:
+
+    batch_size, seed                required
+    samples_to_target | epochs_to_target (with samples_per_epoch)
+                                    empty or "not reached": the run missed the target
+    budget_samples | budget_epochs  the run's budget (samples_per_epoch for epochs)
+
+or one row per evaluation of a run, its curve (the crossing is read as `wattcap estimate` reads
+its own runs: on the monotone smoothed curve, in the metric's direction):
+
+    batch_size, seed                required
+    samples_seen | epochs_seen      when the evaluation was made
+    metric_value                    what it measured (accuracy, F1, WER, loss, ...)
+    budget_samples | budget_epochs  the run's budget
+
+The metric (`--metric`, default accuracy in (0, 1]; f1:100 for F1 on 0-100; wer, loss,
+perplexity fall) and its target are stored in the vector; a target outside the metric's range
+is refused.
+
+`--columns name=header,...` maps a column to another header. Units are checked (positive,
+finite, and within what a GPU can be); rows repeated for one (batch size, clock) become their
+mean with its spread (the *_std fields, which widen the planner's margin); nothing the file does
+not hold is invented: an absent peak stays absent (the table says its "peak" is the average
+power), steps and readings are 0 (not recorded), the input shape is empty unless given.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.errors import WattcapError
+from wattcap.core.metric import TargetMetric
+from wattcap.core.profile import ProfilePoint, ProfileTable
+
+MHZ = 1_000_000
+PROFILE_COLUMNS = ("batch_size", "frequency_mhz", "frequency_hz", "seconds_per_sample",
+                   "ms_per_sample", "seconds_per_epoch", "samples_per_epoch", "avg_power_w",
+                   "peak_power_w")
+EFFICIENCY_COLUMNS = ("batch_size", "seed", "samples_to_target", "epochs_to_target",
+                      "samples_per_epoch", "budget_samples", "budget_epochs", "samples_seen",
+                      "epochs_seen", "metric_value")
+#: what a GPU clock and a board's power can be: values outside are a unit mistake
+CLOCK_RANGE_MHZ = (1.0, 10_000.0)
+POWER_RANGE_W = (0.01, 5_000.0)
+NOT_REACHED = {"", "not reached", "none", "nan", "-"}
+
+
+class TableImportError(WattcapError, ValueError):
+    """A measured table that cannot be imported as it is: the message names the row and
+    column."""
+
+
+@dataclass(frozen=True)
+class PowerSampling:
+    """How the table's power was measured: "instant" samples every `period_s`, an "average"
+    over `period_s` (nvidia-smi's power.draw is a 1 s average), or an "energy" counter."""
+
+    kind: str
+    period_s: float | None
+
+    @classmethod
+    def parse(cls, text: str) -> PowerSampling:
+        """'instant:0.1', 'average:1' or 'energy'."""
+        kind, _, period = text.partition(":")
+        if kind not in ("instant", "average", "energy"):
+            raise TableImportError(f"power sampling {text!r}: say instant:PERIOD_S, "
+                                   "average:WINDOW_S or energy")
+        if kind == "energy":
+            return cls(kind, float(period) if period else None)
+        try:
+            period_s = float(period)
+        except ValueError:
+            raise TableImportError(f"power sampling {text!r}: {kind} needs its period in "
+                                   f"seconds, e.g. {kind}:1") from None
+        if not 0 < period_s < 3600:
+            raise TableImportError(f"power sampling {text!r}: the period must be in (0, 3600) s")
+        return cls(kind, period_s)
+
+    def peak_source(self, has_peak: bool) -> Literal["measured", "averaged", "average"]:
+        """What a table's peak power is: of instant readings, of averaged ones, or absent."""
+        if not has_peak:
+            return "average"
+        return "measured" if self.kind == "instant" else "averaged"
+
+    def window_s(self) -> float:
+        """The averaging window: the given period; an energy counter without one is read as
+        1 s averages (say energy:WINDOW_S when the counter was read at another interval)."""
+        return self.period_s or 1.0
+
+    def rail(self) -> str:
+        """The sensor label a profile carries."""
+        if self.kind == "energy":
+            return "imported (energy counter)"
+        return f"imported ({self.kind}, {self.period_s:g} s)"
+
+
+def parse_columns(text: str | None, known: Iterable[str]) -> dict[str, str]:
+    """'name=header,...' as {name: header}; an unknown name is refused."""
+    mapping: dict[str, str] = {}
+    known = tuple(known)
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, header = item.partition("=")
+        name, header = name.strip(), header.strip()
+        if not sep or not header:
+            raise TableImportError(f"--columns {item!r}: write NAME=HEADER")
+        if name not in known:
+            raise TableImportError(f"--columns: unknown column {name!r}; the layout has "
+                                   + ", ".join(known))
+        mapping[name] = header
+    return mapping
+
+
+class _Rows:
+    """The CSV's rows by the layout's names, with checked numbers."""
+
+    def __init__(self, text: str, source: str, mapping: dict[str, str],
+                 known: tuple[str, ...]) -> None:
+        self.source = source
+        reader = csv.DictReader(io.StringIO(text))
+        headers = [h.strip() for h in reader.fieldnames or []]
+        if not headers:
+            raise TableImportError(f"{source}: no header row")
+        self.headers = {name: mapping.get(name, name) for name in known}
+        self.present = {name for name, header in self.headers.items() if header in headers}
+        self.rows = [{(k or "").strip(): (v or "").strip() for k, v in row.items()}
+                     for row in reader]
+        if not self.rows:
+            raise TableImportError(f"{source}: no rows under the header")
+
+    def has(self, name: str) -> bool:
+        return name in self.present
+
+    def text(self, row: dict[str, str], name: str) -> str:
+        return row.get(self.headers[name], "")
+
+    def number(self, index: int, row: dict[str, str], name: str,
+               low: float = 0.0, high: float = math.inf, unit: str = "") -> float:
+        raw = self.text(row, name)
+        where = f"{self.source}: row {index + 2}, column {self.headers[name]!r}"
+        try:
+            value = float(raw)
+        except ValueError:
+            raise TableImportError(f"{where}: {raw!r} is not a number") from None
+        if not math.isfinite(value) or not low < value <= high:
+            hint = f" {unit}" if unit else ""
+            bound = f"in ({low:g}, {high:g}]{hint}" if math.isfinite(high) else \
+                f"above {low:g}{hint}"
+            raise TableImportError(f"{where}: {raw}{hint} must be {bound}: check the unit (or "
+                                   "map another column with --columns)")
+        return value
+
+    def integer(self, index: int, row: dict[str, str], name: str, low: float = 0.0) -> int:
+        value = self.number(index, row, name, low)
+        if value != int(value):
+            raise TableImportError(f"{self.source}: row {index + 2}, column "
+                                   f"{self.headers[name]!r}: {value:g} is not a whole number")
+        return int(value)
+
+    def require(self, *alternatives: str, what: str) -> str:
+        """The first alternative the file has, else a clear refusal."""
+        for name in alternatives:
+            if self.has(name):
+                return name
+        wanted = " or ".join(repr(self.headers[n]) for n in alternatives)
+        raise TableImportError(f"{self.source}: no {what} column ({wanted}); map yours with "
+                               "--columns")
+
+
+def _std(values: list[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+def import_profile(
+    path: str | Path, *, device: str, model: str, power_sampling: str,
+    input_shape: list[int] | None = None, columns: str | None = None,
+) -> ProfileTable:
+    """A ProfileTable from a measured CSV (see the module docstring for the layout)."""
+    from wattcap.core.cache import content_sha256
+
+    path = Path(path)
+    sampling = PowerSampling.parse(power_sampling)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise TableImportError(f"{path}: cannot read it ({err})") from None
+    rows = _Rows(text, str(path), parse_columns(columns, PROFILE_COLUMNS), PROFILE_COLUMNS)
+    rows.require("batch_size", what="batch size")
+    clock = rows.require("frequency_mhz", "frequency_hz", what="GPU clock")
+    time_column = rows.require("seconds_per_sample", "ms_per_sample", "seconds_per_epoch",
+                               what="time")
+    if time_column == "seconds_per_epoch":
+        rows.require("samples_per_epoch", what="samples per epoch")
+    rows.require("avg_power_w", what="average power")
+    has_peak = rows.has("peak_power_w")
+    grouped: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
+    low_mhz, high_mhz = CLOCK_RANGE_MHZ
+    for i, row in enumerate(rows.rows):
+        b = rows.integer(i, row, "batch_size")
+        if clock == "frequency_mhz":
+            mhz = rows.number(i, row, clock, low_mhz, high_mhz, "MHz")
+        else:
+            mhz = rows.number(i, row, clock, low_mhz * MHZ, high_mhz * MHZ, "Hz") / MHZ
+        if time_column == "seconds_per_sample":
+            seconds = rows.number(i, row, time_column, unit="s")
+        elif time_column == "ms_per_sample":
+            seconds = rows.number(i, row, time_column, unit="ms") / 1e3
+        else:
+            seconds = (rows.number(i, row, time_column, unit="s")
+                       / rows.number(i, row, "samples_per_epoch"))
+        avg_w = rows.number(i, row, "avg_power_w", *POWER_RANGE_W, unit="W")
+        peak_w = rows.number(i, row, "peak_power_w", *POWER_RANGE_W, unit="W") if has_peak \
+            else avg_w
+        if peak_w < avg_w:
+            raise TableImportError(f"{path}: row {i + 2}: peak power {peak_w:g} W is below "
+                                   f"the average {avg_w:g} W")
+        grouped.setdefault((b, round(mhz * MHZ)), []).append((seconds, peak_w, avg_w))
+    points = []
+    for (b, hz), values in sorted(grouped.items()):
+        times, peaks, avgs = ([v[k] for v in values] for k in range(3))
+        points.append(ProfilePoint(
+            batch_size=b, frequency_hz=hz, seconds_per_sample=statistics.fmean(times),
+            peak_power_w=statistics.fmean(peaks), avg_power_w=statistics.fmean(avgs),
+            steps=0, readings=0, seconds_per_sample_std=_std(times),
+            peak_power_std_w=_std(peaks), avg_power_std_w=_std(avgs)))
+    batch_sizes = sorted({p.batch_size for p in points})
+    return ProfileTable(
+        device=device, device_kind="imported", sensor_rail=sampling.rail(),
+        sensor_period_s=sampling.period_s or 0.0, model=model, input_shape=input_shape or [],
+        batch_sizes=batch_sizes, frequencies_hz=sorted({p.frequency_hz for p in points}),
+        max_batch_size=max(batch_sizes), mode="imported", points=points,
+        points_measured=len(rows.rows), profiling_device_s=0.0,
+        peak_power_source=sampling.peak_source(has_peak),
+        power_window_s=sampling.window_s() if sampling.peak_source(has_peak) == "averaged"
+        else None,
+        imported_from={"file": path.name, "sha256": content_sha256(path),
+                       "columns": {n: rows.headers[n] for n in sorted(rows.present)},
+                       "power_sampling": power_sampling,
+                       "repeated_rows_merged": len(rows.rows) - len(points)})
+
+
+def export_profile(table: ProfileTable) -> str:
+    """A profile as a CSV in the import layout (peak power only when the table has one)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    peak = table.peak_power_source == "measured"
+    writer.writerow(["batch_size", "frequency_mhz", "seconds_per_sample", "avg_power_w",
+                     *(["peak_power_w"] if peak else [])])
+    for p in sorted(table.points, key=lambda p: (p.batch_size, p.frequency_hz)):
+        writer.writerow([p.batch_size, f"{p.frequency_hz / MHZ:g}", repr(p.seconds_per_sample),
+                         repr(p.avg_power_w), *([repr(p.peak_power_w)] if peak else [])])
+    return out.getvalue()
+
+
+def import_efficiency(
+    path: str | Path, *, model: str, dataset: str, target_accuracy: float,
+    task: str = "image-classification", input_shape: list[int] | None = None,
+    columns: str | None = None, metric: str = "accuracy",
+) -> EfficiencyVector:
+    """An EfficiencyVector from a CSV of samples (or epochs) to target per batch size and seed,
+    or of each run's curve (see the module docstring); a missed run counts at its budget, as in
+    `estimate`. `target_accuracy` is the target in `metric`'s units (see core.metric)."""
+    from wattcap.algorithms.efficiency import vector_from_samples
+    from wattcap.core.cache import content_sha256
+    from wattcap.core.metric import MetricError, metric_named
+
+    path = Path(path)
+    try:
+        target_metric = metric_named(metric)
+        target_metric.check_target(target_accuracy)
+    except MetricError as err:
+        raise TableImportError(f"{path}: {err}") from None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise TableImportError(f"{path}: cannot read it ({err})") from None
+    rows = _Rows(text, str(path), parse_columns(columns, EFFICIENCY_COLUMNS),
+                 EFFICIENCY_COLUMNS)
+    rows.require("batch_size", what="batch size")
+    rows.require("seed", what="seed")
+    if rows.has("metric_value") and not (rows.has("samples_to_target")
+                                         or rows.has("epochs_to_target")):
+        samples, budgets = _runs_from_curves(rows, target_metric, target_accuracy)
+    else:
+        samples, budgets = _runs_from_rows(rows)
+    seeds = sorted({s for per_b in samples.values() for s in per_b})
+    missing = [f"b={b} seed={s}" for b in samples for s in seeds if s not in samples[b]]
+    if missing:
+        raise TableImportError(f"{path}: every batch size needs a row per seed; missing "
+                               + ", ".join(missing[:6]))
+    per_seed = {b: [samples[b][s] for s in seeds] for b in sorted(samples)}
+    vector = vector_from_samples(
+        per_seed, sample_budget=max(max(v.values()) for v in budgets.values()),
+        budgets={b: [budgets[b][s] for s in seeds] for b in sorted(samples)},
+        model=model, input_shape=input_shape or [], dataset=dataset, task=task,
+        target_accuracy=target_accuracy, target_metric=target_metric, seeds=seeds)
+    vector.notes.append(f"imported from {path.name} (sha256 {content_sha256(path)[:12]}…, "
+                        f"{len(rows.rows)} runs)")
+    return vector
+
+
+def _budget_samples(rows: _Rows, i: int, row: dict[str, str], per_epoch: float) -> float:
+    column = rows.require("budget_samples", "budget_epochs", what="budget")
+    return rows.number(i, row, column) * (per_epoch if column == "budget_epochs" else 1.0)
+
+
+def _runs_from_rows(rows: _Rows) -> tuple[dict[int, dict[int, float | None]],
+                                          dict[int, dict[int, int]]]:
+    """Samples to target and budget per (batch size, seed), one row per run."""
+    reached_column = rows.require("samples_to_target", "epochs_to_target",
+                                  what="samples (or epochs) to target")
+    budget_column = rows.require("budget_samples", "budget_epochs", what="budget")
+    epochs = "epochs" in reached_column or "epochs" in budget_column
+    if epochs:
+        rows.require("samples_per_epoch", what="samples per epoch")
+    samples: dict[int, dict[int, float | None]] = {}
+    budgets: dict[int, dict[int, int]] = {}
+    for i, row in enumerate(rows.rows):
+        b, seed = rows.integer(i, row, "batch_size"), rows.integer(i, row, "seed", low=-1)
+        if seed in samples.get(b, {}):
+            raise TableImportError(f"{rows.source}: row {i + 2}: batch size {b}, seed {seed} "
+                                   "appears twice")
+        per_epoch = rows.number(i, row, "samples_per_epoch") if epochs else 1.0
+        to_samples = per_epoch if "epochs" in reached_column else 1.0
+        budget = _budget_samples(rows, i, row, per_epoch)
+        reached_text = rows.text(row, reached_column).lower()
+        reached = None if reached_text in NOT_REACHED else \
+            rows.number(i, row, reached_column) * to_samples
+        if reached is not None and reached > budget:
+            raise TableImportError(f"{rows.source}: row {i + 2}: {reached:g} samples to target "
+                                   f"is beyond the run's budget of {budget:g}")
+        samples.setdefault(b, {})[seed] = reached
+        budgets.setdefault(b, {})[seed] = int(round(budget))
+    return samples, budgets
+
+
+def _runs_from_curves(rows: _Rows, metric: TargetMetric, target: float,
+                      ) -> tuple[dict[int, dict[int, float | None]], dict[int, dict[int, int]]]:
+    """Samples to target and budget per (batch size, seed), read on each run's curve (one row
+    per evaluation) in the metric's direction."""
+    from wattcap.algorithms.curves import samples_to_target
+
+    seen_column = rows.require("samples_seen", "epochs_seen", what="samples seen")
+    epochs = seen_column == "epochs_seen" or rows.has("budget_epochs")
+    if epochs:
+        rows.require("samples_per_epoch", what="samples per epoch")
+    curves: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    budgets: dict[int, dict[int, int]] = {}
+    for i, row in enumerate(rows.rows):
+        b, seed = rows.integer(i, row, "batch_size"), rows.integer(i, row, "seed", low=-1)
+        per_epoch = rows.number(i, row, "samples_per_epoch") if epochs else 1.0
+        seen = rows.number(i, row, seen_column, low=-1.0) * (
+            per_epoch if seen_column == "epochs_seen" else 1.0)
+        value = rows.number(i, row, "metric_value", metric.low - 1e-12,
+                            math.inf if metric.high is None else metric.high,
+                            unit=f"({metric.name})")
+        curves.setdefault((b, seed), []).append((seen, value))
+        budgets.setdefault(b, {})[seed] = int(round(_budget_samples(rows, i, row, per_epoch)))
+    samples: dict[int, dict[int, float | None]] = {}
+    for (b, seed), curve in sorted(curves.items()):
+        curve.sort()
+        if len({seen for seen, _ in curve}) < len(curve):
+            raise TableImportError(f"{rows.source}: batch size {b}, seed {seed} has two "
+                                   "evaluations at the same sample count")
+        samples.setdefault(b, {})[seed] = samples_to_target(curve, target, metric.direction)
+    return samples, budgets
