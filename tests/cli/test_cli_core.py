@@ -248,3 +248,30 @@ def test_demo(tmp_path) -> None:
     for row, cap in zip(rows, caps, strict=True):
         ours = comparison.get("jetson-nano", cap, comparison.targets[0], "wattcap")
         assert f"| {ours.batch_size}, {ours.frequency_hz / 1e6:.1f}: " in row
+
+
+def test_plan_cost_takes_its_maximum_power_from_the_user(profile_file) -> None:
+    """Zeus's cost eta E + (1 - eta) P_max T: a large P_max weighs time (the time objective's
+    choice), a small one energy (the energy objective's); the plan says which P_max it used."""
+    def chosen(*options: str) -> dict:
+        result = invoke("plan", "--profile", profile_file, "--power-cap", "none", "--json",
+                        *options)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def key(plan: dict) -> tuple:
+        return plan["batch_size"], plan["frequency_hz"]
+
+    fast = chosen()
+    thrifty = chosen("--objective", "energy")
+    assert key(fast) != key(thrifty)  # the test can tell them apart
+    heavy = chosen("--objective", "cost", "--eta", "0.5", "--cost-max-power", "1000")
+    light = chosen("--objective", "cost", "--eta", "0.5", "--cost-max-power", "0.01")
+    assert key(heavy) == key(fast) and key(light) == key(thrifty)
+    assert any("P_max = 1000.00 W" in note for note in heavy["notes"])
+    default = chosen("--objective", "cost", "--eta", "0.5")
+    assert any("P_max" in note and "the profile's highest peak power" in note
+               for note in default["notes"])
+    refused = invoke("plan", "--profile", profile_file, "--power-cap", "5",
+                     "--cost-max-power", "20")
+    assert refused.exit_code != 0 and "cost objective only" in refused.output

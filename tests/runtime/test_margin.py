@@ -26,8 +26,12 @@ def profile() -> ProfileTable:
 
 
 def caps(profile: ProfileTable) -> list[float]:
-    peaks = sorted(p.peak_power_w for p in profile.points)
-    return [round(peaks[0] + (peaks[-1] - peaks[0]) * q, 2) for q in (0.1, 0.3, 0.5, 0.7, 0.9)]
+    """Caps right at measured peaks, spread over the profile's range: without a margin the plan
+    runs at a point whose measured peak is the cap."""
+    margin_w = DEFAULT_MARGIN_SIGMAS * (profile.power_noise_w or 0.0)
+    lowest_w = min(p.peak_power_w for p in profile.points) + margin_w  # feasible with margin
+    peaks = sorted(p.peak_power_w for p in profile.points if p.peak_power_w >= lowest_w)
+    return [peaks[round((len(peaks) - 1) * q)] for q in (0.1, 0.3, 0.5, 0.7, 0.9)]
 
 
 def sustained_violations(profile: ProfileTable, cap_w: float, margin_sigmas: float) -> int:

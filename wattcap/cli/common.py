@@ -73,12 +73,13 @@ def parse_cap_spec(value: str) -> float | None | CapSource:
 
 
 def parse_objective(name: str, eta: float | None, max_energy: float | None,
-                    deadline: float | None) -> Objective:
-    """--objective, --eta, --max-energy and --deadline as one `Objective`; a clear exit on a
-    combination that does not make sense."""
+                    deadline: float | None, cost_max_power: float | None = None) -> Objective:
+    """--objective, --eta, --max-energy, --deadline and --cost-max-power as one `Objective`; a
+    clear exit on a combination that does not make sense."""
     from wattcap.core.objective import Objective
 
-    return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline)
+    return Objective.of(name, eta=eta, max_energy_j=max_energy, deadline_s=deadline,
+                        cost_power_w=cost_max_power)
 
 
 def parse_batch_sizes(value: str, option: str = "--batch-sizes") -> tuple[int, ...]:

@@ -65,6 +65,9 @@ EtaOpt = Annotated[float | None, typer.Option(
 MaxEnergyOpt = Annotated[float | None, typer.Option(
     help="With --objective time: the fastest choice that reaches the target within this many "
     "joules (predicted).")]
+CostMaxPowerOpt = Annotated[float | None, typer.Option(
+    help="With --objective cost: P_max of Zeus's cost, in W (default: the profile's highest "
+    "peak power; give a GPU's largest power limit to weigh energy as Zeus does).")]
 DeadlineOpt = Annotated[float | None, typer.Option(
     help="With --objective energy: the thriftiest choice that reaches the target within this "
     "many seconds (predicted).")]

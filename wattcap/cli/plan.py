@@ -19,6 +19,7 @@ from wattcap.cli.common import (
 )
 from wattcap.cli.options import (
     SERVER,
+    CostMaxPowerOpt,
     DeadlineOpt,
     DeviceNameOpt,
     EfficiencyOpt,
@@ -190,6 +191,7 @@ def plan_command(
     eta: EtaOpt = None,
     max_energy: MaxEnergyOpt = None,
     deadline: DeadlineOpt = None,
+    cost_max_power: CostMaxPowerOpt = None,
     plot: Annotated[Path | None, typer.Option(
         help="Write the Pareto front with each method's point as a PNG.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -225,7 +227,7 @@ def plan_command(
             model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
     elif profile is None:
         fail("--profile is required (or --server URL with --device-name and --model)")
-    goal = parse_objective(objective, eta, max_energy, deadline)
+    goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
                        cap_on=cap_on.value, extrapolate=extrapolate)

@@ -35,6 +35,7 @@ from wattcap.cli.options import (
     SERVER,
     BatchSizeRefOpt,
     BatchSizesOpt,
+    CostMaxPowerOpt,
     DataOpt,
     DeadlineOpt,
     DeviceNameOpt,
@@ -379,6 +380,7 @@ def train(
     eta: EtaOpt = None,
     max_energy: MaxEnergyOpt = None,
     deadline: DeadlineOpt = None,
+    cost_max_power: CostMaxPowerOpt = None,
     plot: Annotated[Path | None, typer.Option(
         help="With a moving cap: write power, cap, frequency and batch size over the run as "
         "a PNG.")] = None,
@@ -420,7 +422,8 @@ def train(
     goal, cap, source, drift_spec = _check_train(
         method, objective, eta, max_energy, deadline, power_cap, plot=plot, device=device,
         target_accuracy=target_accuracy, workers=workers, sample_budget=sample_budget,
-        eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance)
+        eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance,
+        cost_max_power=cost_max_power)
     check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     model = spec.name
@@ -492,6 +495,7 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
                  deadline: float | None, power_cap: str, *, plot: Path | None, device: str,
                  target_accuracy: float, workers: int, sample_budget: int, eval_every: int,
                  drift: str | None, drift_tolerance: float,
+                 cost_max_power: float | None = None,
                  ) -> tuple[Objective, float | None, CapSource | None, Drift | None]:
     """The train arguments that need no file: (objective, constant cap, moving cap, drift)."""
     from wattcap.core.plan import METHODS
@@ -499,7 +503,7 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
 
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
-    goal = parse_objective(objective, eta, max_energy, deadline)
+    goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     cap_spec = parse_cap_spec(power_cap)
     source = cap_spec if isinstance(cap_spec, CapSource) else None
     cap: float | None = None if isinstance(cap_spec, CapSource) else cap_spec

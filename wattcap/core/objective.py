@@ -40,6 +40,8 @@ def _check(name: str, eta: float | None, max_energy_j: float | None,
                                  "(time with a maximum energy is the other way round)")
         if not (math.isfinite(deadline_s) and deadline_s > 0):
             raise ObjectiveError(f"the deadline must be > 0 s, got {deadline_s}")
+    if cost_power_w is not None and name != "cost":
+        raise ObjectiveError("a maximum power P_max applies to the cost objective only")
     if cost_power_w is not None and not (math.isfinite(cost_power_w) and cost_power_w > 0):
         raise ObjectiveError(f"the cost's P_max must be > 0 W, got {cost_power_w}")
 
@@ -61,11 +63,13 @@ class Objective(BaseModel):
 
     @classmethod
     def of(cls, name: str = "time", *, eta: float | None = None,
-           max_energy_j: float | None = None, deadline_s: float | None = None) -> Objective:
-        """Build from user input: a bad combination is one `ObjectiveError` line."""
-        _check(name, eta, max_energy_j, deadline_s, None)
+           max_energy_j: float | None = None, deadline_s: float | None = None,
+           cost_power_w: float | None = None) -> Objective:
+        """Build from user input: a bad combination is one `ObjectiveError` line.
+        `cost_power_w`: the cost's P_max (default: the profile's highest peak power)."""
+        _check(name, eta, max_energy_j, deadline_s, cost_power_w)
         return cls(name=name, eta=eta, max_energy_j=max_energy_j,  # type: ignore[arg-type]
-                   deadline_s=deadline_s)
+                   deadline_s=deadline_s, cost_power_w=cost_power_w)
 
     @property
     def is_paper_time(self) -> bool:

@@ -188,6 +188,12 @@ class Device(ABC):
         """Hardware energy counter in joules, or None where the hardware has none."""
         return None
 
+    def begin_measurement(self, key: str) -> None:
+        """A measurement window named `key` (a profile point) opens. Real sensors ignore it; an
+        emulated one draws its noise for the window from (seed, key), so a point reads the same
+        in every profile of the device whatever was measured before it."""
+        return None  # a real sensor's noise is the hardware's
+
     # -- memory, time, work --------------------------------------------------------------------
     @abstractmethod
     def memory_bytes(self) -> int:

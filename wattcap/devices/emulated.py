@@ -80,6 +80,7 @@ class EmulatedDevice(Device):
         self._initial_hz = self._frequencies_hz[-1]
         self._frequency_hz = self._initial_hz
         self.drift = drift
+        self._seed = seed
         self._rng = random.Random(seed)
         self._clock_s = 0.0
         self._next_tick_s = self.spec.sensor_period_s
@@ -273,6 +274,11 @@ class EmulatedDevice(Device):
             self._advance(step_s, self.idle_power_w())
             if self._clock_s >= self._next_tick_s - 1e-12:
                 self._tick()
+
+    def begin_measurement(self, key: str) -> None:
+        """The sensor's noise from here on is drawn from (seed, key): the same point measured in
+        an exhaustive, a pruned or a few-point profile reads the same (issue 28 item 11)."""
+        self._rng = random.Random(f"{self._seed}:{key}")
 
     def _advance(self, seconds: float, power_w: float) -> None:
         if seconds <= 0:

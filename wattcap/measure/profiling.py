@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
@@ -49,6 +50,10 @@ if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measu
 WARMUP_GROUP_STEPS = 3
 WARMUP_TOLERANCE = 0.05
 WARMUP_MAX_STEPS = 20
+#: readings of the one window every profile measures its sensor's noise on (the smallest batch
+#: size at the lowest clock), whatever its mode: the noise, and so the planner's margin, is a
+#: property of the device's sensor, not of which points a profile happened to measure
+NOISE_READINGS = 100
 
 
 
@@ -110,10 +115,17 @@ class Profiler:
     #: point's own step boundary instead of another point's (the searches that move between
     #: neighbouring points, or warm up a new b at its first point, need none)
     lead_in_steps: int = 0
+    #: the pruned search holds the planner's margin below the cap (this many sigmas of the
+    #: sensor noise measured first), so that it climbs each row as far as a plan may go
+    margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
     _last_point: tuple[int, int] | None = field(default=None, init=False)
     _reading_series: list[list[float]] = field(default_factory=list, init=False)
+    #: the sensor's noise measured on its own window at the start of `run` (None: not yet)
+    _sensor_noise_w: float | None = field(default=None, init=False)
+    #: device seconds that window took (counted in the profile's profiling_device_s)
+    _sensor_noise_s: float = field(default=0.0, init=False)
     _points_measured: int = field(default=0, init=False)
     #: steps each batch size's adaptive warm-up took (real hardware)
     warmup_steps_taken: dict[int, int] = field(default_factory=dict, init=False)
@@ -183,32 +195,8 @@ class Profiler:
         self, batch_size: int, frequency_hz: int
     ) -> tuple[ProfilePoint, list[PowerReading]]:
         """Measure one point and return it with the sensor readings behind it."""
-        assert self.workload is not None
-        cost = self.workload.step_cost(batch_size, self._overhead)
-        step = self._step_fn(batch_size)
-        self.device.set_frequency_hz(frequency_hz)
-        # Warm-up (allocator, cuDNN autotuning) depends on the shape, not the clock: once per b.
-        if batch_size not in self._warmed:
-            self._warm_up(step, cost)
-            self._warmed.add(batch_size)
-        elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
-            for _ in range(self.lead_in_steps):
-                self.device.execute(step, cost)
-        self._last_point = (batch_size, frequency_hz)
-        period_s = self.device.sensor_period_s
-        stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
-        steps = 0
-        busy_s = 0.0
-        with self.device.sensor_ticks(stats):
-            # A window shorter than a few sensor periods would report one stale value.
-            while (
-                steps < self.min_steps
-                or len(stats.readings) < self.min_readings
-                or busy_s < self.min_readings * period_s
-            ):
-                busy_s += self.device.execute(step, cost)
-                steps += 1
-                self.device.check_watch()
+        stats, steps, busy_s = self._window(batch_size, frequency_hz, self.min_readings,
+                                            key=f"b={batch_size} f={frequency_hz}")
         point = ProfilePoint(
             batch_size=batch_size,
             frequency_hz=frequency_hz,
@@ -226,6 +214,57 @@ class Profiler:
                 self._points_measured, max(grid, self._points_measured), "points",
                 f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz", item=point))
         return point, stats.readings
+
+    def _window(self, batch_size: int, frequency_hz: int, min_readings: int, key: str,
+                ) -> tuple[PowerStats, int, float]:
+        """Run `batch_size` at `frequency_hz` through one measurement window of at least
+        `min_readings` sensor readings: (the readings, steps, busy seconds)."""
+        assert self.workload is not None
+        cost = self.workload.step_cost(batch_size, self._overhead)
+        step = self._step_fn(batch_size)
+        self.device.set_frequency_hz(frequency_hz)
+        # Warm-up (allocator, cuDNN autotuning) depends on the shape, not the clock: once per b.
+        if batch_size not in self._warmed:
+            self._warm_up(step, cost)
+            self._warmed.add(batch_size)
+        elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
+            for _ in range(self.lead_in_steps):
+                self.device.execute(step, cost)
+        self._last_point = (batch_size, frequency_hz)
+        period_s = self.device.sensor_period_s
+        stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
+        steps = 0
+        busy_s = 0.0
+        self.device.begin_measurement(key)
+        with self.device.sensor_ticks(stats):
+            # A window shorter than a few sensor periods would report one stale value.
+            while (
+                steps < self.min_steps
+                or len(stats.readings) < min_readings
+                or busy_s < min_readings * period_s
+            ):
+                busy_s += self.device.execute(step, cost)
+                steps += 1
+                self.device.check_watch()
+        return stats, steps, busy_s
+
+    def measure_sensor_noise(self) -> float | None:
+        """The sensor's noise (one standard deviation, W), measured once on its own window of
+        NOISE_READINGS readings at the smallest batch size and the lowest clock, the same in
+        every profile mode; None when that batch size does not fit."""
+        from wattcap.algorithms.profile_model import reading_noise_w
+
+        frequency_hz = min(self.device.frequencies_hz())
+        start_s = self.device.now_s()
+        try:
+            stats, _, _ = self._window(min(self.batch_sizes), frequency_hz, NOISE_READINGS,
+                                       key="sensor-noise")
+        except DeviceOutOfMemoryError:
+            self.release_steps()
+            return None
+        self._sensor_noise_w = round(reading_noise_w([[r.power_w for r in stats.readings]]), 5)
+        self._sensor_noise_s = self.device.now_s() - start_s
+        return self._sensor_noise_w
 
     # -- searches ------------------------------------------------------------------------------
     def fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
@@ -275,6 +314,11 @@ class Profiler:
         if mode == "pruned" and power_cap_w is None:
             raise ValueError("the pruned search needs a power cap")
         self._points_measured = 0  # progress counts this run's points
+        with exit_cleanly_on_signals():
+            try:
+                self.measure_sensor_noise()
+            finally:
+                self.device.restore()
         if mode == "model":
             from wattcap.measure.active_profiling import ActiveProfiler
 
@@ -322,7 +366,7 @@ class Profiler:
             power_cap_w=power_cap_w,
             points=points,
             points_measured=sum(1 for p in points if not p.predicted),
-            profiling_device_s=self.device.now_s() - start_s,
+            profiling_device_s=self.device.now_s() - start_s + self._sensor_noise_s,
             workload=self.workload.to_dict(),
             model_fit=model_fit or {},
             power_noise_w=self.power_noise_w(),
@@ -336,6 +380,8 @@ class Profiler:
         any."""
         from wattcap.algorithms.profile_model import reading_noise_w
 
+        if self._sensor_noise_w is not None:
+            return self._sensor_noise_w
         if not any(len(series) > 1 for series in self._reading_series):
             return None
         return round(reading_noise_w(self._reading_series), 5)
@@ -356,7 +402,8 @@ class Profiler:
                             break
             else:
                 assert power_cap_w is not None
-                points = self._pruned(fits, oom, frequencies, power_cap_w)
+                margin_w = self.margin_sigmas * (self._sensor_noise_w or 0.0)
+                points = self._pruned(fits, oom, frequencies, power_cap_w - margin_w)
         finally:
             self.release_steps()
             self.device.restore()

@@ -46,7 +46,10 @@ def emulated_reference_profiles(
                 profile = ProfileTable.load(path)
             except WattcapFileError:
                 profile = None  # stale or corrupt cache entry: recompute
-        if profile is None or profile.tool_version != _tool_version():
+        # another wattcap, or a file of an earlier schema (profiled by earlier code), is
+        # measured again: a cached profile must be what this wattcap would measure
+        if profile is None or profile.tool_version != _tool_version() or \
+                profile.migrated_from is not None:
             profile = Profiler(device, model).run(exhaustive=True)
             profile.save(path)
         profiles.append(profile)
