@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from statistics import NormalDist
 from typing import Any
 
 from wattcap.algorithms.large_batch import fit_large_batch
@@ -178,3 +179,24 @@ def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
         return None
     weight = math.log(batch_size / low) / math.log(high / low)
     return r_low + weight * (r_high - r_low)
+
+
+def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
+    """One standard deviation of ln r_b: from the interval on r_b of the large-batch relation
+    (the fit's, or a noise-scale vector's, at its confidence, read as normal in log r), else the
+    seeds' spread of the per-seed ratios; 0 where neither is known (one seed; the reference
+    batch size, against which every r_b is taken)."""
+    entry = vector.entry(batch_size)
+    relation = vector.noise_scale if vector.noise_scale is not None else (
+        vector.fit if vector.ratio_source == "fit" else None)
+    low = high = None
+    if entry is not None:
+        low, high = entry.ratio_low, entry.ratio_high
+    elif relation is not None:  # a batch size predicted from the relation
+        low, high = relation.ratio_interval(batch_size, vector.reference_batch_size)
+    if relation is not None and low and high and high > low:
+        z = NormalDist().inv_cdf(0.5 + relation.confidence / 2)
+        return math.log(high / low) / (2 * z)
+    if entry is not None and entry.ratio_std and entry.ratio:
+        return entry.ratio_std / entry.ratio
+    return 0.0

@@ -11,7 +11,10 @@ time/energy Pareto front of the feasible choices, each method's choice marked on
 
 from __future__ import annotations
 
-from wattcap.algorithms.efficiency import ratios_for_batch_sizes
+import math
+from statistics import NormalDist
+
+from wattcap.algorithms.efficiency import ratio_log_spread, ratios_for_batch_sizes
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS, INSTANT_POWER_PERIOD_S
 from wattcap.core.efficiency import EfficiencyVector
@@ -133,9 +136,22 @@ def safe_frequency_hz(
     return safe
 
 
+def _at_risk(efficiency: EfficiencyVector, ratios: dict[int, float | None],
+             samples: dict[int, float], risk: float) -> str:
+    """r_b (and samples to target) at its `risk` quantile over its uncertainty, in place; the
+    note that says so."""
+    z = NormalDist().inv_cdf(risk)
+    for b, ratio in ratios.items():
+        if ratio is not None:
+            factor = math.exp(z * ratio_log_spread(efficiency, b))
+            ratios[b], samples[b] = ratio * factor, samples[b] * factor
+    return (f"r_b at its {risk:.0%} quantile over its uncertainty (--risk {risk:g}): the plan "
+            "minimises that quantile of the time to target, not its median")
+
+
 def _ratios(
     profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = False,
-    predict: bool = True,
+    predict: bool = True, risk: float | None = None,
 ) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
     """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector),
     and the notes that say where r_b came from. With `predict`, a batch size the vector did not
@@ -153,6 +169,8 @@ def _ratios(
     if predict:
         ratios, samples, predicted = ratios_for_batch_sizes(efficiency, profile.batch_sizes,
                                                             extrapolate)
+        if risk is not None:
+            predicted.append(_at_risk(efficiency, ratios, samples, risk))
         return ratios, samples, notes + predicted
     ratios = {b: efficiency.ratio(b) for b in profile.batch_sizes}
     samples = {b: efficiency.samples(b) or 0.0 for b in profile.batch_sizes}
@@ -187,9 +205,11 @@ class Replanner:
     def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
                  objective: Objective | None = None,
                  margin_sigmas: float = DEFAULT_MARGIN_SIGMAS, extrapolate: bool = False,
-                 ) -> None:
+                 risk: float | None = None) -> None:
         if not profile.points:
             raise ValueError("the profile has no measured points")
+        if risk is not None and not 0 < risk < 1:
+            raise ValueError(f"risk must be a quantile in (0, 1), got {risk}")
         if margin_sigmas < 0:
             raise ValueError(f"margin_sigmas must be >= 0, got {margin_sigmas}")
         self.original = profile
@@ -200,7 +220,9 @@ class Replanner:
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
         self.selector_raw_lowest_w = min(p.peak_power_w for p in self.original.points)
-        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate)
+        self.efficiency = efficiency
+        self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate,
+                                                              risk=risk)
         objective = objective or Objective()
         self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
         if self.cost_power_filled:
@@ -243,6 +265,30 @@ class Replanner:
                    if any(p.predicted for p in self.original.points) else "")
                 + "): every choice's profiled peak power stays at or below the cap minus it")
 
+    def near_ties(self, power_cap_w: float | None, choice: Choice) -> str | None:
+        """The batch sizes whose predicted time at f*(b) is within one standard deviation of
+        r_b's uncertainty (theirs and the choice's, combined) of wattcap's choice: between
+        them the choice is within noise. None without an efficiency vector or for objectives
+        other than time."""
+        if self.efficiency is None or not self.objective.is_paper_time:
+            return None
+        frontier = self.selector.frontier(power_cap_w)
+        times = {b: point.seconds_per_sample * self.samples[b] for b, point in frontier.items()
+                 if self.ratios.get(b) is not None and self.samples.get(b)}
+        chosen = choice.batch_size
+        if chosen not in times:
+            return None
+        spread = ratio_log_spread(self.efficiency, chosen)
+        close = [f"b={b} at {frontier[b].frequency_hz / 1e6:.1f} MHz "
+                 f"({time_s / times[chosen] - 1:+.1%})"
+                 for b, time_s in sorted(times.items()) if b != chosen
+                 and abs(math.log(time_s / times[chosen]))
+                 <= math.hypot(spread, ratio_log_spread(self.efficiency, b))]
+        if not close:
+            return None
+        return ("within noise of wattcap's choice (predicted time within one sigma of r_b's "
+                "uncertainty): " + ", ".join(close))
+
     def check_cap(self, power_cap_w: float | None) -> None:
         """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
         if power_cap_w is not None and power_cap_w < self.lowest_feasible_cap_w:
@@ -281,6 +327,7 @@ def plan(
     objective: Objective | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     extrapolate: bool = False,
+    risk: float | None = None,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
 
@@ -292,7 +339,10 @@ def plan(
     same margin below the cap: `margin_sigmas` standard deviations of the sensor noise seen
     while profiling (and of the prediction, for predicted points). A batch size the proxy did
     not run is planned with r_b predicted between the proxy's batch sizes; outside them only
-    with `extrapolate` (the oracle uses the target's measured runs only).
+    with `extrapolate` (the oracle uses the target's measured runs only). `risk` q plans on
+    r_b's q quantile over its uncertainty instead of its value (q = 0.9: guard against a batch
+    size whose r_b is poorly known). The notes name the batch sizes whose predicted time is
+    within r_b's uncertainty of wattcap's choice.
 
     Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
     when wattcap finds no choice within the objective's maximum energy or deadline.
@@ -307,7 +357,7 @@ def plan(
         target_efficiency.check_matches(
             model=profile.model, input_shape=profile.input_shape,
             architecture_fingerprint=profile.architecture_fingerprint)
-    replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate)
+    replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate, risk)
     selector, objective = replanner.selector, replanner.objective
     margined = replanner.profile
     notes.append(replanner.margin_note)
@@ -331,6 +381,9 @@ def plan(
     candidates = replanner.candidates
 
     choices: dict[str, Choice] = {"wattcap": replanner.choose(power_cap_w)}
+    tie_note = replanner.near_ties(power_cap_w, choices["wattcap"])
+    if tie_note:
+        notes.append(tie_note)
 
     references = [with_power_margin(r, margin_sigmas)
                   for r in (reference_profiles or [profile])]

@@ -60,6 +60,7 @@ def make_plan(
     margin_sigmas: float | None = None,
     cap_on: str = "peak",
     extrapolate: bool = False,
+    risk: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit. `cap_on`
     "average": the cap holds average power (the references' too), not peak power."""
@@ -74,6 +75,8 @@ def make_plan(
     eff = load_or_fail(EfficiencyVector, efficiency_path) if efficiency_path else None
     target = load_or_fail(EfficiencyVector, target_efficiency_path) if target_efficiency_path \
         else None
+    if risk is not None and not 0 < risk < 1:
+        fail(f"--risk must be a quantile in (0, 1), e.g. 0.9; got {risk:g}")
     try:
         refs = reference_profiles_for(table, reference_profiles)
         if cap_on == CapOn.AVERAGE:
@@ -81,7 +84,7 @@ def make_plan(
             refs = None if refs is None else [cap_on_average(r) for r in refs]
         margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
         return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
-                    objective=objective, extrapolate=extrapolate, **margin)
+                    objective=objective, extrapolate=extrapolate, risk=risk, **margin)
     except (InfeasibleCapError, WattcapFileError, ValueError) as err:
         fail(str(err))
 
@@ -203,6 +206,9 @@ def plan_command(
     extrapolate: Annotated[bool, typer.Option(
         "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
         "their r_b extrapolated from its large-batch relation (flagged in the notes).")] = False,
+    risk: Annotated[float | None, typer.Option(
+        help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
+        "batch size whose r_b is poorly known) instead of its value.")] = None,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,
     model: Annotated[str | None, typer.Option(
@@ -230,7 +236,7 @@ def plan_command(
     goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
-                       cap_on=cap_on.value, extrapolate=extrapolate)
+                       cap_on=cap_on.value, extrapolate=extrapolate, risk=risk)
     if out:
         result.save(out)
     if plot:

@@ -1,0 +1,86 @@
+"""Deciding under uncertainty (issue 28 item 10): r_b carries its spread into the plan; `risk` q
+plans on r_b's q quantile, and the plan names the batch sizes within noise of its choice."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.algorithms.efficiency import ratio_log_spread, vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.cli import app
+from wattcap.core.profile import ProfilePoint, ProfileTable
+
+F_HZ = 900_000_000
+
+
+def _vector():
+    """b=8 and b=32 both need 1000 samples on average (r_b = 0.5), b=8 in every seed, b=32
+    between 600 and 1400: the same r_b, one known well, one poorly."""
+    return vector_from_samples({8: [1000, 1000, 1000], 32: [600, 1400, 1000],
+                                128: [2000, 2000, 2000]}, sample_budget=10_000, use_fit=False,
+                               model="m", input_shape=[], dataset="proxy",
+                               task="image-classification", target_accuracy=0.8,
+                               seeds=[0, 1, 2])
+
+
+def _profile(seconds: dict[int, float]) -> ProfileTable:
+    points = [ProfilePoint(batch_size=b, frequency_hz=F_HZ, peak_power_w=3.0, avg_power_w=2.5,
+                           seconds_per_sample=s, steps=10, readings=5)
+              for b, s in seconds.items()]
+    return ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
+                        sensor_period_s=0.05, model="m", input_shape=[],
+                        batch_sizes=sorted(seconds), frequencies_hz=[F_HZ],
+                        max_batch_size=max(seconds), mode="exhaustive", points=points,
+                        points_measured=len(points), profiling_device_s=1.0, power_noise_w=0.0)
+
+
+# b=32 is 2 % faster per sample; b=128 twice as slow in time to target
+SECONDS = {8: 1.0e-3, 32: 0.98e-3, 128: 1.0e-3}
+
+
+def test_the_spread_of_r_b() -> None:
+    vector = _vector()
+    assert ratio_log_spread(vector, 8) == 0.0  # every seed alike
+    assert ratio_log_spread(vector, 32) == pytest.approx(0.2 / 0.5)  # stdev 0.2 of r = 0.5
+    assert ratio_log_spread(vector, 128) == 0.0  # the reference
+
+
+def test_risk_prefers_the_batch_size_whose_r_b_is_known() -> None:
+    vector, profile = _vector(), _profile(SECONDS)
+    median = plan(profile, None, efficiency=vector, margin_sigmas=0)
+    assert median.choices["wattcap"].batch_size == 32
+    cautious = plan(profile, None, efficiency=vector, margin_sigmas=0, risk=0.9)
+    assert cautious.choices["wattcap"].batch_size == 8
+    # its r_b is the 90 % quantile: exp(1.2816 * 0.4) above the median for b=32, none for b=8
+    assert cautious.choices["wattcap"].efficiency_ratio == pytest.approx(0.5)
+    assert any("90% quantile" in note for note in cautious.notes)
+    # the choice between them is within noise, and the plan says so; b=128 is not
+    note = next(n for n in median.notes if n.startswith("within noise"))
+    assert "b=8 at 900.0 MHz (+2.0%)" in note and "b=128" not in note
+    optimistic = plan(profile, None, efficiency=vector, margin_sigmas=0, risk=0.1)
+    assert optimistic.choices["wattcap"].batch_size == 32
+    assert optimistic.choices["wattcap"].efficiency_ratio == pytest.approx(
+        0.5 * math.exp(-1.2816 * 0.4), rel=1e-3)
+
+
+def test_no_near_tie_is_claimed_where_the_times_separate() -> None:
+    far = plan(_profile({8: 1.0e-3, 32: 0.5e-3, 128: 1.0e-3}), None, efficiency=_vector(),
+               margin_sigmas=0)
+    assert far.choices["wattcap"].batch_size == 32
+    assert not any(n.startswith("within noise") for n in far.notes)
+
+
+def test_plan_risk_from_the_command_line(tmp_path) -> None:
+    _profile(SECONDS).save(tmp_path / "p.json")
+    _vector().save(tmp_path / "e.json")
+    args = ["plan", "--profile", str(tmp_path / "p.json"), "--efficiency",
+            str(tmp_path / "e.json"), "--power-cap", "none", "--margin-sigmas", "0", "--json"]
+    runner = CliRunner()
+    result = runner.invoke(app, [*args, "--risk", "0.9"])
+    assert result.exit_code == 0, result.output
+    assert '"batch_size": 8' in result.stdout
+    bad = runner.invoke(app, [*args, "--risk", "1.5"])
+    assert bad.exit_code != 0
