@@ -253,6 +253,10 @@ def test_a_peak_of_averaged_readings_grows_the_margin(tmp_path: Path) -> None:
     note = next(n for n in by_average.notes if "averaged over 1 s" in n)
     assert f"{gain - 1:.2f}x" in note
     assert not any("averaged over" in n for n in by_instant.notes)
+    # the front is searched on the raised peaks and reports the measured ones, as choices do
+    assert by_average.pareto_front and all(
+        fp.peak_power_w == averaged.lookup(fp.batch_size, fp.frequency_hz).peak_power_w
+        for fp in by_average.pareto_front)
     # the lowest cap it can meet is the lowest grown peak: 2.0 + gain * 0.1
     with pytest.raises(InfeasibleCapError) as refused:
         plan(averaged, 2.3, margin_sigmas=0)

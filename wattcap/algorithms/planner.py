@@ -442,7 +442,10 @@ def plan(
     else:
         unavailable["fastest"] = "needs an efficiency vector measured on the target data"
 
-    front = candidates.pareto_front(power_cap_w)
+    # the front is searched on the margined peaks, and reports the measured ones (as choices do)
+    front = [fp.model_copy(update={"peak_power_w": replanner.original.lookup(
+        fp.batch_size, fp.frequency_hz).peak_power_w})  # type: ignore[union-attr]
+        for fp in candidates.pareto_front(power_cap_w)]
     on_front = {(p.batch_size, p.frequency_hz) for p in front}
     for choice in choices.values():
         choice.on_pareto_front = (choice.batch_size, choice.frequency_hz) in on_front
