@@ -110,3 +110,29 @@ def test_plan_extrapolate_from_the_command_line(tmp_path) -> None:
     wide = runner.invoke(app, [*args, "--extrapolate", "--json"])
     assert wide.exit_code == 0, wide.output
     assert '"batch_size": 4' in wide.stdout
+
+
+def test_baseline_1_stands_when_the_proxy_never_ran_its_batch_size(tmp_path) -> None:
+    """Item 7: the practice's choice (the largest batch at the safe clock) needs no r_b; a
+    missing one only makes its predicted time unknown, and every output says so."""
+    from wattcap.core.plan import Plan
+
+    result = plan(_profile(fast_b=32), None, efficiency=_vector(), margin_sigmas=0)
+    practice = result.choices["baseline-1"]
+    assert practice.batch_size == 512  # outside what the proxy ran: no r_b
+    assert practice.predicted_time_s is None and practice.efficiency_ratio is None
+    assert "baseline-1" not in result.unavailable
+    assert any("baseline-1's predicted time is unknown" in n for n in result.notes)
+    assert result.speedup("baseline-1") is None
+    result.save(tmp_path / "plan.json")
+    assert Plan.load(tmp_path / "plan.json").choices["baseline-1"].predicted_time_s is None
+    _profile(fast_b=32).save(tmp_path / "p.json")
+    _vector().save(tmp_path / "e.json")
+    args = ["plan", "--profile", str(tmp_path / "p.json"), "--efficiency",
+            str(tmp_path / "e.json"), "--margin-sigmas", "0", "--power-cap", "none"]
+    table = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    row = next(line for line in table.output.splitlines() if "baseline-1" in line)
+    assert "512" in row and "unknown" in row
+    summary = CliRunner().invoke(app, [*args, "--json"])
+    assert '"speedup_of_wattcap": null' in summary.stdout

@@ -181,8 +181,10 @@ def _ratios(
     return ratios, samples, notes
 
 
-def _choice(method: str, point: ProfilePoint, ratio: float, samples: float) -> Choice:
-    time_s = point.time_for_samples_s(samples)
+def _choice(method: str, point: ProfilePoint, ratio: float | None,
+            samples: float | None) -> Choice:
+    """A method's choice at `point`; without samples to target its predictions are None."""
+    time_s = None if samples is None else point.time_for_samples_s(samples)
     return Choice(
         method=method,
         batch_size=point.batch_size,
@@ -193,7 +195,7 @@ def _choice(method: str, point: ProfilePoint, ratio: float, samples: float) -> C
         efficiency_ratio=ratio,
         samples=samples,
         predicted_time_s=time_s,
-        predicted_energy_j=time_s * point.avg_power_w,
+        predicted_energy_j=None if time_s is None else time_s * point.avg_power_w,
     )
 
 
@@ -396,16 +398,17 @@ def plan(
     else:
         b_max = profile.max_batch_size
         point = margined.lookup(b_max, f_safe) if b_max is not None else None
-        if point is None or (power_cap_w is not None and point.peak_power_w > power_cap_w):
+        if point is None or b_max is None or (
+                power_cap_w is not None and point.peak_power_w > power_cap_w):
             unavailable["baseline-1"] = (
                 f"b={b_max} at the safe frequency {f_safe / 1e6:.1f} MHz was not measured or "
                 "exceeds the cap"
             )
-        elif b_max is None or ratios.get(b_max) is None or not samples.get(b_max):
-            unavailable["baseline-1"] = (
-                f"the efficiency vector gives no samples-to-target for b={b_max} (it was not "
-                "estimated there), so its time cannot be predicted"
-            )
+        elif ratios.get(b_max) is None or not samples.get(b_max):
+            # the practice's choice needs no r_b: it stands, only its time is unknown
+            choices["baseline-1"] = _choice("baseline-1", replanner.measured(point), None, None)
+            notes.append(f"baseline-1's predicted time is unknown: the efficiency vector gives "
+                         f"no r_b for b={b_max} (it was not estimated there)")
         else:
             choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
                                             ratios[b_max] or 1.0, samples[b_max])

@@ -119,7 +119,7 @@ def plan_to_json(result: Plan) -> dict:
                 "predicted_time_s": c.predicted_time_s,
                 "predicted_energy_j": c.predicted_energy_j,
                 "peak_power_w": c.peak_power_w,
-                "speedup_of_wattcap": c.predicted_time_s / main.predicted_time_s,
+                "speedup_of_wattcap": result.speedup(name),
             }
             for name, c in result.choices.items()
         },
@@ -132,7 +132,7 @@ def plan_to_json(result: Plan) -> dict:
 
 def print_plan(result: Plan, title: str | None = None) -> None:
     """A rich table of every method's choice and predicted speed-up."""
-    from wattcap.core.plan import METHODS
+    from wattcap.core.plan import METHODS, format_known
 
     cap = "no cap" if result.power_cap_w is None else f"cap {result.power_cap_w:g} W"
     objective = "" if result.objective.is_paper_time else \
@@ -147,10 +147,12 @@ def print_plan(result: Plan, title: str | None = None) -> None:
         if c is None:
             table.add_row(method, "—", "—", "—", "—", "—", "—", "—", "n/a (see notes)")
             continue
-        speedup = f"{c.predicted_time_s / main.predicted_time_s:.2f}x" if main else ""
+        speedup = "" if main is None else format_known(result.speedup(method), ".2f", suffix="x")
         table.add_row(method, str(c.batch_size), f"{c.frequency_hz / 1e6:.1f}",
-                      f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}", f"{c.efficiency_ratio:.2f}",
-                      f"{c.predicted_time_s:.1f}", f"{c.predicted_energy_j:.0f}", speedup)
+                      f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}",
+                      format_known(c.efficiency_ratio, ".2f"),
+                      format_known(c.predicted_time_s, ".1f"),
+                      format_known(c.predicted_energy_j, ".0f"), speedup)
     console.print(table)
     for method, reason in result.unavailable.items():
         console.print(f"  [dim]note: {method} not available: {reason}[/]")
@@ -173,7 +175,8 @@ def print_pareto_front(result: Plan) -> None:
                       f"{point.predicted_time_s:.1f}", f"{point.predicted_energy_j:.0f}",
                       f"{point.peak_power_w:.2f}", f"{point.avg_power_w:.2f}", ", ".join(here))
     console.print(table)
-    off = [name for name, c in result.choices.items() if not c.on_pareto_front]
+    off = [name for name, c in result.choices.items()
+           if not c.on_pareto_front and c.predicted_time_s is not None]
     for name in off:
         c = result.choices[name]
         console.print(f"  [dim]{name} (b={c.batch_size}, {c.frequency_hz / 1e6:.1f} MHz: "

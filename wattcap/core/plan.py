@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.errors import WattcapError
 from wattcap.core.objective import FrontPoint, Objective
-from wattcap.core.schema import VersionedFile
+from wattcap.core.schema import Migration, VersionedFile
 
 METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
@@ -31,18 +33,31 @@ class Choice(BaseModel):
     seconds_per_sample: float
     peak_power_w: float
     avg_power_w: float
-    efficiency_ratio: float
-    samples: float
-    predicted_time_s: float
-    predicted_energy_j: float
+    #: r_b, samples to target and the predictions; None where the efficiency vector gives no
+    #: r_b for the batch size (baseline-1's largest batch, outside what the proxy ran): the
+    #: choice stands, only its time is unknown
+    efficiency_ratio: float | None
+    samples: float | None
+    predicted_time_s: float | None
+    predicted_energy_j: float | None
     #: on the plan's time/energy Pareto front (no feasible choice is faster and thriftier)
     on_pareto_front: bool = False
+
+def format_known(value: float | None, spec: str, unknown: str = "unknown",
+                 suffix: str = "") -> str:
+    """`value` formatted with `spec` and `suffix`, or `unknown` for a prediction that cannot be
+    made."""
+    return unknown if value is None else format(value, spec) + suffix
+
 
 class Plan(VersionedFile):
     """The outcome of planning: one choice per method, for one cap."""
 
     FILE_KIND = "wattcap.plan"
-    SCHEMA_VERSION = 2  # 2: objective, pareto_front, Choice.on_pareto_front
+    #: 2: objective, pareto_front, Choice.on_pareto_front; 3: a choice's predictions may be
+    #: unknown (None)
+    SCHEMA_VERSION = 3
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {2: lambda raw: raw}
 
     device: str
     model: str
@@ -61,4 +76,6 @@ class Plan(VersionedFile):
         """Predicted time of `baseline` ÷ time of `method`."""
         if baseline not in self.choices or method not in self.choices:
             return None
-        return self.choices[baseline].predicted_time_s / self.choices[method].predicted_time_s
+        numerator = self.choices[baseline].predicted_time_s
+        denominator = self.choices[method].predicted_time_s
+        return None if numerator is None or denominator is None else numerator / denominator

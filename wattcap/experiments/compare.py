@@ -27,7 +27,7 @@ from wattcap.algorithms.planner import plan
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.files import write_file
-from wattcap.core.plan import METHODS, InfeasibleCapError
+from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
@@ -56,7 +56,8 @@ class MethodResult(BaseModel):
     method: str
     batch_size: int
     frequency_hz: int
-    predicted_time_s: float
+    #: None: the proxy gave no r_b for the method's batch size (its time is still measured)
+    predicted_time_s: float | None
     time_s: list[float | None]
     energy_j: list[float | None]
     peak_power_w: float
@@ -453,7 +454,7 @@ def write_csv(comparison: Comparison, path: Path) -> None:
                 r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
                 r.method, r.batch_size, r.frequency_hz / 1e6, seed,
                 "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
-                f"{r.peak_power_w:.3f}", f"{r.predicted_time_s:.4f}",
+                f"{r.peak_power_w:.3f}", format_known(r.predicted_time_s, ".4f", ""),
                 "" if over is None else f"{over:.2f}",
             ])
     write_file(path, handle.getvalue())
@@ -483,7 +484,7 @@ def sensitivity_matrix(
                     continue
                 ours, best = result.choices["wattcap"], result.choices.get("fastest")
                 ours_samples = target_vector.samples(ours.batch_size)
-                if best is None or ours_samples is None:
+                if best is None or ours_samples is None or best.predicted_time_s is None:
                     row.append(None)
                     continue
                 ours_time = ours.seconds_per_sample * ours_samples

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from wattcap.algorithms.planner import plan
 from wattcap.core.files import write_file
-from wattcap.core.plan import METHODS, Plan
+from wattcap.core.plan import METHODS, Plan, format_known
 from wattcap.experiments.plots import plot_profile
 from wattcap.measure.references import emulated_reference_profiles
 
@@ -76,7 +76,6 @@ def side_by_side(plans: list[Plan], title: str) -> Table:
                    "wattcap speed-up"):
         table.add_column(column, justify="left" if column in ("cap", "method") else "right")
     for result in plans:
-        main = result.choices["wattcap"]
         for method in METHODS:
             c = result.choices.get(method)
             if c is None:
@@ -84,9 +83,9 @@ def side_by_side(plans: list[Plan], title: str) -> Table:
             table.add_row(
                 _cap_label(result.power_cap_w), method, str(c.batch_size),
                 f"{c.frequency_hz / 1e6:.1f}", f"{c.peak_power_w:.2f}",
-                f"{c.predicted_time_s:.1f}",
+                format_known(c.predicted_time_s, ".1f"),
                 "—" if method == "wattcap"
-                else f"{c.predicted_time_s / main.predicted_time_s:.2f}x",
+                else format_known(result.speedup(method), ".2f", suffix="x"),
             )
         table.add_section()
     return table

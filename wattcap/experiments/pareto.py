@@ -32,6 +32,8 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
                     (point.predicted_time_s, point.predicted_energy_j),
                     textcoords="offset points", xytext=(5, 4), fontsize=7, color="0.3")
     for method, choice in plan.choices.items():
+        if choice.predicted_time_s is None or choice.predicted_energy_j is None:
+            continue  # no r_b for its batch size: no point to draw
         marker, color = _MARKERS.get(method, ("x", "black"))
         where = "on the front" if choice.on_pareto_front else "off the front"
         ax.scatter([choice.predicted_time_s], [choice.predicted_energy_j], marker=marker,
