@@ -262,3 +262,21 @@ def test_a_peak_of_averaged_readings_grows_the_margin(tmp_path: Path) -> None:
         plan(averaged, 2.3, margin_sigmas=0)
     assert refused.value.lowest_feasible_w == pytest.approx(2.0 + gain * 0.1)
     assert plan(instant, 2.3, margin_sigmas=0).choices["wattcap"].batch_size == 8
+
+
+def test_a_vector_without_an_input_shape_plans_with_any_profile(
+    measured: ProfileTable, tmp_path: Path,
+) -> None:
+    """An imported vector records no input shape unless given one: nothing to compare, so it
+    plans with a profile that has one; a vector of another recorded shape is still refused."""
+    from wattcap.core.schema import WattcapFileError
+
+    path = _write(tmp_path / "e.csv", "batch_size,seed,samples_to_target,budget_samples",
+                  ["8,0,300,2000", "32,0,400,2000", "128,0,700,2000"])
+    unshaped = import_efficiency(path, model="digits-cnn", dataset="proxy", target_accuracy=0.8)
+    assert unshaped.input_shape == [] and measured.input_shape
+    assert plan(measured, CAP_W, efficiency=unshaped).choices["wattcap"].batch_size in (8, 32, 128)
+    other = import_efficiency(path, model="digits-cnn", dataset="proxy", target_accuracy=0.8,
+                              input_shape=[3, 64, 64])
+    with pytest.raises(WattcapFileError, match="input shape"):
+        plan(measured, CAP_W, efficiency=other)

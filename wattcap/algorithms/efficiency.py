@@ -182,10 +182,12 @@ def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
 
 
 def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
-    """One standard deviation of ln r_b: from the interval on r_b of the large-batch relation
-    (the fit's, or a noise-scale vector's, at its confidence, read as normal in log r), else the
-    seeds' spread of the per-seed ratios; 0 where neither is known (one seed; the reference
-    batch size, against which every r_b is taken)."""
+    """One standard deviation of the estimate of ln r_b: from the interval on r_b of the
+    large-batch relation (the fit's, or a noise-scale vector's, at its confidence, read as
+    normal in log r), else the standard error of the seeds' mean ratio; 0 for the reference
+    batch size (r = 1 by definition) and where neither is known (one seed)."""
+    if batch_size == vector.reference_batch_size:
+        return 0.0
     entry = vector.entry(batch_size)
     relation = vector.noise_scale if vector.noise_scale is not None else (
         vector.fit if vector.ratio_source == "fit" else None)
@@ -198,5 +200,6 @@ def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
         z = NormalDist().inv_cdf(0.5 + relation.confidence / 2)
         return math.log(high / low) / (2 * z)
     if entry is not None and entry.ratio_std and entry.ratio:
-        return entry.ratio_std / entry.ratio
+        reached = sum(1 for s in entry.samples_per_seed if s is not None)
+        return entry.ratio_std / entry.ratio / math.sqrt(max(reached, 1))
     return 0.0

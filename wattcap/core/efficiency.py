@@ -169,7 +169,7 @@ class EfficiencyVector(VersionedFile):
         model_source_sha256: str | None = None,
     ) -> None:
         """Refuse a vector made for another model, input shape, architecture or user-model
-        source (fingerprints and source hashes are compared when both are known). A user
+        source (shapes, fingerprints and source hashes are compared when both are known). A user
         model's file may move: the same file name, factory and architecture match."""
         same_architecture = (architecture_fingerprint is not None
                              and architecture_fingerprint == self.architecture_fingerprint)
@@ -182,7 +182,9 @@ class EfficiencyVector(VersionedFile):
                 f"{source}: the efficiency vector was estimated with another version of the "
                 f"model's source ({self.model}: sha256 {self.model_source_sha256[:12]}…, now "
                 f"{model_source_sha256[:12]}…). Estimate r_b again for the changed model.")
-        if input_shape is not None:
+        # an empty shape is one a file did not record (an imported table without
+        # --input-shape): nothing to compare it with
+        if input_shape is not None and list(input_shape) and self.input_shape:
             require_match(
                 "the efficiency vector", "input shape", list(input_shape), self.input_shape, source
             )
