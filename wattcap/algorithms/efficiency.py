@@ -6,10 +6,14 @@ from __future__ import annotations
 import math
 import statistics
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattcap.algorithms.large_batch import fit_large_batch
 from wattcap.core.efficiency import EfficiencyEntry, EfficiencyVector, RatioSource
+
+if TYPE_CHECKING:
+    from wattcap.core.large_batch import LargeBatchFit
+    from wattcap.core.noise_scale import NoiseScaleEstimate
 
 
 def vector_from_samples(
@@ -133,7 +137,7 @@ def ratios_for_batch_sizes(
         ratios[b], samples[b] = ratio, ratio * reference.samples
         (between if inside else extrapolated).append(b)
     notes = []
-    how = ("the large-batch relation" if _relation_b_noise(vector) is not None
+    how = ("the large-batch relation" if _relation(vector) is not None
            else "r_b interpolated in log b between the neighbouring measured batch sizes")
     span = f"[{measured[0]}, {measured[-1]}]" if measured else "[]"
     if between:
@@ -145,28 +149,25 @@ def ratios_for_batch_sizes(
         notes.append(f"b = {outside} lie outside the batch sizes run on {vector.dataset} "
                      f"{span}: not chosen" + (" (--extrapolate predicts them from the "
                                               "large-batch relation)"
-                                              if _relation_b_noise(vector) is not None
+                                              if _relation(vector) is not None
                                               else " (the vector has no fitted relation to "
                                               "extrapolate from)"))
     return ratios, samples, notes
 
 
-def _relation_b_noise(vector: EfficiencyVector) -> float | None:
-    """B_noise of the vector's large-batch relation where it stands for r_b: a good fit's, or a
-    noise-scale vector's; None when r_b comes from raw means."""
+def _relation(vector: EfficiencyVector) -> LargeBatchFit | NoiseScaleEstimate | None:
+    """The large-batch relation that stands for the vector's r_b: a noise-scale vector's
+    estimate, or a good fit; None when r_b comes from raw means."""
     if vector.noise_scale is not None:
-        return vector.noise_scale.b_noise
-    if vector.fit is not None and vector.ratio_source == "fit":
-        return vector.fit.b_noise
-    return None
+        return vector.noise_scale
+    return vector.fit if vector.ratio_source == "fit" else None
 
 
 def _relation_ratio(vector: EfficiencyVector, batch_size: int) -> float | None:
     """r_b = (B_noise + b) / (B_noise + b_ref) of the vector's relation, or None."""
-    b_noise = _relation_b_noise(vector)
-    if b_noise is None:
-        return None
-    return (b_noise + batch_size) / (b_noise + vector.reference_batch_size)
+    relation = _relation(vector)
+    return None if relation is None else relation.ratio(batch_size,
+                                                        vector.reference_batch_size)
 
 
 def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
@@ -189,8 +190,7 @@ def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
     if batch_size == vector.reference_batch_size:
         return 0.0
     entry = vector.entry(batch_size)
-    relation = vector.noise_scale if vector.noise_scale is not None else (
-        vector.fit if vector.ratio_source == "fit" else None)
+    relation = _relation(vector)
     low = high = None
     if entry is not None:
         low, high = entry.ratio_low, entry.ratio_high

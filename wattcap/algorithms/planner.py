@@ -243,15 +243,14 @@ class Replanner:
         """What the margin is, for the plan's notes."""
         noise_w = self.original.power_noise_w
         gain = averaging_gain(self.original)
-        averaged = "" if gain == 1.0 else (
-            f"the peaks are of readings averaged over {self.original.power_window_s:g} s: each "
-            f"is raised by {gain - 1:.2f}x its excursion above the average power, for the "
-            f"instant peaks averaging hides (up to {self._hidden_max_w():.2f} W); ")
-        return averaged + self._sigma_note(noise_w)
-
-    def _hidden_max_w(self) -> float:
-        gain = averaging_gain(self.original)
-        return max((gain - 1.0) * (p.peak_power_w - p.avg_power_w) for p in self.original.points)
+        if gain == 1.0:
+            return self._sigma_note(noise_w)
+        hidden_w = max((gain - 1.0) * (p.peak_power_w - p.avg_power_w)
+                       for p in self.original.points)
+        return (f"the peaks are of readings averaged over {self.original.power_window_s:g} s: "
+                f"each is raised by {gain - 1:.2f}x its excursion above the average power, for "
+                f"the instant peaks averaging hides (up to {hidden_w:.2f} W); "
+                + self._sigma_note(noise_w))
 
     def _sigma_note(self, noise_w: float | None) -> str:
         """The part of the margin that is sensor noise and prediction uncertainty."""

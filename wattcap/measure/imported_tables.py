@@ -190,6 +190,14 @@ class _Rows:
                                "--columns")
 
 
+def _read(path: Path) -> str:
+    """The CSV's text, or one clear line saying why it cannot be read."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise TableImportError(f"{path}: cannot read it ({err})") from None
+
+
 def _std(values: list[float]) -> float | None:
     return statistics.stdev(values) if len(values) > 1 else None
 
@@ -203,10 +211,7 @@ def import_profile(
 
     path = Path(path)
     sampling = PowerSampling.parse(power_sampling)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise TableImportError(f"{path}: cannot read it ({err})") from None
+    text = _read(path)
     rows = _Rows(text, str(path), parse_columns(columns, PROFILE_COLUMNS), PROFILE_COLUMNS)
     rows.require("batch_size", what="batch size")
     clock = rows.require("frequency_mhz", "frequency_hz", what="GPU clock")
@@ -293,10 +298,7 @@ def import_efficiency(
         target_metric.check_target(target_accuracy)
     except MetricError as err:
         raise TableImportError(f"{path}: {err}") from None
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise TableImportError(f"{path}: cannot read it ({err})") from None
+    text = _read(path)
     rows = _Rows(text, str(path), parse_columns(columns, EFFICIENCY_COLUMNS),
                  EFFICIENCY_COLUMNS)
     rows.require("batch_size", what="batch size")
@@ -322,8 +324,9 @@ def import_efficiency(
     return vector
 
 
-def _budget_samples(rows: _Rows, i: int, row: dict[str, str], per_epoch: float) -> float:
-    column = rows.require("budget_samples", "budget_epochs", what="budget")
+def _budget_samples(rows: _Rows, i: int, row: dict[str, str], column: str,
+                    per_epoch: float) -> float:
+    """A run's budget in samples, from `column` (budget_samples or budget_epochs)."""
     return rows.number(i, row, column) * (per_epoch if column == "budget_epochs" else 1.0)
 
 
@@ -345,7 +348,7 @@ def _runs_from_rows(rows: _Rows) -> tuple[dict[int, dict[int, float | None]],
                                    "appears twice")
         per_epoch = rows.number(i, row, "samples_per_epoch") if epochs else 1.0
         to_samples = per_epoch if "epochs" in reached_column else 1.0
-        budget = _budget_samples(rows, i, row, per_epoch)
+        budget = _budget_samples(rows, i, row, budget_column, per_epoch)
         reached_text = rows.text(row, reached_column).lower()
         reached = None if reached_text in NOT_REACHED else \
             rows.number(i, row, reached_column) * to_samples
@@ -364,7 +367,8 @@ def _runs_from_curves(rows: _Rows, metric: TargetMetric, target: float,
     from wattcap.algorithms.curves import samples_to_target
 
     seen_column = rows.require("samples_seen", "epochs_seen", what="samples seen")
-    epochs = seen_column == "epochs_seen" or rows.has("budget_epochs")
+    budget_column = rows.require("budget_samples", "budget_epochs", what="budget")
+    epochs = seen_column == "epochs_seen" or budget_column == "budget_epochs"
     if epochs:
         rows.require("samples_per_epoch", what="samples per epoch")
     curves: dict[tuple[int, int], list[tuple[float, float]]] = {}
@@ -378,7 +382,8 @@ def _runs_from_curves(rows: _Rows, metric: TargetMetric, target: float,
                             math.inf if metric.high is None else metric.high,
                             unit=f"({metric.name})")
         curves.setdefault((b, seed), []).append((seen, value))
-        budgets.setdefault(b, {})[seed] = int(round(_budget_samples(rows, i, row, per_epoch)))
+        budgets.setdefault(b, {})[seed] = int(round(
+            _budget_samples(rows, i, row, budget_column, per_epoch)))
     samples: dict[int, dict[int, float | None]] = {}
     for (b, seed), curve in sorted(curves.items()):
         curve.sort()
