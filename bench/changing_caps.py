@@ -195,8 +195,8 @@ def main() -> None:
         }
         records: dict[str, Runs] = {}
         for label, (method, policy, choice, objective) in methods.items():
-            b, f = (b_max, profile.frequencies_hz[0]) if choice is None else \
-                (choice.batch_size, choice.frequency_hz)
+            b, f = (b_max, profile.knob_values[0]) if choice is None else \
+                (choice.batch_size, choice.knob_value)
             records[label] = Runs([
                 run(scenario, profile, vector, weights, method, policy, b, f, seed, objective)
                 for seed in range(args.seeds)])
@@ -222,7 +222,7 @@ def main() -> None:
                               (costs, cost)):
             values.append(value)
         print(f"{scenario.name:12} {seconds(ours):>10} {seconds(records['fixed']):>12} "
-              f"{f'{fixed.batch_size},{fixed.frequency_hz / 1e6:.0f}':>12} "
+              f"{f'{fixed.batch_size},{fixed.knob_value / 1e6:.0f}':>12} "
               f"{seconds(records['baseline-1']):>12} {a:8.2f} {b:9.2f} "
               f"{ours.paused_s:9.2f} {saved:8.1%} {cost:7.2f}")
     finite = [r for r in fixed_ratios if math.isfinite(r)]

@@ -83,7 +83,7 @@ def _timed(path: Path, fresh: bool, make) -> tuple[EfficiencyVector, dict, bool]
 
 
 def _choice_label(choice) -> str:
-    return f"b={choice.batch_size:<3d} {choice.frequency_hz / 1e6:5.1f} MHz"
+    return f"b={choice.batch_size:<3d} {choice.knob_value / 1e6:5.1f} MHz"
 
 
 def compare_proxies(out: Path, proxies: tuple[str, ...], seeds: int, gns_samples: int,
@@ -137,8 +137,8 @@ def compare_proxies(out: Path, proxies: tuple[str, ...], seeds: int, gns_samples
             for name, (gns, _, _) in gns_runs.items():
                 theirs = plan(profile, cap, efficiency=gns,
                               reference_profiles=references).choices["wattcap"]
-                same = (ours.batch_size, ours.frequency_hz) == (theirs.batch_size,
-                                                                 theirs.frequency_hz)
+                same = (ours.batch_size, ours.knob_value) == (theirs.batch_size,
+                                                                 theirs.knob_value)
                 # both times judged with the sweep's r_b (its E(b)): what the GNS choice costs
                 loss = (theirs.seconds_per_sample * sweep.samples(theirs.batch_size)) / (
                     ours.seconds_per_sample * sweep.samples(ours.batch_size))

@@ -121,7 +121,7 @@ def compare_choices(
         except InfeasibleCapError:
             counts[3] += 1
             continue
-        if (a.batch_size, a.frequency_hz) == (b.batch_size, b.frequency_hz):
+        if (a.batch_size, a.knob_value) == (b.batch_size, b.knob_value):
             counts[0] += 1
             continue
         if near_cap(exhaustive, cap_w, a.batch_size) or near_cap(exhaustive, cap_w,
@@ -129,7 +129,7 @@ def compare_choices(
             counts[1] += 1
         else:
             counts[2] += 1
-        measured = exhaustive.lookup(b.batch_size, b.frequency_hz)
+        measured = exhaustive.lookup(b.batch_size, b.knob_value)
         assert measured is not None
         ratio_b = r.ratio(b.batch_size) if r is not None else 1.0
         worst_ratio = max(worst_ratio, measured.seconds_per_sample * (ratio_b or 1.0)
@@ -144,7 +144,7 @@ def errors(exhaustive: ProfileTable, model: ProfileTable) -> dict[str, tuple[flo
     for p in model.points:
         if not p.predicted:
             continue
-        q = exhaustive.lookup(p.batch_size, p.frequency_hz)
+        q = exhaustive.lookup(p.batch_size, p.knob_value)
         assert q is not None
         found["time"].append(abs(p.seconds_per_sample / q.seconds_per_sample - 1))
         found["peak"].append(abs(p.peak_power_w / q.peak_power_w - 1))

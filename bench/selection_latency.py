@@ -70,7 +70,7 @@ def main() -> None:
     brute_s = min(timeit.repeat(run_brute, number=1, repeat=REPEATS)) / SELECTIONS
 
     print(f"profile: {profile.model} on {profile.device}, {len(profile.batch_sizes)} batch sizes"
-          f" x {len(profile.frequencies_hz)} frequencies = {len(profile.points)} points")
+          f" x {len(profile.knob_values)} frequencies = {len(profile.points)} points")
     print(f"{SELECTIONS} random caps, best of {REPEATS} runs")
     print(f"Selector preparation (once per profile): {prepare_s * 1e6:8.1f} us")
     print(f"Selector.select (Algorithm 1):           {selector_s * 1e6:8.1f} us per selection"

@@ -15,9 +15,12 @@ from wattcap.algorithms.planner import (  # noqa: E402
     Replanner,
     Selector,
     plan,
-    safe_frequency_hz,
+    safe_knob_value,
     with_power_margin,
 )
+
+#: the name before knobs (a profile's knob values are frequencies when its kind is the clock)
+safe_frequency_hz = safe_knob_value
 from wattcap.core.plan import (  # noqa: E402
     METHODS,
     Choice,
@@ -31,6 +34,7 @@ __all__ = [
     "Selector",
     "plan",
     "safe_frequency_hz",
+    "safe_knob_value",
     "with_power_margin",
     "Choice",
     "InfeasibleCapError",

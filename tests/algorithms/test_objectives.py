@@ -26,7 +26,7 @@ def _table(points: list[ProfilePoint], batch_sizes: list[int], freqs: list[int])
     return ProfileTable(
         device="test-device", device_kind="emulated", sensor_rail="VDD_IN",
         sensor_period_s=0.05, model="test-model", input_shape=[3, 32, 32],
-        batch_sizes=batch_sizes, frequencies_hz=freqs, max_batch_size=max(batch_sizes),
+        batch_sizes=batch_sizes, knob_values=freqs, max_batch_size=max(batch_sizes),
         mode="exhaustive", points=points, points_measured=len(points), profiling_device_s=1.0,
     )
 
@@ -46,7 +46,7 @@ def random_problem(draw):
         for f in sorted(draw(st.sets(st.sampled_from(freqs_hz), min_size=1))):
             peak = draw(watts)
             points.append(ProfilePoint(
-                batch_size=b, frequency_hz=f, peak_power_w=peak,
+                batch_size=b, knob_value=f, peak_power_w=peak,
                 avg_power_w=peak * draw(st.floats(0.3, 1.0)),
                 seconds_per_sample=draw(st.floats(1e-4, 1.0)), steps=1, readings=5,
             ))
@@ -122,9 +122,9 @@ def test_each_objective_equals_brute_force(problem) -> None:
     chosen = candidates.best(objective, cap)
     assert chosen is not None
     assert cap is None or chosen.peak_power_w <= cap
-    by_point = {(p.batch_size, p.frequency_hz): (v, t, e) for v, t, e, p in meeting}
-    assert (chosen.batch_size, chosen.frequency_hz) in by_point  # meets the constraint
-    value = by_point[(chosen.batch_size, chosen.frequency_hz)][0]
+    by_point = {(p.batch_size, p.knob_value): (v, t, e) for v, t, e, p in meeting}
+    assert (chosen.batch_size, chosen.knob_value) in by_point  # meets the constraint
+    value = by_point[(chosen.batch_size, chosen.knob_value)][0]
     assert value == pytest.approx(min(v for v, _, _, _ in meeting), rel=1e-9)
 
 
@@ -151,7 +151,7 @@ def test_pareto_front_is_the_non_dominated_set(problem) -> None:
 
 def test_pareto_front_drops_ties_that_are_dominated() -> None:
     def point(b, f_mhz, seconds, avg_w):
-        return ProfilePoint(batch_size=b, frequency_hz=f_mhz * 1_000_000, peak_power_w=avg_w,
+        return ProfilePoint(batch_size=b, knob_value=f_mhz * 1_000_000, peak_power_w=avg_w,
                             avg_power_w=avg_w, seconds_per_sample=seconds, steps=1, readings=5)
 
     points = [
@@ -202,9 +202,9 @@ def test_time_objective_gives_todays_choices_on_the_nano(
     assert default.choices == explicit.choices
     assert default.pareto_front == explicit.pareto_front
     wattcap = default.choices["wattcap"]
-    assert (wattcap.batch_size, wattcap.frequency_hz) == (
+    assert (wattcap.batch_size, wattcap.knob_value) == (
         Selector(profile).select(cap, ratios).batch_size,
-        Selector(profile).select(cap, ratios).frequency_hz,
+        Selector(profile).select(cap, ratios).knob_value,
     )
 
 
@@ -282,15 +282,15 @@ def test_baselines_and_oracle_under_another_objective(
                              dataset="target")
     energy = plan(profile, cap, efficiency=proxy, reference_profiles=nano_reference_profiles,
                   target_efficiency=target, objective=Objective.of("energy"))
-    f_safe = energy.safe_frequency_hz
+    f_safe = energy.safe_knob_value
     b2 = energy.choices["baseline-2"]
-    assert b2.frequency_hz == f_safe
+    assert b2.knob_value == f_safe
     assert b2.predicted_energy_j == pytest.approx(min(
         p.seconds_per_sample * proxy.samples(p.batch_size) * p.avg_power_w
-        for p in profile.points if p.frequency_hz == f_safe and p.peak_power_w <= cap
+        for p in profile.points if p.knob_value == f_safe and p.peak_power_w <= cap
     ))
     b1 = energy.choices["baseline-1"]
-    assert (b1.batch_size, b1.frequency_hz) == (profile.max_batch_size, f_safe)
+    assert (b1.batch_size, b1.knob_value) == (profile.max_batch_size, f_safe)
     assert energy.choices["fastest"].predicted_energy_j == pytest.approx(min(
         p.seconds_per_sample * target.samples(p.batch_size) * p.avg_power_w
         for p in profile.points if p.peak_power_w <= cap

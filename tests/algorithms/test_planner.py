@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wattcap.algorithms.planner import DEFAULT_SAMPLES, Selector, plan, safe_frequency_hz
+from wattcap.algorithms.planner import DEFAULT_SAMPLES, Selector, plan, safe_knob_value
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.schema import WattcapFileError
@@ -28,7 +28,7 @@ def _table(points: list[ProfilePoint], batch_sizes: list[int], freqs: list[int])
         model="test-model",
         input_shape=[3, 32, 32],
         batch_sizes=batch_sizes,
-        frequencies_hz=freqs,
+        knob_values=freqs,
         max_batch_size=max(batch_sizes),
         mode="exhaustive",
         points=points,
@@ -58,7 +58,7 @@ def random_problem(draw):
         for f in measured:
             seconds *= draw(st.sampled_from((1.0, 1.0, 0.999, 0.9, 0.5)))
             points.append(ProfilePoint(
-                batch_size=b, frequency_hz=f, peak_power_w=draw(power), avg_power_w=1.0,
+                batch_size=b, knob_value=f, peak_power_w=draw(power), avg_power_w=1.0,
                 seconds_per_sample=seconds, steps=1, readings=5,
             ))
     ratios = {
@@ -97,7 +97,7 @@ def test_algorithm1_equals_brute_force_argmin(problem) -> None:
     assert cap is None or chosen.peak_power_w <= cap
     assert ratios[chosen.batch_size] is not None
     # the chosen point is a measured point of the table
-    assert table.lookup(chosen.batch_size, chosen.frequency_hz) == chosen
+    assert table.lookup(chosen.batch_size, chosen.knob_value) == chosen
     value = chosen.seconds_per_sample * ratios[chosen.batch_size]
     assert value == pytest.approx(best, rel=1e-12)
 
@@ -108,23 +108,23 @@ def test_selector_frontier_is_highest_feasible_frequency(problem) -> None:
     table, _, cap = problem
     frontier = Selector(table).frontier(cap)
     for b, row in table.rows().items():
-        feasible = [p.frequency_hz for p in row if cap is None or p.peak_power_w <= cap]
+        feasible = [p.knob_value for p in row if cap is None or p.peak_power_w <= cap]
         if feasible:
-            assert frontier[b].frequency_hz == max(feasible)
+            assert frontier[b].knob_value == max(feasible)
         else:
             assert b not in frontier
-    assert {b: p.frequency_hz for b, p in frontier.items()} == {
-        b: p.frequency_hz for b, p in table.frontier(cap).items()
+    assert {b: p.knob_value for b, p in frontier.items()} == {
+        b: p.knob_value for b, p in table.frontier(cap).items()
     }
 
 
 # -- plan on the emulated Nano ------------------------------------------------------------------
 def _brute_safe_frequency(references: list[ProfileTable], cap: float) -> int | None:
     """Highest f at which every measured point of every reference profile is ≤ cap."""
-    freqs = sorted({p.frequency_hz for r in references for p in r.points})
+    freqs = sorted({p.knob_value for r in references for p in r.points})
     safe = [
         f for f in freqs
-        if all(p.peak_power_w <= cap for r in references for p in r.points if p.frequency_hz == f)
+        if all(p.peak_power_w <= cap for r in references for p in r.points if p.knob_value == f)
     ]
     return max(safe) if safe else None
 
@@ -159,8 +159,8 @@ def test_infeasible_cap_names_lowest_feasible_cap(nano_resnet18_profile) -> None
 def test_safe_frequency_is_brute_force_over_reference_profiles(
     nano_reference_profiles, cap
 ) -> None:
-    freqs = nano_reference_profiles[0].frequencies_hz
-    assert safe_frequency_hz(nano_reference_profiles, cap, freqs) == _brute_safe_frequency(
+    freqs = nano_reference_profiles[0].knob_values
+    assert safe_knob_value(nano_reference_profiles, cap, freqs) == _brute_safe_frequency(
         nano_reference_profiles, cap
     )
 
@@ -170,22 +170,22 @@ def test_baselines_and_wattcap(nano_resnet18_profile, nano_reference_profiles, c
     profile = nano_resnet18_profile
     result = plan(profile, cap, reference_profiles=nano_reference_profiles, margin_sigmas=0)
     f_safe = _brute_safe_frequency(nano_reference_profiles, cap)
-    assert result.safe_frequency_hz == f_safe
+    assert result.safe_knob_value == f_safe
     assert f_safe is not None
 
     wattcap = result.choices["wattcap"]
     assert wattcap.peak_power_w <= cap
     for choice in result.choices.values():
         assert choice.peak_power_w <= cap
-        point = profile.lookup(choice.batch_size, choice.frequency_hz)
+        point = profile.lookup(choice.batch_size, choice.knob_value)
         assert point is not None and point.peak_power_w == choice.peak_power_w
 
     b1 = result.choices["baseline-1"]
-    assert (b1.batch_size, b1.frequency_hz) == (profile.max_batch_size, f_safe)
+    assert (b1.batch_size, b1.knob_value) == (profile.max_batch_size, f_safe)
 
     b2 = result.choices["baseline-2"]
-    assert b2.frequency_hz == f_safe
-    at_safe = [p for p in profile.points if p.frequency_hz == f_safe and p.peak_power_w <= cap]
+    assert b2.knob_value == f_safe
+    at_safe = [p for p in profile.points if p.knob_value == f_safe and p.peak_power_w <= cap]
     assert b2.seconds_per_sample == min(p.seconds_per_sample for p in at_safe)
 
     # wattcap's predicted time is never worse than either baseline's on the same r
@@ -199,9 +199,9 @@ def test_baselines_and_wattcap(nano_resnet18_profile, nano_reference_profiles, c
 
 def test_no_cap_runs_at_highest_frequency(nano_resnet18_profile) -> None:
     result = plan(nano_resnet18_profile, None)
-    f_max = max(nano_resnet18_profile.frequencies_hz)
-    assert result.safe_frequency_hz == f_max
-    assert result.choices["wattcap"].frequency_hz == f_max
+    f_max = max(nano_resnet18_profile.knob_values)
+    assert result.safe_knob_value == f_max
+    assert result.choices["wattcap"].knob_value == f_max
     assert result.choices["baseline-1"].batch_size == nano_resnet18_profile.max_batch_size
 
 

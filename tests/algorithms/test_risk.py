@@ -27,12 +27,12 @@ def _vector():
 
 
 def _profile(seconds: dict[int, float]) -> ProfileTable:
-    points = [ProfilePoint(batch_size=b, frequency_hz=F_HZ, peak_power_w=3.0, avg_power_w=2.5,
+    points = [ProfilePoint(batch_size=b, knob_value=F_HZ, peak_power_w=3.0, avg_power_w=2.5,
                            seconds_per_sample=s, steps=10, readings=5)
               for b, s in seconds.items()]
     return ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
                         sensor_period_s=0.05, model="m", input_shape=[],
-                        batch_sizes=sorted(seconds), frequencies_hz=[F_HZ],
+                        batch_sizes=sorted(seconds), knob_values=[F_HZ],
                         max_batch_size=max(seconds), mode="exhaustive", points=points,
                         points_measured=len(points), profiling_device_s=1.0, power_noise_w=0.0)
 

@@ -35,13 +35,13 @@ def _vector(batch_sizes=PROXY_BATCH_SIZES, use_fit: bool = True):
 
 def _profile(fast_b: int) -> ProfileTable:
     """One clock; every batch size equally fast per sample except `fast_b`, twice as fast."""
-    points = [ProfilePoint(batch_size=b, frequency_hz=900_000_000, peak_power_w=3.0,
+    points = [ProfilePoint(batch_size=b, knob_value=900_000_000, peak_power_w=3.0,
                            avg_power_w=2.5, seconds_per_sample=(0.5 if b == fast_b else 1.0)
                            * 1e-3, steps=10, readings=5)
               for b in PROFILE_BATCH_SIZES]
     return ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
                         sensor_period_s=0.05, model="m", input_shape=[3, 8, 8],
-                        batch_sizes=PROFILE_BATCH_SIZES, frequencies_hz=[900_000_000],
+                        batch_sizes=PROFILE_BATCH_SIZES, knob_values=[900_000_000],
                         max_batch_size=512, mode="exhaustive", points=points,
                         points_measured=len(points), profiling_device_s=1.0,
                         power_noise_w=0.0)

@@ -61,8 +61,8 @@ def test_plan_objectives_and_the_pareto_front(files: tuple[Path, Path], tmp_path
         p["predicted_time_s"] for p in front)
     # both objectives' choices lie on the front
     for chosen in plans.values():
-        assert any((p["batch_size"], p["frequency_hz"]) == (chosen["batch_size"],
-                                                            chosen["frequency_hz"])
+        assert any((p["batch_size"], p["knob_value"]) == (chosen["batch_size"],
+                                                            chosen["knob_value"])
                    for p in front)
     png = tmp_path / "front.png"
     result = invoke("plan", "--profile", profile, "--efficiency", efficiency, "--power-cap", "5",

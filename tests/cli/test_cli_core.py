@@ -17,7 +17,7 @@ from wattcap.core.profile import ProfileTable
 DEVICE = "emulated:jetson-nano"
 MODEL = "digits32-cnn"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CHOICE_KEYS = {"batch_size", "frequency_hz", "predicted_time_s", "predicted_energy_j",
+CHOICE_KEYS = {"batch_size", "knob_value", "predicted_time_s", "predicted_energy_j",
                "peak_power_w", "method"}
 
 runner = CliRunner()
@@ -52,7 +52,7 @@ def test_profile_exhaustive_writes_a_profile(profile_file) -> None:
     table = ProfileTable.load(profile_file)
     assert table.mode == "exhaustive"
     assert (table.device, table.model) == ("jetson-nano", MODEL)
-    assert table.points_measured == len(table.batch_sizes) * len(table.frequencies_hz)
+    assert table.points_measured == len(table.batch_sizes) * len(table.knob_values)
 
 
 def test_profile_pruned_measures_fewer_points(tmp_path, profile_file) -> None:
@@ -102,7 +102,7 @@ def test_plan_json(profile_file) -> None:
         assert choice["peak_power_w"] <= 5.0
         assert choice["predicted_time_s"] >= data["predicted_time_s"]
     table = ProfileTable.load(profile_file)
-    point = table.lookup(data["batch_size"], data["frequency_hz"])
+    point = table.lookup(data["batch_size"], data["knob_value"])
     assert point is not None and point.peak_power_w == data["peak_power_w"]
 
 
@@ -113,7 +113,7 @@ def test_plan_without_a_cap(profile_file, tmp_path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["power_cap_w"] is None
-    assert data["frequency_hz"] == max(ProfileTable.load(profile_file).frequencies_hz)
+    assert data["knob_value"] == max(ProfileTable.load(profile_file).knob_values)
     assert out.exists()
 
 
@@ -260,7 +260,7 @@ def test_plan_cost_takes_its_maximum_power_from_the_user(profile_file) -> None:
         return json.loads(result.stdout)
 
     def key(plan: dict) -> tuple:
-        return plan["batch_size"], plan["frequency_hz"]
+        return plan["batch_size"], plan["knob_value"]
 
     fast = chosen()
     thrifty = chosen("--objective", "energy")

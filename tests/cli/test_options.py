@@ -90,4 +90,4 @@ def test_plan_json_says_what_it_is(tmp_path, nano_resnet18_profile) -> None:
                                       "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert (data["kind"], data["schema_version"]) == ("wattcap.plan-summary", 1)
+    assert (data["kind"], data["schema_version"]) == ("wattcap.plan-summary", 2)

@@ -249,7 +249,7 @@ def test_merging_profiles(nano_resnet18_profile) -> None:
     )
     merged = nano_resnet18_profile.merged(newer)
     assert len(merged.points) == len(nano_resnet18_profile.points)
-    assert merged.lookup(newer_point.batch_size, newer_point.frequency_hz).peak_power_w == 99.0
+    assert merged.lookup(newer_point.batch_size, newer_point.knob_value).peak_power_w == 99.0
     # the original is unchanged
     assert nano_resnet18_profile.points[0].peak_power_w != 99.0
     other = nano_resnet18_profile.model_copy(update={"model": "mobilenetv2"})

@@ -19,7 +19,8 @@ from wattcap.core.schema import WattcapFileError
 
 OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
-            "profile-v2-fingerprint.json": 2, "profile-v3.json": 3}
+            "profile-v2-fingerprint.json": 2, "profile-v3.json": 3,
+            "profile-v4.json": 4}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
            "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
            "efficiency-v4.json": 4, "efficiency-v5.json": 5}
@@ -44,8 +45,10 @@ def test_each_earlier_profile_loads_with_its_measurements(name: str) -> None:
     assert table.migrated_from == PROFILES[name]
     assert table.schema_version == ProfileTable.SCHEMA_VERSION
     assert len(table.points) == len(raw["points"]) and table.points
-    assert [(p.batch_size, p.frequency_hz, p.peak_power_w) for p in table.points] == [
+    assert [(p.batch_size, p.knob_value, p.peak_power_w) for p in table.points] == [
         (p["batch_size"], p["frequency_hz"], p["peak_power_w"]) for p in raw["points"]]
+    # a profile before knobs varied the GPU clock, in Hz
+    assert table.knob_kind == "gpu_clock" and table.knob_values == raw["frequencies_hz"]
     # absent fields stay absent: nothing is invented for a file that did not record them
     if "architecture_fingerprint" not in raw:
         assert table.architecture_fingerprint is None and table.device_spec is None
@@ -93,7 +96,7 @@ def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
     result = invoke("migrate", tmp_path / "profile-v1.json",
                     tmp_path / "efficiency-v2-fingerprint.json")
     assert result.exit_code == 0, result.output
-    assert "schema version 1 -> 4" in result.output and "schema version 2 -> 6" in result.output
+    assert "schema version 1 -> 5" in result.output and "schema version 2 -> 6" in result.output
     migrated = json.loads((tmp_path / "profile-v1.json").read_text())
     assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
     assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None
@@ -125,3 +128,18 @@ def test_migrate_refuses_other_kinds_and_corrupt_files(tmp_path: Path) -> None:
     corrupt.write_text('{"kind": "wattcap.profile", ')
     with pytest.raises(WattcapFileError, match="not a JSON file"):
         migrate_file(corrupt)
+
+
+def test_a_plan_before_knobs_loads_as_gpu_clock_choices() -> None:
+    # written by `wattcap plan --out` at 38a2fe0 (plan schema 3), from profile-v4.json
+    from wattcap.core.plan import Plan
+
+    raw = json.loads((OLD / "plan-v3.json").read_text())
+    loaded = Plan.load(OLD / "plan-v3.json")
+    assert loaded.migrated_from == 3 and loaded.knob_kind == "gpu_clock"
+    assert loaded.safe_knob_value == raw["safe_frequency_hz"]
+    for method, choice in raw["choices"].items():
+        assert loaded.choices[method].knob_value == choice["frequency_hz"]
+    assert [p.knob_value for p in loaded.pareto_front] == [
+        p["frequency_hz"] for p in raw["pareto_front"]]
+    assert loaded.describe_knob(loaded.choices["wattcap"].knob_value).endswith(" MHz")

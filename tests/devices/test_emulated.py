@@ -82,11 +82,11 @@ def test_measured_peak_power_rises_with_batch_size_and_frequency() -> None:
         for lower, higher in pairwise(peaks):
             assert higher >= lower - tolerance_w, f"b={b}: {peaks}"
         assert peaks[-1] > peaks[0] + 1.0
-    for index, f in enumerate(profile.frequencies_hz):
+    for index, f in enumerate(profile.knob_values):
         column = [rows[b][index].peak_power_w for b in sorted(rows)]
         for lower, higher in pairwise(column):
             assert higher >= lower - tolerance_w, f"{f / 1e6:.1f} MHz: {column}"
-    f_max = profile.frequencies_hz[-1]
+    f_max = profile.knob_values[-1]
     assert profile.lookup(128, f_max).peak_power_w > profile.lookup(4, f_max).peak_power_w + 3
 
 
@@ -95,7 +95,7 @@ def test_time_per_sample_falls_with_batch_size_and_frequency(nano_resnet18_profi
     for b, row in rows.items():
         times = [p.seconds_per_sample for p in row]
         assert all(later < earlier for earlier, later in pairwise(times)), f"b={b}"
-    for index in range(len(nano_resnet18_profile.frequencies_hz)):
+    for index in range(len(nano_resnet18_profile.knob_values)):
         column = [rows[b][index].seconds_per_sample for b in sorted(rows)]
         assert all(later < earlier for earlier, later in pairwise(column))
 
@@ -106,12 +106,12 @@ def test_tight_cap_favours_a_smaller_batch_at_a_higher_frequency(nano_resnet18_p
     cap = 5.0
     frontier = nano_resnet18_profile.frontier(cap)
     b_max = max(frontier)
-    f_max = nano_resnet18_profile.frequencies_hz[-1]
+    f_max = nano_resnet18_profile.knob_values[-1]
     largest = frontier[b_max]
-    assert largest.frequency_hz <= f_max / 2
+    assert largest.knob_value <= f_max / 2
     faster = [
         p for b, p in frontier.items()
-        if b < b_max and p.frequency_hz > largest.frequency_hz
+        if b < b_max and p.knob_value > largest.knob_value
         and p.seconds_per_sample < largest.seconds_per_sample
     ]
     assert faster, "no smaller batch beats the largest one under a tight cap"
@@ -146,7 +146,7 @@ def test_mobilenetv2_parallelises_better(
     mobilenet = next(p for p in nano_reference_profiles if p.model == "mobilenetv2")
 
     def drop(profile) -> float:
-        f_max = profile.frequencies_hz[-1]
+        f_max = profile.knob_values[-1]
         small = profile.lookup(4, f_max).seconds_per_sample
         large = profile.lookup(profile.max_batch_size, f_max).seconds_per_sample
         return 1.0 - large / small

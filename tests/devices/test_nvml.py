@@ -308,3 +308,13 @@ def test_probe_without_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     report = probe(tmp_path)
     assert any("pynvml not installed" in line for line in report.missing)
     assert report.found == []
+
+
+def test_the_power_limit_range_is_read_from_the_board() -> None:
+    device, nvml = open_device(FakeGpu(power_limit_constraints_mw=(150_000, 400_000)))
+    assert device.power_limit_range_w() == (150.0, 400.0)
+    assert nvml.setter_calls == []  # reading it changes nothing
+    # a board that does not report it (NotSupported) has no range, and says so by None
+    unsupported, _ = open_device(FakeGpu(fail={
+        "nvmlDeviceGetPowerManagementLimitConstraints": (0, pynvml.NVML_ERROR_NOT_SUPPORTED)}))
+    assert unsupported.power_limit_range_w() is None

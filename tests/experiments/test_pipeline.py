@@ -49,7 +49,7 @@ def test_pipeline_end_to_end_through_the_cli(tmp_path):
     record = RunRecord.load(run)
     assert record.reached
     assert record.config.batch_size == plan_json["batch_size"]
-    assert record.frequency_hz <= plan_json["frequency_hz"]  # the watchdog may only step down
+    assert record.frequency_hz <= plan_json["knob_value"]  # the watchdog may only step down
     assert record.method == "wattcap" and record.power_cap_w == 4
     baseline = invoke("train", "--profile", str(profile), "--efficiency", str(eff),
                       "--power-cap", "4", "--model", "digits-cnn", "--data", "digits-5-9",
@@ -75,7 +75,7 @@ def test_demo_model_genuinely_loads_the_emulated_nano():
     tight = min(c for c in PIPELINE_CAPS_W if c is not None)
     result = plan(profile, tight, reference_profiles=references)
     ours, base = result.choices["wattcap"], result.choices["baseline-1"]
-    assert (ours.batch_size, ours.frequency_hz) != (base.batch_size, base.frequency_hz)
+    assert (ours.batch_size, ours.knob_value) != (base.batch_size, base.knob_value)
     # The model is heavy enough that the cap binds: at f_max its largest batch exceeds it.
-    top = profile.lookup(profile.max_batch_size, profile.frequencies_hz[-1])
+    top = profile.lookup(profile.max_batch_size, profile.knob_values[-1])
     assert top.peak_power_w > tight

@@ -128,7 +128,7 @@ def test_fit_recovers_held_out_points_on_two_devices(few_point_profiles) -> None
         devices.add(fitted.device)
         time_err, peak_err, avg_err = [], [], []
         for p in fitted.points:
-            q = exhaustive.lookup(p.batch_size, p.frequency_hz)
+            q = exhaustive.lookup(p.batch_size, p.knob_value)
             if not p.predicted:
                 continue
             time_err.append(abs(p.seconds_per_sample / q.seconds_per_sample - 1))
@@ -150,15 +150,15 @@ def test_active_search_measures_few_points_and_reaches_the_exhaustive_choices(
         assert fitted.points_measured <= 0.10 * len(exhaustive.points)
         assert fitted.points_measured + fitted.points_predicted == len(exhaustive.points)
         assert fitted.profiling_device_s < 0.25 * exhaustive.profiling_device_s
-        expected = {b: p.frequency_hz for b, p in exhaustive.frontier(cap).items()}
-        found = {b: p.frequency_hz for b, p in fitted.frontier(cap).items()}
+        expected = {b: p.knob_value for b, p in exhaustive.frontier(cap).items()}
+        found = {b: p.knob_value for b, p in fitted.frontier(cap).items()}
         assert found == expected, (fitted.device, cap)
         for r in _vectors(exhaustive):
             # the raw frontiers' choices (the planner's noise margin would add the predicted
             # points' uncertainty to their peaks only: tested in test_margin.py)
             a = plan(exhaustive, cap, efficiency=r, margin_sigmas=0).choices["wattcap"]
             b = plan(fitted, cap, efficiency=r, margin_sigmas=0).choices["wattcap"]
-            assert (b.batch_size, b.frequency_hz) == (a.batch_size, a.frequency_hz), (
+            assert (b.batch_size, b.knob_value) == (a.batch_size, a.knob_value), (
                 fitted.device, cap, r and r.dataset)
 
 
@@ -174,9 +174,9 @@ def test_never_claims_a_point_feasible_beyond_the_stated_margin(few_point_profil
         for cap in np.linspace(min(peaks), max(peaks), 15):
             for p in fitted.points:
                 if p.predicted and p.peak_power_w <= cap:
-                    measured = exhaustive.lookup(p.batch_size, p.frequency_hz).peak_power_w
+                    measured = exhaustive.lookup(p.batch_size, p.knob_value).peak_power_w
                     assert measured <= cap + SAFETY_STDS * p.peak_power_std_w, (
-                        fitted.device, cap, p.batch_size, p.frequency_hz)
+                        fitted.device, cap, p.batch_size, p.knob_value)
 
 
 def test_predicted_points_carry_uncertainty_and_measured_points_do_not(
@@ -222,7 +222,7 @@ def test_model_mode_without_a_cap_and_out_of_memory_batches(mobilenetv2_workload
     assert table.mode == "model" and table.power_cap_w is None
     assert 128 in table.oom_batch_sizes and 128 not in table.batch_sizes
     assert {p.batch_size for p in table.points} == set(table.batch_sizes)
-    assert table.points_measured <= default_budget(table.batch_sizes, table.frequencies_hz)
+    assert table.points_measured <= default_budget(table.batch_sizes, table.knob_values)
     assert device.current_frequency_hz() == device.frequencies_hz()[-1]  # restored
     with pytest.raises(ValueError, match="needs a power cap"):
         Profiler(device, "mobilenetv2", workload=mobilenetv2_workload).run(mode="pruned")

@@ -70,12 +70,12 @@ def test_a_wer_table_is_estimated_like_its_accuracy_mirror_and_planned(tmp_path:
     wer.save(tmp_path / "wer.json")
     loaded = EfficiencyVector.load(tmp_path / "wer.json")
     assert loaded.target_metric == wer.target_metric
-    points = [ProfilePoint(batch_size=b, frequency_hz=900_000_000, peak_power_w=3.0,
+    points = [ProfilePoint(batch_size=b, knob_value=900_000_000, peak_power_w=3.0,
                            avg_power_w=2.5, seconds_per_sample=1e-3 / math.sqrt(b), steps=10,
                            readings=5) for b in BATCH_SIZES]
     table = ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
                          sensor_period_s=0.05, model="m", input_shape=[],
-                         batch_sizes=list(BATCH_SIZES), frequencies_hz=[900_000_000],
+                         batch_sizes=list(BATCH_SIZES), knob_values=[900_000_000],
                          max_batch_size=128, mode="exhaustive", points=points,
                          points_measured=3, profiling_device_s=1.0, power_noise_w=0.0)
     chosen = plan(table, None, efficiency=loaded, margin_sigmas=0).choices["wattcap"]

@@ -49,9 +49,9 @@ def test_an_exported_profile_imports_to_the_same_table_and_plan(
     csv_path = tmp_path / "table.csv"
     csv_path.write_text(export_profile(measured))
     imported = _import(csv_path, input_shape=list(measured.input_shape))
-    key = [(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w, p.avg_power_w)
-           for p in sorted(measured.points, key=lambda p: (p.batch_size, p.frequency_hz))]
-    assert [(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w,
+    key = [(p.batch_size, p.knob_value, p.seconds_per_sample, p.peak_power_w, p.avg_power_w)
+           for p in sorted(measured.points, key=lambda p: (p.batch_size, p.knob_value))]
+    assert [(p.batch_size, p.knob_value, p.seconds_per_sample, p.peak_power_w,
              p.avg_power_w) for p in imported.points] == key
     assert imported.mode == "imported" and imported.peak_power_source == "measured"
     assert imported.imported_from is not None and imported.imported_from["file"] == "table.csv"
@@ -59,7 +59,7 @@ def test_an_exported_profile_imports_to_the_same_table_and_plan(
     assert imported.power_noise_w is None and imported.sensor_rail == "imported (instant, 0.05 s)"
     ours = plan(measured, CAP_W, margin_sigmas=0).choices["wattcap"]
     theirs = plan(imported, CAP_W, margin_sigmas=0).choices["wattcap"]
-    assert (theirs.batch_size, theirs.frequency_hz) == (ours.batch_size, ours.frequency_hz)
+    assert (theirs.batch_size, theirs.knob_value) == (ours.batch_size, ours.knob_value)
     again = tmp_path / "again.json"
     imported.save(again)
     assert ProfileTable.load(again) == imported
@@ -80,8 +80,8 @@ def test_every_time_and_clock_layout_gives_the_same_points(tmp_path: Path) -> No
                       columns="batch_size=bs,frequency_mhz=clock,seconds_per_sample=t,"
                               "avg_power_w=power.draw,peak_power_w=max_power")
     for table in (other_units, per_epoch, renamed):
-        assert [(p.batch_size, p.frequency_hz, p.peak_power_w, p.avg_power_w)
-                for p in table.points] == [(p.batch_size, p.frequency_hz, p.peak_power_w,
+        assert [(p.batch_size, p.knob_value, p.peak_power_w, p.avg_power_w)
+                for p in table.points] == [(p.batch_size, p.knob_value, p.peak_power_w,
                                             p.avg_power_w) for p in base.points]
         assert [p.seconds_per_sample for p in table.points] == pytest.approx(
             [p.seconds_per_sample for p in base.points])
@@ -212,13 +212,13 @@ def test_a_cap_on_average_power_allows_what_a_peak_cap_refuses(
         planned = json.loads(result.stdout)
         choices[cap_on] = planned
         chosen = planned["methods"]["wattcap"]
-        power = measured.lookup(chosen["batch_size"], chosen["frequency_hz"])
+        power = measured.lookup(chosen["batch_size"], chosen["knob_value"])
         assert power is not None
         held_w = power.peak_power_w if cap_on == "peak" else power.avg_power_w
         assert held_w <= cap_w
     peak_choice = choices["peak"]["methods"]["wattcap"]
     average_choice = choices["average"]["methods"]["wattcap"]
-    assert average_choice["frequency_hz"] > peak_choice["frequency_hz"]
+    assert average_choice["knob_value"] > peak_choice["knob_value"]
     assert average_choice["predicted_time_s"] < peak_choice["predicted_time_s"]
     assert any("average power" in note for note in choices["average"]["notes"])
     assert not any("average power" in note for note in choices["peak"]["notes"])
@@ -244,18 +244,18 @@ def test_a_peak_of_averaged_readings_grows_the_margin(tmp_path: Path) -> None:
     # hides an instant peak near 3.4 + gain * 0.2 = 4.03 W
     by_instant = plan(instant, 3.7, margin_sigmas=0)
     by_average = plan(averaged, 3.7, margin_sigmas=0)
-    assert by_instant.choices["wattcap"].frequency_hz == 900_000_000
+    assert by_instant.choices["wattcap"].knob_value == 900_000_000
     chosen = by_average.choices["wattcap"]
-    point = averaged.lookup(chosen.batch_size, chosen.frequency_hz)
+    point = averaged.lookup(chosen.batch_size, chosen.knob_value)
     assert point is not None
     assert point.avg_power_w + gain * (point.peak_power_w - point.avg_power_w) <= 3.7
-    assert (chosen.batch_size, chosen.frequency_hz) != (32, 900_000_000)
+    assert (chosen.batch_size, chosen.knob_value) != (32, 900_000_000)
     note = next(n for n in by_average.notes if "averaged over 1 s" in n)
     assert f"{gain - 1:.2f}x" in note
     assert not any("averaged over" in n for n in by_instant.notes)
     # the front is searched on the raised peaks and reports the measured ones, as choices do
     assert by_average.pareto_front and all(
-        fp.peak_power_w == averaged.lookup(fp.batch_size, fp.frequency_hz).peak_power_w
+        fp.peak_power_w == averaged.lookup(fp.batch_size, fp.knob_value).peak_power_w
         for fp in by_average.pareto_front)
     # the lowest cap it can meet is the lowest grown peak: 2.0 + gain * 0.1
     with pytest.raises(InfeasibleCapError) as refused:

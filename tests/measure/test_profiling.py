@@ -47,8 +47,8 @@ def _check_pruned_against_exhaustive(
         assert pruned.mode == "pruned" and pruned.power_cap_w == cap
         assert pruned.points_measured == len(pruned.points) < exhaustive.points_measured
         assert 0 < pruned.profiling_device_s < exhaustive.profiling_device_s
-        expected = {b: p.frequency_hz for b, p in exhaustive.frontier(cap).items()}
-        found = {b: p.frequency_hz for b, p in pruned.frontier(cap).items()}
+        expected = {b: p.knob_value for b, p in exhaustive.frontier(cap).items()}
+        found = {b: p.knob_value for b, p in pruned.frontier(cap).items()}
         decisive = _decisive_rows(exhaustive, cap)
         for b in decisive:
             assert found.get(b) == expected.get(b), (cap, b)
@@ -81,7 +81,7 @@ def test_pruned_finds_the_exhaustive_frontier_with_sensor_noise(
     # pruned points agree with the exhaustive ones on time (the sensor adds no noise to time)
     pruned = Profiler(EmulatedDevice(NANO), model).run(power_cap_w=5.0)
     for point in pruned.points:
-        same = exhaustive.lookup(point.batch_size, point.frequency_hz)
+        same = exhaustive.lookup(point.batch_size, point.knob_value)
         assert point.seconds_per_sample == pytest.approx(same.seconds_per_sample, rel=1e-9)
         assert point.peak_power_w == pytest.approx(same.peak_power_w, abs=0.5)
 
@@ -90,7 +90,7 @@ def test_profiling_cost_and_measurement_windows(nano_resnet18_profile) -> None:
     profile = nano_resnet18_profile
     pruned = Profiler(EmulatedDevice(NANO), "resnet18").run(power_cap_w=5.0)
     assert 0 < pruned.profiling_device_s < profile.profiling_device_s
-    assert profile.points_measured == len(profile.batch_sizes) * len(profile.frequencies_hz)
+    assert profile.points_measured == len(profile.batch_sizes) * len(profile.knob_values)
     for table in (profile, pruned):
         for point in table.points:
             assert point.readings >= 5
@@ -106,7 +106,7 @@ def test_measured_time_is_the_modelled_step_time(nano_resnet18_profile) -> None:
     workload = workload_for("resnet18")
     for point in nano_resnet18_profile.points:
         cost = workload.step_cost(point.batch_size, device.spec.allocator_overhead_factor)
-        step_s = device.model_step(cost, point.frequency_hz)[0]
+        step_s = device.model_step(cost, point.knob_value)[0]
         assert point.seconds_per_sample == pytest.approx(step_s / point.batch_size, rel=1e-9)
 
 
@@ -118,7 +118,7 @@ def test_profile_metadata(nano_resnet18_profile) -> None:
     assert profile.input_shape == [3, 32, 32]
     assert profile.mode == "exhaustive" and profile.power_cap_w is None
     assert profile.max_batch_size == 128 and profile.oom_batch_sizes == []
-    assert profile.frequencies_hz == EmulatedDevice(NANO).frequencies_hz()
+    assert profile.knob_values == EmulatedDevice(NANO).frequencies_hz()
     assert profile.workload["flops_per_sample"] == workload_for("resnet18").flops_per_sample
 
 
@@ -137,8 +137,8 @@ def test_5w_mode_profile_stays_under_its_frequency_ceiling() -> None:
     device = EmulatedDevice(NANO, power_mode="5W")
     profile = Profiler(device, "digits32-cnn", batch_sizes=(8, 32)).run(exhaustive=True)
     assert profile.power_mode == "5W"
-    assert max(p.frequency_hz for p in profile.points) <= 640e6
-    assert profile.frequencies_hz == device.frequencies_hz()
+    assert max(p.knob_value for p in profile.points) <= 640e6
+    assert profile.knob_values == device.frequencies_hz()
 
 
 def test_profiler_restores_the_device_frequency() -> None:
@@ -151,7 +151,7 @@ def test_profiler_restores_the_device_frequency() -> None:
 
     def interrupt(update: ProgressUpdate) -> None:
         point = update.item
-        if point is not None and point.frequency_hz > device.frequencies_hz()[2]:
+        if point is not None and point.knob_value > device.frequencies_hz()[2]:
             raise KeyboardInterrupt
 
     device = EmulatedDevice(NANO)
@@ -181,7 +181,7 @@ def test_exhaustive_flag_wins_over_a_cap() -> None:
         power_cap_w=4.0, exhaustive=True
     )
     assert profile.mode == "exhaustive" and profile.power_cap_w is None
-    assert profile.points_measured == 2 * len(profile.frequencies_hz)
+    assert profile.points_measured == 2 * len(profile.knob_values)
 
 
 def test_power_stats() -> None:
@@ -198,13 +198,13 @@ def test_frontier_and_rows(nano_resnet18_profile) -> None:
     rows = profile.rows()
     assert sorted(rows) == profile.batch_sizes
     for row in rows.values():
-        assert [p.frequency_hz for p in row] == profile.frequencies_hz
-    assert {b: p.frequency_hz for b, p in profile.frontier(None).items()} == {
-        b: profile.frequencies_hz[-1] for b in profile.batch_sizes
+        assert [p.knob_value for p in row] == profile.knob_values
+    assert {b: p.knob_value for b, p in profile.frontier(None).items()} == {
+        b: profile.knob_values[-1] for b in profile.batch_sizes
     }
     for cap in (4.0, 6.5):
         for b, point in profile.frontier(cap).items():
             assert point.peak_power_w <= cap
-            higher = [p for p in rows[b] if p.frequency_hz > point.frequency_hz]
+            higher = [p for p in rows[b] if p.knob_value > point.knob_value]
             assert all(p.peak_power_w > cap for p in higher)
     assert profile.frontier(0.1) == {}

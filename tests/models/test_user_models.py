@@ -276,11 +276,11 @@ def test_a_profile_from_a_spec_file_plans_without_the_file(tmp_path):
     references = reference_profiles_for(profile)
     assert references is not None and {r.device for r in references} == {"my-nano"}
     result = plan(profile, 6.0, reference_profiles=references)
-    assert result.choices["baseline-1"].frequency_hz is not None
+    assert result.choices["baseline-1"].knob_value is not None
 
     # a spec of the bundled name with other constants gets its own reference profiles
     hot = emulated_reference_profiles(str(spec_file), models=["resnet18"])[0]
     bundled = emulated_reference_profiles("jetson-nano", models=["resnet18"])[0]
-    hot_point = hot.lookup(32, hot.frequencies_hz[0])
-    bundled_point = bundled.lookup(32, bundled.frequencies_hz[0])
+    hot_point = hot.lookup(32, hot.knob_values[0])
+    bundled_point = bundled.lookup(32, bundled.knob_values[0])
     assert hot_point.avg_power_w == pytest.approx(bundled_point.avg_power_w + 1.0, abs=0.1)

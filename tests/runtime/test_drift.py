@@ -48,7 +48,7 @@ def scenario(profiles: tuple[ProfileTable, ProfileTable]) -> tuple[float, int, i
     """A cap under which the fresh device runs at f*, and the derated one only one level lower:
     (cap W, f* before, f* after)."""
     before, after = profiles
-    freqs = before.frequencies_hz
+    freqs = before.knob_values
     f_star = freqs[-3]
     f_lower = freqs[-4]
     cap_w = max(before.lookup(B, f_star).peak_power_w, after.lookup(B, f_lower).peak_power_w)
@@ -56,8 +56,8 @@ def scenario(profiles: tuple[ProfileTable, ProfileTable]) -> tuple[float, int, i
     # Preconditions of the scenario (they fail loudly if the emulated physics changes).
     assert cap_w < before.lookup(B, freqs[-2]).peak_power_w
     assert cap_w < after.lookup(B, f_star).avg_power_w
-    assert before.frontier(cap_w)[B].frequency_hz == f_star
-    assert after.frontier(cap_w)[B].frequency_hz == f_lower
+    assert before.frontier(cap_w)[B].knob_value == f_star
+    assert after.frontier(cap_w)[B].knob_value == f_lower
     return cap_w, f_star, f_lower
 
 
@@ -119,7 +119,7 @@ def test_the_replan_alone_moves_the_frequency_down(
     assert record.frequency_steps == []
     (replan, *_) = record.replans
     assert (replan.from_hz, replan.to_hz) == (f_star, f_lower)
-    measured = {p.frequency_hz: p for p in replan.points}
+    measured = {p.knob_value: p for p in replan.points}
     assert measured[f_star].peak_power_w > cap_w  # the old plan breaks the cap now
     assert measured[f_lower].peak_power_w <= cap_w
     # The re-measured time matches the derated device, not the old profile.
@@ -161,7 +161,7 @@ def test_monitor_compares_only_readings_taken_during_steps(
 ) -> None:
     before, _ = profiles
     device = quiet_nano()
-    f = before.frequencies_hz[-3]
+    f = before.knob_values[-3]
     device.set_frequency_hz(f)
     point = before.lookup(B, f)
     period_s = device.sensor_period_s
@@ -211,7 +211,7 @@ def test_profile_refresh_reports_the_derating(
     assert refreshed.mode == "refresh"
     old, new = before.lookup(B, f_star), refreshed.lookup(B, f_star)
     assert new.seconds_per_sample > 1.15 * old.seconds_per_sample
-    assert refreshed.frontier(cap_w)[B].frequency_hz == f_lower
+    assert refreshed.frontier(cap_w)[B].knob_value == f_lower
     assert ProfileTable.load(old_path) == before  # --out leaves the original alone
 
     # The same device without drift: nothing changed beyond 10 %.

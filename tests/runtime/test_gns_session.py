@@ -62,8 +62,8 @@ def test_session_measures_then_replans_keeping_the_optimiser(profile, data) -> N
         assert vector.noise_scale.steps == steps_before - 1  # Adam's first step: warm-up
         expected = plan(profile, CAP_W, efficiency=vector).choices["wattcap"]
         assert (session.batch_size, session.frequency_hz) == (
-            expected.batch_size, expected.frequency_hz)
-        assert session.device.current_frequency_hz() == expected.frequency_hz
+            expected.batch_size, expected.knob_value)
+        assert session.device.current_frequency_hz() == expected.knob_value
         # √ rule on the live optimiser, and Adam's moments were not reset
         assert optimizer.param_groups[0]["lr"] == pytest.approx(
             spec_lr * (session.batch_size / 64) ** 0.5)

@@ -39,7 +39,7 @@ def sustained_violations(profile: ProfileTable, cap_w: float, margin_sigmas: flo
     the plan's choice, on a device with another noise draw than the profile's."""
     choice = plan(profile, cap_w, margin_sigmas=margin_sigmas).choices["wattcap"]
     device = EmulatedDevice("jetson-nano", seed=7)
-    device.set_frequency_hz(choice.frequency_hz)
+    device.set_frequency_hz(choice.knob_value)
     guard = CapWatchdog(device, cap_w)
     cost = workload_for(MODEL).step_cost(choice.batch_size, device.spec.allocator_overhead_factor)
     with device.sensor_ticks(guard):
@@ -73,7 +73,7 @@ def test_the_margin_is_the_noise_times_sigmas_and_says_so(profile: ProfileTable)
     for choice in result.choices.values():
         assert choice.peak_power_w + margin_w <= cap + 1e-9
         # the choice reports the measured peak, not the margined one
-        assert profile.lookup(choice.batch_size, choice.frequency_hz).peak_power_w == \
+        assert profile.lookup(choice.batch_size, choice.knob_value).peak_power_w == \
             choice.peak_power_w
     margined = with_power_margin(profile, DEFAULT_MARGIN_SIGMAS)
     lowest = min(p.peak_power_w for p in margined.points)

@@ -139,7 +139,7 @@ def test_a_user_loop_runs_the_plan_and_leaves_a_record(
     # the square-root rule from the paper's reference (5e-4 at b=128) without a vector
     assert session.learning_rate == pytest.approx(5e-4 * (session.batch_size / 128) ** 0.5)
     with session:
-        assert device.current_frequency_hz() == session.choice.frequency_hz
+        assert device.current_frequency_hz() == session.choice.knob_value
         user_loop(session, digits)
     assert device.current_frequency_hz() == initial_hz  # restored on exit
     record = session.record
@@ -152,7 +152,7 @@ def test_a_user_loop_runs_the_plan_and_leaves_a_record(
     assert record.model == "user-net" and record.config is None
     assert record.steps * record.batch_size == record.samples_seen
     # time is the emulated device's: samples x the profile's time per sample at the point
-    point = user_profile.lookup(record.batch_size, session.choice.frequency_hz)
+    point = user_profile.lookup(record.batch_size, session.choice.knob_value)
     assert point is not None
     assert record.device_time_s == pytest.approx(
         record.samples_seen * point.seconds_per_sample, rel=0.02)
@@ -189,7 +189,7 @@ def test_a_checkpoint_of_another_run_is_refused(
 
 
 def test_the_device_is_restored_after_an_exception(user_profile: ProfileTable) -> None:
-    session = make_session(user_profile, frequency_hz=user_profile.frequencies_hz[3])
+    session = make_session(user_profile, frequency_hz=user_profile.knob_values[3])
     device = session.device
     assert device is not None
     initial_hz = device.current_frequency_hz()
@@ -203,7 +203,7 @@ def test_the_device_is_restored_after_an_exception(user_profile: ProfileTable) -
 def test_a_failing_tick_callback_stops_the_run_with_a_clear_error(
     user_profile: ProfileTable, digits: tuple
 ) -> None:
-    session = make_session(user_profile, frequency_hz=user_profile.frequencies_hz[3])
+    session = make_session(user_profile, frequency_hz=user_profile.knob_values[3])
     device = session.device
     assert device is not None
     initial_hz = device.current_frequency_hz()
@@ -356,7 +356,7 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
     profile = ProfileTable.load(out)
     assert profile.device == "jetson-nano" and profile.device_kind == "jetson"
     assert profile.power_mode == "MAXN" and profile.sensor_rail == "POM_5V_IN"
-    assert [p.frequency_hz for p in profile.points] == NANO_FREQUENCIES_HZ
+    assert [p.knob_value for p in profile.points] == NANO_FREQUENCIES_HZ
     assert spy.modules == ["cuda"]
     assert {name: board.read(name) for name in SETTINGS} == original
 

@@ -165,7 +165,7 @@ def test_no_cap_means_no_watchdog_action() -> None:
 def test_training_above_the_frontier_steps_down_and_keeps_training(
     digits32: tuple[ArrayDataset, ArrayDataset], row_profile: ProfileTable
 ) -> None:
-    freqs = row_profile.frequencies_hz
+    freqs = row_profile.knob_values
     f_star, f_above = freqs[-3], freqs[-2]
     # A cap between the profile's peak at f* and the average at the level above it: f* is the
     # frontier, and a run started one level above it crosses the cap.
@@ -173,7 +173,7 @@ def test_training_above_the_frontier_steps_down_and_keeps_training(
     avg_above = row_profile.lookup(B, f_above).avg_power_w
     cap_w = (peak_star + avg_above) / 2
     assert peak_star < cap_w < avg_above
-    assert row_profile.frontier(cap_w)[B].frequency_hz == f_star
+    assert row_profile.frontier(cap_w)[B].knob_value == f_star
 
     device = quiet_nano()
     device.set_frequency_hz(f_above)
@@ -196,7 +196,7 @@ def test_training_above_the_frontier_steps_down_and_keeps_training(
 def test_training_under_the_cap_never_steps(
     digits32: tuple[ArrayDataset, ArrayDataset], row_profile: ProfileTable
 ) -> None:
-    f_star = row_profile.frequencies_hz[-3]
+    f_star = row_profile.knob_values[-3]
     cap_w = row_profile.lookup(B, f_star).peak_power_w + 0.1
     device = quiet_nano()
     device.set_frequency_hz(f_star)

@@ -34,7 +34,8 @@ from wattcap.core.profile import ProfilePoint
 
 
 class CandidateSet:
-    """Every measured (b, f) whose r_b is known, with its predicted time and energy to target.
+    """Every measured (b, knob value) whose r_b is known, with its predicted time and energy to
+    target.
 
     `ratios` is r_b (None: never chosen), `samples` the samples to target per batch size, as the
     planner's `_ratios` gives them.
@@ -45,7 +46,7 @@ class CandidateSet:
         kept = [p for p in points if ratios.get(p.batch_size) is not None]
         self.points = kept
         self.batch_size = np.array([p.batch_size for p in kept], dtype=float)
-        self.frequency_hz = np.array([p.frequency_hz for p in kept], dtype=float)
+        self.knob_value = np.array([p.knob_value for p in kept], dtype=float)
         self.peak_power_w = np.array([p.peak_power_w for p in kept], dtype=float)
         self.avg_power_w = np.array([p.avg_power_w for p in kept], dtype=float)
         spp = np.array([p.seconds_per_sample for p in kept], dtype=float)
@@ -57,13 +58,13 @@ class CandidateSet:
         self.time_s = spp * count
         self.energy_j = self.time_s * self.avg_power_w
 
-    def feasible(self, cap_w: float | None, frequency_hz: int | None = None) -> np.ndarray:
-        """Mask of the points under the cap (and at one frequency, if given)."""
+    def feasible(self, cap_w: float | None, knob_value: int | None = None) -> np.ndarray:
+        """Mask of the points under the cap (and at one knob value, if given)."""
         mask = np.ones(len(self.points), dtype=bool)
         if cap_w is not None:
             mask &= self.peak_power_w <= cap_w
-        if frequency_hz is not None:
-            mask &= self.frequency_hz == frequency_hz
+        if knob_value is not None:
+            mask &= self.knob_value == knob_value
         return mask
 
     def values(self, objective: Objective) -> np.ndarray:
@@ -79,14 +80,16 @@ class CandidateSet:
         return eta * self.energy_j + (1.0 - eta) * objective.cost_power_w * self.time_s
 
     def best(self, objective: Objective, cap_w: float | None,
-             frequency_hz: int | None = None) -> ProfilePoint | None:
+             knob_value: int | None = None,
+             knob_kind: str = "gpu_clock") -> ProfilePoint | None:
         """The feasible point minimising the objective; None when nothing is under the cap.
 
-        Ties: the faster, then the larger b, then the higher f (Algorithm 1's choice for time).
+        Ties: the faster, then the larger b, then the higher knob value (Algorithm 1's choice
+        for time). `knob_kind` names the knob in errors.
         Raises `InfeasibleObjectiveError` when points are under the cap but none meets the
         maximum energy or the deadline.
         """
-        mask = self.feasible(cap_w, frequency_hz)
+        mask = self.feasible(cap_w, knob_value)
         if not mask.any():
             return None
         if objective.max_energy_j is not None or objective.deadline_s is not None:
@@ -99,14 +102,14 @@ class CandidateSet:
             if not meets.any():
                 index = self._argmin(np.flatnonzero(mask), achieved, self.time_key)
                 raise InfeasibleObjectiveError(objective, cap_w, float(achieved[index]),
-                                               self.points[index])
+                                               self.points[index], knob_kind)
             mask = meets
         index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key)
         return self.points[index]
 
     def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> int:
         # lexsort: the last key sorts first
-        order = np.lexsort((-self.frequency_hz[indices], -self.batch_size[indices],
+        order = np.lexsort((-self.knob_value[indices], -self.batch_size[indices],
                             secondary[indices], primary[indices]))
         return int(indices[order[0]])
 
@@ -123,7 +126,7 @@ class CandidateSet:
                 point = self.points[i]
                 front.append(FrontPoint(
                     batch_size=point.batch_size,
-                    frequency_hz=point.frequency_hz,
+                    knob_value=point.knob_value,
                     predicted_time_s=float(self.time_s[i]),
                     predicted_energy_j=float(self.energy_j[i]),
                     peak_power_w=point.peak_power_w,

@@ -2,11 +2,16 @@
 
 Algorithm 1: for each batch size b, f*(b) = the highest frequency with P(b, f) ≤ cap; choose
 argmin_b T(b, f*(b)) · r_b. Each row is reduced once to its Pareto staircase (descending f,
-strictly falling power), on which f*(b) is a binary search: O(|B| log |F|) per query.
+strictly falling power), on which f*(b) is a binary search: O(|B| log |F|) per query. The knob
+need not be the clock (wattcap.core.knob): for a power limit or a power mode, where time is not
+monotone in the value, each row's best point under the cap is its fastest feasible one (the
+same staircase, built on time), and Algorithm 1 is the special case of the clock.
 
 Other objectives (energy, Zeus's cost, time with a maximum energy, energy with a deadline;
-wattcap/objectives.py) search every feasible (b, f). Every plan records its objective and the
-time/energy Pareto front of the feasible choices, each method's choice marked on it or not.
+wattcap/objectives.py) search every feasible (b, knob value). The fastest-configuration oracle
+is a brute force over every feasible (b, knob value) with the target's measured r_b. Every plan
+records its objective and the time/energy Pareto front of the feasible choices, each method's
+choice marked on it or not.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from wattcap.algorithms.efficiency import ratio_log_spread, ratios_for_batch_siz
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS, INSTANT_POWER_PERIOD_S
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.knob import knob_unit
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import Choice, InfeasibleCapError, Plan
 from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase
@@ -37,13 +43,14 @@ class Selector:
 
     def __init__(self, profile: ProfileTable) -> None:
         self.profile = profile
-        self._rows = {b: Staircase.of(row) for b, row in profile.rows().items()}
+        self._rows = {b: Staircase.of(row, profile.highest_is_fastest)
+                      for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:
-        """f*(b) for every batch size that has a feasible frequency."""
+        """f*(b) (the row's best feasible point) for every batch size that has one."""
         result = {}
         for b, staircase in self._rows.items():
-            point = staircase.highest_under(cap_w)
+            point = staircase.best_under(cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -96,6 +103,17 @@ def with_power_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTab
     return profile.model_copy(update={"points": points})
 
 
+def default_cost_power(profile: ProfileTable) -> tuple[float, str]:
+    """The cost objective's P_max when the user gives none, and where it came from: the board's
+    largest power limit (Zeus's choice) where the profile recorded one, else the largest power
+    limit the table measured (a power-limit table), else the profile's highest peak power."""
+    if profile.max_power_limit_w is not None:
+        return profile.max_power_limit_w, "the board's largest power limit"
+    if profile.knob_kind == "power_limit":
+        return max(profile.knob_values) / 1e3, "the largest power limit in the table"
+    return max(p.peak_power_w for p in profile.points), "the profile's highest peak power"
+
+
 def cap_on_average(profile: ProfileTable) -> ProfileTable:
     """The profile with each point's average power where its peak was: planned against it, a
     cap holds average power (what a GPU power limit enforces, what a site's budget means)
@@ -106,20 +124,29 @@ def cap_on_average(profile: ProfileTable) -> ProfileTable:
     return profile.model_copy(update={"points": points, "peak_power_source": "average"})
 
 
-def safe_frequency_hz(
-    reference_profiles: list[ProfileTable], cap_w: float | None, frequencies_hz: list[int]
+def safe_knob_value(
+    reference_profiles: list[ProfileTable], cap_w: float | None, knob_values: list[int],
+    knob_kind: str = "gpu_clock",
 ) -> int | None:
-    """Baseline frequency: the highest f keeping every reference model at every batch size under
-    the cap (model-agnostic worst case). Points a profile did not measure count as unsafe unless
-    a measured higher frequency of the same row is safe (power rises with f)."""
+    """The baselines' knob value. GPU clock: the highest f keeping every reference model at
+    every batch size under the cap (model-agnostic worst case); points a profile did not measure
+    count as unsafe unless a measured higher frequency of the same row is safe (power rises
+    with f). Power limit: the practice, `nvidia-smi -pl CAP`: the highest limit at or below the
+    cap. Power mode: the mode keeping every reference under the cap whose points draw the most
+    on average (the most powerful safe mode); a mode a reference did not measure is unsafe."""
     if cap_w is None:
-        return max(frequencies_hz)
+        return max(knob_values)
+    if knob_kind == "power_limit":
+        under = [v for v in knob_values if v <= cap_w * 1e3]
+        return max(under) if under else None
+    if knob_kind == "power_mode":
+        return _most_powerful_safe_mode(reference_profiles, cap_w, knob_values)
     safe = None
-    for f in sorted(frequencies_hz):
+    for f in sorted(knob_values):
         ok = True
         for profile in reference_profiles:
             for row in profile.rows().values():
-                measured = {p.frequency_hz: p.peak_power_w for p in row}
+                measured = {p.knob_value: p.peak_power_w for p in row}
                 if f in measured:
                     ok = measured[f] <= cap_w
                 else:
@@ -134,6 +161,22 @@ def safe_frequency_hz(
         else:
             break
     return safe
+
+
+def _most_powerful_safe_mode(reference_profiles: list[ProfileTable], cap_w: float,
+                             modes: list[int]) -> int | None:
+    """The power mode every reference measured under the cap at every batch size, of the
+    highest mean peak power over the references' points (None: no mode is safe)."""
+    best, best_w = None, -math.inf
+    rows = [row for profile in reference_profiles for row in profile.rows().values()]
+    for mode in modes:
+        peaks = [p.peak_power_w for row in rows for p in row if p.knob_value == mode]
+        measured_everywhere = all(any(p.knob_value == mode for p in row) for row in rows)
+        if peaks and measured_everywhere and max(peaks) <= cap_w:
+            mean_w = sum(peaks) / len(peaks)
+            if mean_w > best_w:
+                best, best_w = mode, mean_w
+    return best
 
 
 def _at_risk(efficiency: EfficiencyVector, ratios: dict[int, float | None],
@@ -188,7 +231,7 @@ def _choice(method: str, point: ProfilePoint, ratio: float | None,
     return Choice(
         method=method,
         batch_size=point.batch_size,
-        frequency_hz=point.frequency_hz,
+        knob_value=point.knob_value,
         seconds_per_sample=point.seconds_per_sample,
         peak_power_w=point.peak_power_w,
         avg_power_w=point.avg_power_w,
@@ -226,17 +269,18 @@ class Replanner:
         self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate,
                                                               risk=risk)
         objective = objective or Objective()
-        self.cost_power_filled = objective.name == "cost" and objective.cost_power_w is None
-        if self.cost_power_filled:
+        #: where the cost's P_max came from when the user gave none (None: the user's)
+        self.cost_power_source: str | None = None
+        if objective.name == "cost" and objective.cost_power_w is None:
             # Zeus's P_max: a constant of the device, so eta weighs the same under every cap
-            objective = objective.model_copy(
-                update={"cost_power_w": max(p.peak_power_w for p in profile.points)})
+            power_w, self.cost_power_source = default_cost_power(self.original)
+            objective = objective.model_copy(update={"cost_power_w": power_w})
         self.objective = objective
         self.candidates = CandidateSet(profile.points, self.ratios, self.samples)
 
     def measured(self, point: ProfilePoint) -> ProfilePoint:
         """The profile's own point (its measured peak) for a point of the margined table."""
-        return self.original.lookup(point.batch_size, point.frequency_hz) or point
+        return self.original.lookup(point.batch_size, point.knob_value) or point
 
     @property
     def margin_note(self) -> str:
@@ -280,7 +324,7 @@ class Replanner:
         if chosen not in times:
             return None
         spread = ratio_log_spread(self.efficiency, chosen)
-        close = [f"b={b} at {frontier[b].frequency_hz / 1e6:.1f} MHz "
+        close = [f"b={b} at {self.original.describe_knob(frontier[b].knob_value)} "
                  f"({time_s / times[chosen] - 1:+.1%})"
                  for b, time_s in sorted(times.items()) if b != chosen
                  and abs(math.log(time_s / times[chosen]))
@@ -305,7 +349,8 @@ class Replanner:
         if self.objective.is_paper_time:
             best = self.selector.select(power_cap_w, self.ratios)
         else:
-            best = self.candidates.best(self.objective, power_cap_w)
+            best = self.candidates.best(self.objective, power_cap_w,
+                                        knob_kind=self.profile.knob_kind)
         if best is None:
             raise InfeasibleCapError(power_cap_w or 0.0, self.lowest_feasible_cap_w,
                                      "no batch size with a known efficiency fits under it")
@@ -313,7 +358,7 @@ class Replanner:
         choice = _choice("wattcap", self.measured(best), self.ratios[b] or 1.0,
                          self.samples[b])
         choice.on_pareto_front = any(
-            (p.batch_size, p.frequency_hz) == (b, best.frequency_hz)
+            (p.batch_size, p.knob_value) == (b, best.knob_value)
             for p in self.candidates.pareto_front(power_cap_w)
         )
         return choice
@@ -359,7 +404,7 @@ def plan(
             model=profile.model, input_shape=profile.input_shape,
             architecture_fingerprint=profile.architecture_fingerprint)
     replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate, risk)
-    selector, objective = replanner.selector, replanner.objective
+    objective = replanner.objective
     margined = replanner.profile
     notes.append(replanner.margin_note)
     if profile.peak_power_source == "average":
@@ -373,11 +418,10 @@ def plan(
                 "it were not measured, so higher frequencies may be missed at this cap"
             )
 
-    ratios, samples = replanner.ratios, replanner.samples
     notes += replanner.ratio_notes
 
     if objective.name == "cost":
-        source = ", the profile's highest peak power" if replanner.cost_power_filled else ""
+        source = f", {replanner.cost_power_source}" if replanner.cost_power_source else ""
         notes.append(f"cost: P_max = {objective.cost_power_w:.2f} W{source}")
     candidates = replanner.candidates
 
@@ -387,56 +431,28 @@ def plan(
         notes.append(tie_note)
 
     references = [with_power_margin(r, margin_sigmas)
-                  for r in (reference_profiles or [profile])]
-    if reference_profiles is None:
-        notes.append("no reference profiles: the safe frequency is computed from this model only")
-    f_safe = safe_frequency_hz(references, power_cap_w, profile.frequencies_hz)
-    if f_safe is None:
-        reason = "no frequency keeps every reference model under the cap"
-        unavailable["baseline-1"] = unavailable["baseline-2"] = reason
-    else:
-        b_max = profile.max_batch_size
-        point = margined.lookup(b_max, f_safe) if b_max is not None else None
-        if point is None or b_max is None or (
-                power_cap_w is not None and point.peak_power_w > power_cap_w):
-            unavailable["baseline-1"] = (
-                f"b={b_max} at the safe frequency {f_safe / 1e6:.1f} MHz was not measured or "
-                "exceeds the cap"
-            )
-        elif ratios.get(b_max) is None or not samples.get(b_max):
-            # the practice's choice needs no r_b: it stands, only its time is unknown
-            choices["baseline-1"] = _choice("baseline-1", replanner.measured(point), None, None)
-            notes.append(f"baseline-1's predicted time is unknown: the efficiency vector gives "
-                         f"no r_b for b={b_max} (it was not estimated there)")
-        else:
-            choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
-                                            ratios[b_max] or 1.0, samples[b_max])
-        # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
-        try:
-            p2 = candidates.best(objective, power_cap_w, frequency_hz=f_safe)
-        except InfeasibleObjectiveError as err:
-            unavailable["baseline-2"] = f"at the safe frequency, {err}"
-        else:
-            if p2 is not None:
-                choices["baseline-2"] = _choice("baseline-2", replanner.measured(p2),
-                                                ratios[p2.batch_size] or 1.0,
-                                                samples[p2.batch_size])
-            else:
-                unavailable["baseline-2"] = "no measured batch size at the safe frequency"
+                  for r in (reference_profiles or [profile]) if r.knob_kind == profile.knob_kind]
+    if reference_profiles is None and profile.knob_kind != "power_limit":
+        notes.append(f"no reference profiles: the safe {knob_unit(profile.knob_kind).label} is "
+                     "computed from this model only")
+    elif len(references) < len(reference_profiles or []):
+        notes.append(f"reference profiles of another knob than the {profile.knob_kind} are not "
+                     "used for the baselines")
+    f_safe = safe_knob_value(references or [margined], power_cap_w, profile.knob_values,
+                             profile.knob_kind)
+    _baselines(replanner, power_cap_w, f_safe, choices, unavailable, notes)
 
     if target_efficiency is not None:
         target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency,
                                                               predict=False)
         notes += [f"fastest (target data): {note}" for note in target_notes]
         oracle: ProfilePoint | None = None
-        if objective.is_paper_time:
-            oracle = selector.select(power_cap_w, target_ratios)
-        else:
-            try:
-                oracle = CandidateSet(margined.points, target_ratios, target_samples).best(
-                    objective, power_cap_w)
-            except InfeasibleObjectiveError as err:
-                unavailable["fastest"] = f"with the target's r_b, {err}"
+        try:
+            # a brute force over every feasible (b, knob value) with the target's r_b
+            oracle = CandidateSet(margined.points, target_ratios, target_samples).best(
+                objective, power_cap_w, knob_kind=profile.knob_kind)
+        except InfeasibleObjectiveError as err:
+            unavailable["fastest"] = f"with the target's r_b, {err}"
         if oracle is not None:
             ob = oracle.batch_size
             choices["fastest"] = _choice("fastest", replanner.measured(oracle),
@@ -446,11 +462,11 @@ def plan(
 
     # the front is searched on the margined peaks, and reports the measured ones (as choices do)
     front = [fp.model_copy(update={"peak_power_w": replanner.original.lookup(
-        fp.batch_size, fp.frequency_hz).peak_power_w})  # type: ignore[union-attr]
+        fp.batch_size, fp.knob_value).peak_power_w})  # type: ignore[union-attr]
         for fp in candidates.pareto_front(power_cap_w)]
-    on_front = {(p.batch_size, p.frequency_hz) for p in front}
+    on_front = {(p.batch_size, p.knob_value) for p in front}
     for choice in choices.values():
-        choice.on_pareto_front = (choice.batch_size, choice.frequency_hz) in on_front
+        choice.on_pareto_front = (choice.batch_size, choice.knob_value) in on_front
 
     return Plan(
         device=profile.device,
@@ -458,10 +474,55 @@ def plan(
         input_shape=profile.input_shape,
         power_cap_w=power_cap_w,
         efficiency_source=efficiency.dataset if efficiency is not None else None,
-        safe_frequency_hz=f_safe,
+        knob_kind=profile.knob_kind,
+        safe_knob_value=f_safe,
         choices=choices,
         unavailable=unavailable,
         notes=notes,
         objective=objective,
         pareto_front=front,
     )
+
+
+def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | None,
+               choices: dict[str, Choice], unavailable: dict[str, str], notes: list[str]) -> None:
+    """baseline-1 (the largest batch at the safe knob value: the practice) and baseline-2 (the
+    best proxy batch there), into `choices`, or why not into `unavailable`."""
+    profile, margined = replanner.original, replanner.profile
+    ratios, samples = replanner.ratios, replanner.samples
+    if f_safe is None:
+        reason = ("no power limit at or below the cap" if profile.knob_kind == "power_limit"
+                  else f"no {knob_unit(profile.knob_kind).label} keeps every reference model "
+                  "under the cap")
+        unavailable["baseline-1"] = unavailable["baseline-2"] = reason
+        return
+    safe = profile.describe_knob(f_safe)
+    if profile.knob_kind == "power_limit" and power_cap_w is not None:
+        notes.append(f"the baselines run at {safe}: the practice sets the power limit to the "
+                     "cap (nvidia-smi -pl), which holds average power, not peak")
+    b_max = profile.max_batch_size
+    point = margined.lookup(b_max, f_safe) if b_max is not None else None
+    if point is None or b_max is None or (
+            power_cap_w is not None and point.peak_power_w > power_cap_w):
+        unavailable["baseline-1"] = (f"b={b_max} at the safe {safe} was not measured or "
+                                     "exceeds the cap")
+    elif ratios.get(b_max) is None or not samples.get(b_max):
+        # the practice's choice needs no r_b: it stands, only its time is unknown
+        choices["baseline-1"] = _choice("baseline-1", replanner.measured(point), None, None)
+        notes.append(f"baseline-1's predicted time is unknown: the efficiency vector gives "
+                     f"no r_b for b={b_max} (it was not estimated there)")
+    else:
+        choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
+                                        ratios[b_max] or 1.0, samples[b_max])
+    # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
+    try:
+        p2 = replanner.candidates.best(replanner.objective, power_cap_w, knob_value=f_safe,
+                                       knob_kind=profile.knob_kind)
+    except InfeasibleObjectiveError as err:
+        unavailable["baseline-2"] = f"at the safe {knob_unit(profile.knob_kind).label}, {err}"
+        return
+    if p2 is not None:
+        choices["baseline-2"] = _choice("baseline-2", replanner.measured(p2),
+                                        ratios[p2.batch_size] or 1.0, samples[p2.batch_size])
+    else:
+        unavailable["baseline-2"] = f"no measured batch size at the safe {safe}"

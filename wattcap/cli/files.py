@@ -10,6 +10,7 @@ import typer
 from wattcap.cli.common import say
 from wattcap.cli.inputs import parse_input_shape
 from wattcap.cli.options import ColumnsOpt, InputShapeOpt
+from wattcap.core.knob import knob_unit
 
 
 def migrate(
@@ -45,8 +46,9 @@ def _shape(text: str | None) -> list[int] | None:
 
 @import_app.command("profile")
 def import_profile_command(
-    table: Path = typer.Argument(..., help="CSV: batch_size, frequency_mhz, "
-                                 "seconds_per_sample, avg_power_w[, peak_power_w]."),
+    table: Path = typer.Argument(..., help="CSV: batch_size, one knob (frequency_mhz, "
+                                 "power_limit_w or power_mode), seconds_per_sample, "
+                                 "avg_power_w[, peak_power_w]."),
     device: str = typer.Option(..., help="The device the table was measured on."),
     model: str = typer.Option(..., help="The model it was measured with."),
     power_sampling: str = typer.Option(..., help="How its power was measured: "
@@ -56,7 +58,8 @@ def import_profile_command(
     input_shape: InputShapeOpt = None,
     columns: ColumnsOpt = None,
 ) -> None:
-    """Import a measured table of time and power over batch sizes and GPU clocks."""
+    """Import a measured table of time and power over batch sizes and a knob (GPU clock,
+    power limit or Jetson power mode)."""
     from wattcap.measure.imported_tables import import_profile
 
     profile = import_profile(table, device=device, model=model,
@@ -64,7 +67,8 @@ def import_profile_command(
                              columns=columns)
     profile.save(out)
     merged = (profile.imported_from or {}).get("repeated_rows_merged", 0)
-    say(f"wrote {out}: {len(profile.points)} points of {len(profile.batch_sizes)} batch sizes"
+    say(f"wrote {out}: {len(profile.points)} points of {len(profile.batch_sizes)} batch sizes "
+        f"and {len(profile.knob_values)} values of the {knob_unit(profile.knob_kind).label}"
         + (f" ({merged} repeated rows merged into their mean and spread)" if merged else "")
         + {"measured": "",
            "averaged": f"; its peaks are of {profile.power_window_s} s averages: the planner "

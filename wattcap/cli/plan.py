@@ -37,6 +37,7 @@ from wattcap.cli.options import (
     TokenOpt,
 )
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.knob import knob_number, knob_unit
 
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
@@ -91,7 +92,8 @@ def make_plan(
 
 #: what `plan --json` prints: a summary of a Plan (its own kind, with its own version)
 PLAN_JSON_KIND = "wattcap.plan-summary"
-PLAN_JSON_SCHEMA_VERSION = 1
+#: 2: knobs (knob_kind; frequency_hz became knob_value, safe_frequency_hz safe_knob_value)
+PLAN_JSON_SCHEMA_VERSION = 2
 
 
 def plan_to_json(result: Plan) -> dict:
@@ -102,20 +104,22 @@ def plan_to_json(result: Plan) -> dict:
         "kind": PLAN_JSON_KIND,
         "schema_version": PLAN_JSON_SCHEMA_VERSION,
         "method": "wattcap",
+        "knob_kind": result.knob_kind,
+        "knob_unit": knob_unit(result.knob_kind).stored_unit,
         "batch_size": main.batch_size,
-        "frequency_hz": main.frequency_hz,
+        "knob_value": main.knob_value,
         "predicted_time_s": main.predicted_time_s,
         "predicted_energy_j": main.predicted_energy_j,
         "peak_power_w": main.peak_power_w,
         "power_cap_w": result.power_cap_w,
         "device": result.device,
         "model": result.model,
-        "safe_frequency_hz": result.safe_frequency_hz,
+        "safe_knob_value": result.safe_knob_value,
         "methods": {
             name: {
                 "method": c.method,
                 "batch_size": c.batch_size,
-                "frequency_hz": c.frequency_hz,
+                "knob_value": c.knob_value,
                 "predicted_time_s": c.predicted_time_s,
                 "predicted_energy_j": c.predicted_energy_j,
                 "peak_power_w": c.peak_power_w,
@@ -138,8 +142,8 @@ def print_plan(result: Plan, title: str | None = None) -> None:
     objective = "" if result.objective.is_paper_time else \
         f", objective {result.objective.describe()}"
     table = Table(title=title or f"{result.model} on {result.device}, {cap}{objective}")
-    for column in ("method", "batch", "MHz", "peak W", "avg W", "r_b", "pred. time (s)",
-                   "pred. energy (J)", "wattcap speed-up"):
+    for column in ("method", "batch", knob_unit(result.knob_kind).column, "peak W", "avg W",
+                   "r_b", "pred. time (s)", "pred. energy (J)", "wattcap speed-up"):
         table.add_column(column, justify="right" if column != "method" else "left")
     main = result.choices.get("wattcap")
     for method in METHODS:
@@ -148,7 +152,7 @@ def print_plan(result: Plan, title: str | None = None) -> None:
             table.add_row(method, "—", "—", "—", "—", "—", "—", "—", "n/a (see notes)")
             continue
         speedup = "" if main is None else format_known(result.speedup(method), ".2f", suffix="x")
-        table.add_row(method, str(c.batch_size), f"{c.frequency_hz / 1e6:.1f}",
+        table.add_row(method, str(c.batch_size), knob_number(result.knob_kind, c.knob_value),
                       f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}",
                       format_known(c.efficiency_ratio, ".2f"),
                       format_known(c.predicted_time_s, ".1f"),
@@ -163,15 +167,15 @@ def print_plan(result: Plan, title: str | None = None) -> None:
 def print_pareto_front(result: Plan) -> None:
     """The time/energy Pareto front of the feasible choices, each method's point marked."""
     table = Table(title="Time/energy Pareto front of the feasible choices (predicted, proxy r_b)")
-    for column in ("batch", "MHz", "pred. time (s)", "pred. energy (J)", "peak W", "avg W",
-                   "methods here"):
+    for column in ("batch", knob_unit(result.knob_kind).column, "pred. time (s)",
+                   "pred. energy (J)", "peak W", "avg W", "methods here"):
         table.add_column(column, justify="left" if column == "methods here" else "right")
     at: dict[tuple[int, int], list[str]] = {}
     for name, choice in result.choices.items():
-        at.setdefault((choice.batch_size, choice.frequency_hz), []).append(name)
+        at.setdefault((choice.batch_size, choice.knob_value), []).append(name)
     for point in result.pareto_front:
-        here = at.get((point.batch_size, point.frequency_hz), [])
-        table.add_row(str(point.batch_size), f"{point.frequency_hz / 1e6:.1f}",
+        here = at.get((point.batch_size, point.knob_value), [])
+        table.add_row(str(point.batch_size), knob_number(result.knob_kind, point.knob_value),
                       f"{point.predicted_time_s:.1f}", f"{point.predicted_energy_j:.0f}",
                       f"{point.peak_power_w:.2f}", f"{point.avg_power_w:.2f}", ", ".join(here))
     console.print(table)
@@ -179,7 +183,7 @@ def print_pareto_front(result: Plan) -> None:
            if not c.on_pareto_front and c.predicted_time_s is not None]
     for name in off:
         c = result.choices[name]
-        console.print(f"  [dim]{name} (b={c.batch_size}, {c.frequency_hz / 1e6:.1f} MHz: "
+        console.print(f"  [dim]{name} (b={c.batch_size}, {result.describe_knob(c.knob_value)}: "
                       f"{c.predicted_time_s:.1f} s, {c.predicted_energy_j:.0f} J) is off the "
                       "front: another choice is both faster and thriftier"
                       + (" (the oracle's point uses the target's r_b)" if name == "fastest"

@@ -71,7 +71,7 @@ def print_refresh(result: RefreshResult, source: Path, out: Path) -> None:
     for change in result.changes:
         old, new = change.old, change.new
         table.add_row(
-            str(new.batch_size), f"{new.frequency_hz / 1e6:.1f}",
+            str(new.batch_size), f"{new.knob_value / 1e6:.1f}",
             f"{old.peak_power_w:.2f}" if old else "—", f"{new.peak_power_w:.2f}",
             f"{change.power_change:+.1%}" if old else "new",
             f"{old.seconds_per_sample * 1e3:.3f}" if old else "—",
@@ -250,7 +250,7 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
         frontier = previous.frontier(cap if cap is not None else previous.power_cap_w)
         console.print(f"--refresh would re-measure {len(frontier)} frontier points of "
                       f"{refresh} (more where one now breaks the cap): "
-                      + ", ".join(f"b={b} at {p.frequency_hz / 1e6:.1f} MHz"
+                      + ", ".join(f"b={b} at {p.knob_value / 1e6:.1f} MHz"
                                   for b, p in sorted(frontier.items())))
     else:
         from wattcap.devices.workload import workload_for

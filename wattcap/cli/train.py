@@ -454,7 +454,7 @@ def train(
                            vector)
     under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
              else f", cap {cap:g} W)" if cap else ", no cap)")
-    console.print(f"{method}: batch size {choice.batch_size} at {choice.frequency_hz / 1e6:.1f} "
+    console.print(f"{method}: batch size {choice.batch_size} at {choice.knob_value / 1e6:.1f} "
                   f"MHz (profile peak {choice.peak_power_w:.2f} W{under}")
     # under a moving cap the run re-plans with the oracle's r_b for fastest, else the proxy's
     vector_path = target_efficiency if method == "fastest" else efficiency
@@ -591,7 +591,7 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
             f"training {label} (b={choice.batch_size}, target "
             f"{config.target_accuracy:.0%})", config.sample_budget, "samples",
         ) as report:
-            dev.set_frequency_hz(choice.frequency_hz)
+            dev.set_frequency_hz(choice.knob_value)
             return train_to_accuracy(
                 config, train_split, test_split, device=dev,
                 progress=lambda status: _show_status(report, status), **session)

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from wattcap.core.errors import WattcapError
+from wattcap.core.knob import format_knob
 from wattcap.core.profile import ProfilePoint
 
 ObjectiveName = Literal["time", "energy", "cost"]
@@ -93,7 +94,8 @@ class FrontPoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     batch_size: int
-    frequency_hz: int
+    #: in the unit of the plan's knob kind
+    knob_value: int
     predicted_time_s: float
     predicted_energy_j: float
     peak_power_w: float
@@ -103,12 +105,12 @@ class InfeasibleObjectiveError(WattcapError, ValueError):
     """The cap leaves choices, but none meets the objective's constraint."""
 
     def __init__(self, objective: Objective, cap_w: float | None, best_value: float,
-                 best_point: ProfilePoint) -> None:
+                 best_point: ProfilePoint, knob_kind: str = "gpu_clock") -> None:
         self.objective = objective
         self.cap_w = cap_w
         self.best_value = best_value
         under = "with no cap" if cap_w is None else f"under the {cap_w:.2f} W cap"
-        at = f"b={best_point.batch_size} at {best_point.frequency_hz / 1e6:.1f} MHz"
+        at = f"b={best_point.batch_size} at {format_knob(knob_kind, best_point.knob_value)}"
         if objective.max_energy_j is not None:
             message = (f"no configuration {under} reaches the target with at most "
                        f"{objective.max_energy_j:g} J: the least energy achievable is "

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.errors import WattcapError
+from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.objective import FrontPoint, Objective
 from wattcap.core.schema import Migration, VersionedFile
 
@@ -29,7 +30,8 @@ class Choice(BaseModel):
     model_config = ConfigDict(extra="forbid")
     method: str
     batch_size: int
-    frequency_hz: int
+    #: in the unit of the plan's knob kind (Plan.knob_kind)
+    knob_value: int
     seconds_per_sample: float
     peak_power_w: float
     avg_power_w: float
@@ -50,27 +52,47 @@ def format_known(value: float | None, spec: str, unknown: str = "unknown",
     return unknown if value is None else format(value, spec) + suffix
 
 
+def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 -> 4: a plan before knobs chose GPU clocks, in Hz."""
+    raw["knob_kind"] = "gpu_clock"
+    raw["safe_knob_value"] = raw.pop("safe_frequency_hz", None)
+    points = list((raw.get("choices") or {}).values()) + list(raw.get("pareto_front") or [])
+    for point in points:
+        if isinstance(point, dict) and "frequency_hz" in point:
+            point["knob_value"] = point.pop("frequency_hz")
+    return raw
+
+
 class Plan(VersionedFile):
     """The outcome of planning: one choice per method, for one cap."""
 
     FILE_KIND = "wattcap.plan"
     #: 2: objective, pareto_front, Choice.on_pareto_front; 3: a choice's predictions may be
-    #: unknown (None)
-    SCHEMA_VERSION = 3
-    MIGRATIONS: ClassVar[dict[int, Migration]] = {2: lambda raw: raw}
+    #: unknown (None); 4: knobs (knob_kind; frequency_hz became knob_value, safe_frequency_hz
+    #: safe_knob_value)
+    SCHEMA_VERSION = 4
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {2: lambda raw: raw, 3: _knob_of_frequency}
 
     device: str
     model: str
     input_shape: list[int]
     power_cap_w: float | None
     efficiency_source: str | None
-    safe_frequency_hz: int | None
+    #: the profile's knob: the unit of every choice's knob_value (wattcap.core.knob)
+    knob_kind: KnobKind = "gpu_clock"
+    #: the baselines' knob value: the highest value safe for every reference model (GPU clock),
+    #: the cap itself (power limit, `nvidia-smi -pl CAP`), or None where none is safe
+    safe_knob_value: int | None
     choices: dict[str, Choice]
     unavailable: dict[str, str] = {}
     notes: list[str] = []
     objective: Objective = Objective()
     #: feasible choices no other beats on both predicted time and energy (proxy r_b), by time
     pareto_front: list[FrontPoint] = []
+
+    def describe_knob(self, value: int) -> str:
+        """A knob value of this plan with its unit ('614.4 MHz', 'power limit 150 W')."""
+        return format_knob(self.knob_kind, value)
 
     def speedup(self, baseline: str, method: str = "wattcap") -> float | None:
         """Predicted time of `baseline` ÷ time of `method`."""

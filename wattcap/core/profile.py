@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.core.knob import KnobKind, format_knob, knob_unit
 from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
 
 
 class ProfilePoint(BaseModel):
-    """Measurements at one (batch size, frequency)."""
+    """Measurements at one (batch size, knob value); the knob's kind and unit are the table's
+    (`ProfileTable.knob_kind`, `wattcap.core.knob`)."""
 
     model_config = ConfigDict(extra="forbid")
     batch_size: int
-    frequency_hz: int
+    #: in the unit of the table's knob kind: Hz (GPU clock), mW (power limit), id (power mode)
+    knob_value: int
     peak_power_w: float
     avg_power_w: float
     seconds_per_sample: float
@@ -36,14 +39,25 @@ class ProfilePoint(BaseModel):
         """Device seconds to process `samples` samples at this point."""
         return self.seconds_per_sample * samples
 
+def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:
+    """Schema 4 -> 5: a profile before knobs varied the GPU clock, in Hz."""
+    raw["knob_kind"] = "gpu_clock"
+    raw["knob_values"] = raw.pop("frequencies_hz", [])
+    for point in raw.get("points", []):
+        if isinstance(point, dict) and "frequency_hz" in point:
+            point["knob_value"] = point.pop("frequency_hz")
+    return raw
+
+
 class ProfileTable(VersionedFile):
     """The two lookup tables of a device for one model and input shape."""
 
     FILE_KIND = "wattcap.profile"
     #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
     #: 3: architecture_fingerprint, device_spec; 4: imported tables (mode "imported",
-    #: imported_from, peak_power_source)
-    SCHEMA_VERSION = 4
+    #: imported_from, peak_power_source); 5: knobs (knob_kind; frequency_hz and frequencies_hz
+    #: became knob_value and knob_values; max_power_limit_w)
+    SCHEMA_VERSION = 5
     #: every field added since version 1 is optional and absent means "not recorded": an
     #: earlier file loads as it is (nothing is invented for it)
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
@@ -51,6 +65,7 @@ class ProfileTable(VersionedFile):
         2: lambda raw: raw,  # 3 added architecture_fingerprint, device_spec, power_noise_w
         3: lambda raw: raw,  # 4 added imported_from, peak_power_source ("measured") and
         #                      power_window_s
+        4: _knob_of_frequency,
     }
 
     device: str
@@ -61,7 +76,10 @@ class ProfileTable(VersionedFile):
     model: str
     input_shape: list[int]
     batch_sizes: list[int]
-    frequencies_hz: list[int]
+    #: what the profile varies beside the batch size, and the unit of `knob_values` and of
+    #: every point's `knob_value` (wattcap.core.knob)
+    knob_kind: KnobKind = "gpu_clock"
+    knob_values: list[int]
     max_batch_size: int | None
     oom_batch_sizes: list[int] = []
     mode: Literal["exhaustive", "pruned", "refresh", "model", "imported"]
@@ -87,6 +105,9 @@ class ProfileTable(VersionedFile):
     peak_power_source: Literal["measured", "averaged", "average"] = "measured"
     #: the averaging window of an "averaged" peak, in seconds
     power_window_s: float | None = None
+    #: the board's largest power limit (W, NVML's constraint) where the device has one: the
+    #: cost objective's default P_max (Zeus's); None: not recorded, or no power limit
+    max_power_limit_w: float | None = None
     #: an imported table (`wattcap import profile`): its file (name, sha256), the column
     #: mapping and how its power was measured; None for a profile wattcap measured
     imported_from: dict | None = None
@@ -96,25 +117,34 @@ class ProfileTable(VersionedFile):
         """Points that were predicted, not measured."""
         return sum(1 for p in self.points if p.predicted)
 
-    def lookup(self, batch_size: int, frequency_hz: int) -> ProfilePoint | None:
+    def lookup(self, batch_size: int, knob_value: int) -> ProfilePoint | None:
         """The point (measured or predicted), or None if the profile does not have it."""
         for point in self.points:
-            if point.batch_size == batch_size and point.frequency_hz == frequency_hz:
+            if point.batch_size == batch_size and point.knob_value == knob_value:
                 return point
         return None
 
     def rows(self) -> dict[int, list[ProfilePoint]]:
-        """Measured points per batch size, ascending in frequency."""
+        """Measured points per batch size, ascending in knob value."""
         rows: dict[int, list[ProfilePoint]] = {}
-        for point in sorted(self.points, key=lambda p: (p.batch_size, p.frequency_hz)):
+        for point in sorted(self.points, key=lambda p: (p.batch_size, p.knob_value)):
             rows.setdefault(point.batch_size, []).append(point)
         return rows
 
+    @property
+    def highest_is_fastest(self) -> bool:
+        """Whether the highest feasible knob value is the best of a row (the clock)."""
+        return knob_unit(self.knob_kind).highest_is_fastest
+
+    def describe_knob(self, value: int) -> str:
+        """One of this profile's knob values with its unit ('614.4 MHz', 'power limit 150 W')."""
+        return format_knob(self.knob_kind, value)
+
     def frontier(self, power_cap_w: float | None) -> dict[int, ProfilePoint]:
-        """For each batch size, the measured point at the highest f with peak ≤ cap."""
+        """For each batch size, its best point with peak ≤ cap (`Staircase`)."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            point = Staircase.of(row).highest_under(power_cap_w)
+            point = Staircase.of(row, self.highest_is_fastest).best_under(power_cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -150,8 +180,8 @@ class ProfileTable(VersionedFile):
             self.device, self.model, self.input_shape
         ):
             raise WattcapFileError("cannot merge profiles of different devices or models")
-        keep = {(p.batch_size, p.frequency_hz): p for p in self.points}
-        keep.update({(p.batch_size, p.frequency_hz): p for p in newer.points})
+        keep = {(p.batch_size, p.knob_value): p for p in self.points}
+        keep.update({(p.batch_size, p.knob_value): p for p in newer.points})
         return self.model_copy(update={"points": list(keep.values())})
 
 
@@ -166,25 +196,38 @@ def portable_model_name(name: str) -> str | None:
 
 @dataclass
 class Staircase:
-    """One row reduced to the points no higher frequency beats on power: f*(b), the highest
-    frequency whose peak power is under a cap, is `highest_under(cap)`. This is the one place
-    f*(b) is computed (ProfileTable.frontier and the planner's Selector both use it)."""
+    """One row reduced to the points no other beats: the best feasible point of the row under
+    a cap is `best_under(cap)`, a binary search. For the GPU clock (Algorithm 1) the best is
+    f*(b), the highest clock whose peak power is under the cap; for a knob whose time is not
+    monotone in its value (a power limit, a power mode) it is the fastest point under the cap.
+    This is the one place f*(b) is computed (ProfileTable.frontier and the planner's Selector
+    both use it)."""
 
     powers_w: list[float]  # ascending
-    points: list[ProfilePoint]  # same order: highest frequency last... per power
+    points: list[ProfilePoint]  # same order
 
     @classmethod
-    def of(cls, row: list[ProfilePoint]) -> Staircase:
+    def of(cls, row: list[ProfilePoint], highest_is_fastest: bool = True) -> Staircase:
         kept: list[ProfilePoint] = []
-        lowest = float("inf")
-        for point in sorted(row, key=lambda p: -p.frequency_hz):
-            if point.peak_power_w < lowest:
-                kept.append(point)
-                lowest = point.peak_power_w
-        kept.reverse()  # ascending power, ascending frequency
+        if highest_is_fastest:
+            lowest = float("inf")
+            for point in sorted(row, key=lambda p: -p.knob_value):
+                if point.peak_power_w < lowest:
+                    kept.append(point)
+                    lowest = point.peak_power_w
+            kept.reverse()  # ascending power, ascending knob value
+        else:
+            # ascending power; a point is kept only when it is faster than every point of
+            # lower power (ties in power: the higher value first, as Algorithm 1's ties)
+            fastest = float("inf")
+            for point in sorted(row, key=lambda p: (p.peak_power_w, -p.knob_value)):
+                if point.seconds_per_sample < fastest:
+                    kept.append(point)
+                    fastest = point.seconds_per_sample
         return cls([p.peak_power_w for p in kept], kept)
 
-    def highest_under(self, cap_w: float | None) -> ProfilePoint | None:
+    def best_under(self, cap_w: float | None) -> ProfilePoint | None:
+        """The row's best point with peak power at or under the cap (None: no cap)."""
         if cap_w is None:
             return self.points[-1] if self.points else None
         index = bisect.bisect_right(self.powers_w, cap_w) - 1

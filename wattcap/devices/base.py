@@ -165,6 +165,11 @@ class Device(ABC):
         """Backend part of `set_frequency_hz` (called with `clock_lock` held)."""
 
     # -- power ---------------------------------------------------------------------------------
+    def power_limit_range_w(self) -> tuple[float, float] | None:
+        """The lowest and highest power limit the board accepts (W), read from the board; None
+        where the device has no power limit wattcap can read."""
+        return None
+
     def set_power_limit_w(self, limit_w: float) -> float:
         """Set the board's power limit (it holds *average* power), clamped to what the board
         accepts; returns the limit set. Put back by `restore`. Devices without one refuse."""

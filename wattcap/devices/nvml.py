@@ -248,6 +248,15 @@ class NvmlDevice(Device):
         except nvml.NVMLError:
             return None
 
+    def power_limit_range_w(self) -> tuple[float, float] | None:
+        """NVML's power management limit constraints (W); None where the board reports none."""
+        nvml = self._nvml
+        try:
+            low_mw, high_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)
+        except nvml.NVMLError:
+            return None
+        return low_mw / 1e3, high_mw / 1e3
+
     def set_power_limit_w(self, limit_w: float) -> float:
         """Set the board power limit to `limit_w`, clamped to the board's constraints (NVML
         enforces it on the 1 s average); returns the limit set. `restore` puts the limit found

@@ -396,7 +396,7 @@ def run_comparison(
                         device = EmulatedDevice(scenario.device, seed=seed)
                         t, e, p, guard = replay_on_device(
                             math[target][(choice.batch_size, seed)], device,
-                            choice.frequency_hz, cap)
+                            choice.knob_value, cap)
                         times.append(t)
                         energies.append(e)
                         peak = max(peak, p)
@@ -404,7 +404,7 @@ def run_comparison(
                         steps += len(guard.steps)
                     results.append(MethodResult(
                         device=scenario.device, power_cap_w=cap, target=target, method=method,
-                        batch_size=choice.batch_size, frequency_hz=choice.frequency_hz,
+                        batch_size=choice.batch_size, frequency_hz=choice.knob_value,
                         predicted_time_s=choice.predicted_time_s, time_s=times,
                         energy_j=energies, peak_power_w=peak, cap_violations=violations,
                         frequency_steps=steps,

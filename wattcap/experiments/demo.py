@@ -82,7 +82,7 @@ def side_by_side(plans: list[Plan], title: str) -> Table:
                 continue
             table.add_row(
                 _cap_label(result.power_cap_w), method, str(c.batch_size),
-                f"{c.frequency_hz / 1e6:.1f}", f"{c.peak_power_w:.2f}",
+                f"{c.knob_value / 1e6:.1f}", f"{c.peak_power_w:.2f}",
                 format_known(c.predicted_time_s, ".1f"),
                 "—" if method == "wattcap"
                 else format_known(result.speedup(method), ".2f", suffix="x"),

@@ -28,7 +28,7 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
     ax.step(times, energies, where="post", color="0.55", lw=1.2, zorder=1)
     ax.scatter(times, energies, color="0.35", s=22, zorder=2, label="Pareto front")
     for point in plan.pareto_front:
-        ax.annotate(f"b={point.batch_size}, {point.frequency_hz / 1e6:.0f} MHz",
+        ax.annotate(f"b={point.batch_size}, {plan.describe_knob(point.knob_value)}",
                     (point.predicted_time_s, point.predicted_energy_j),
                     textcoords="offset points", xytext=(5, 4), fontsize=7, color="0.3")
     for method, choice in plan.choices.items():
@@ -40,7 +40,7 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
                    s=260 if marker == "*" else 120, color=color, edgecolors="white",
                    linewidths=1.2, zorder=3,
                    label=f"{method}: b={choice.batch_size}, "
-                         f"{choice.frequency_hz / 1e6:.0f} MHz ({where})")
+                         f"{plan.describe_knob(choice.knob_value)} ({where})")
     cap = "no cap" if plan.power_cap_w is None else f"cap {plan.power_cap_w:g} W"
     ax.set_title(f"{plan.model} on {plan.device}, {cap}, objective: {plan.objective.describe()}")
     ax.set_xlabel("Predicted time to target (s)")

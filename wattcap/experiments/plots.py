@@ -14,6 +14,7 @@ from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from wattcap.core.files import atomic_path
+from wattcap.core.knob import knob_number, knob_unit
 from wattcap.core.plan import Plan
 from wattcap.core.profile import ProfileTable
 
@@ -26,12 +27,12 @@ _MARKERS = {
 
 
 def _grid(profile: ProfileTable, field: str) -> np.ndarray:
-    grid = np.full((len(profile.batch_sizes), len(profile.frequencies_hz)), np.nan)
+    grid = np.full((len(profile.batch_sizes), len(profile.knob_values)), np.nan)
     b_index = {b: i for i, b in enumerate(profile.batch_sizes)}
-    f_index = {f: j for j, f in enumerate(profile.frequencies_hz)}
+    f_index = {f: j for j, f in enumerate(profile.knob_values)}
     for p in profile.points:
-        if p.batch_size in b_index and p.frequency_hz in f_index:
-            grid[b_index[p.batch_size], f_index[p.frequency_hz]] = getattr(p, field)
+        if p.batch_size in b_index and p.knob_value in f_index:
+            grid[b_index[p.batch_size], f_index[p.knob_value]] = getattr(p, field)
     return grid
 
 
@@ -71,7 +72,8 @@ def profile_figure(
     the cap frontier and each method's choice; the caller saves and closes it."""
     power = _grid(profile, "peak_power_w")
     time_ms = _grid(profile, "seconds_per_sample") * 1e3
-    freqs_mhz = [f / 1e6 for f in profile.frequencies_hz]
+    unit = knob_unit(profile.knob_kind)
+    ticks = [knob_number(profile.knob_kind, v) for v in profile.knob_values]
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     panels = [
         (axes[0], power, "Peak power (W)", "viridis", None),
@@ -80,15 +82,15 @@ def profile_figure(
     for (ax, grid, label, cmap, norm), line in zip(panels, ("w--", "k--"), strict=True):
         image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=norm)
         fig.colorbar(image, ax=ax, label=label)
-        ax.set_xticks(range(len(freqs_mhz)), [f"{f:.0f}" for f in freqs_mhz], rotation=60)
+        ax.set_xticks(range(len(ticks)), ticks, rotation=60)
         ax.set_yticks(range(len(profile.batch_sizes)), [str(b) for b in profile.batch_sizes])
-        ax.set_xlabel("GPU frequency (MHz)")
+        ax.set_xlabel(f"{unit.label} ({unit.shown_unit})")
         ax.set_ylabel("Batch size (samples)")
         ax.set_title(f"{label}: {profile.model} on {profile.device}")
         if power_cap_w is not None:
-            # Frontier: the highest feasible frequency per batch size.
+            # Frontier: each batch size's best feasible knob value (f*(b)).
             frontier = profile.frontier(power_cap_w)
-            xs = [profile.frequencies_hz.index(p.frequency_hz) for p in frontier.values()]
+            xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
             ys = [profile.batch_sizes.index(b) for b in frontier]
             ax.plot(xs, ys, line, lw=1.5, label=f"cap frontier ({power_cap_w:g} W)")
         if plan is not None:
@@ -97,7 +99,7 @@ def profile_figure(
                 # Small offsets keep methods that chose the same point visible side by side.
                 offset = (i - (len(plan.choices) - 1) / 2) * 0.18
                 ax.scatter(
-                    [profile.frequencies_hz.index(choice.frequency_hz) + offset],
+                    [profile.knob_values.index(choice.knob_value) + offset],
                     [profile.batch_sizes.index(choice.batch_size)],
                     marker=marker, s=260 if marker == "*" else 150, color=color,
                     edgecolors="white", linewidths=1.2, label=method, zorder=3,

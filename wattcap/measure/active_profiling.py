@@ -186,7 +186,7 @@ class ActiveProfiler:
         window = MeasurementWindow(profiler.device.sensor_period_s, profiler.min_steps,
                                    profiler.min_readings)
         observations = [
-            Observation(p.batch_size, p.frequency_hz, p.seconds_per_sample, p.peak_power_w,
+            Observation(p.batch_size, p.knob_value, p.seconds_per_sample, p.peak_power_w,
                         p.avg_power_w, p.readings)
             for p in self._measured.values() if p.batch_size in fits
         ]
@@ -266,7 +266,7 @@ def frontier_state(
 def _predicted_point(p: Prediction) -> ProfilePoint:
     return ProfilePoint(
         batch_size=p.batch_size,
-        frequency_hz=p.frequency_hz,
+        knob_value=p.frequency_hz,
         peak_power_w=round(p.peak_power_w, 4),
         avg_power_w=round(p.avg_power_w, 4),
         seconds_per_sample=p.seconds_per_sample,

@@ -1,4 +1,4 @@
-"""Measured tables in: a CSV of time and power over batch sizes and GPU clocks, or of the
+"""Measured tables in: a CSV of time and power over batch sizes and a knob, or of the
 samples (or epochs) each batch size needed to reach a target, becomes an ordinary wattcap
 profile or efficiency vector (`wattcap import profile|efficiency`), and any profile goes back
 out in the same layout (`wattcap export profile`).
@@ -6,7 +6,10 @@ out in the same layout (`wattcap export profile`).
 Profile columns (one row per measurement; a header row names them):
 
     batch_size                      required
-    frequency_mhz | frequency_hz    the GPU clock (the knob), required
+    the knob, required (exactly one of):
+      frequency_mhz | frequency_hz  the GPU clock
+      power_limit_w                 the GPU power limit (`nvidia-smi -pl`), in watts
+      power_mode                    a Jetson power mode, by its nvpmodel id
     seconds_per_sample | ms_per_sample | seconds_per_epoch (with samples_per_epoch)
                                     time, required (one of them)
     avg_power_w                     required
@@ -32,7 +35,7 @@ perplexity fall) and its target are stored in the vector; a target outside the m
 is refused.
 
 `--columns name=header,...` maps a column to another header. Units are checked (positive,
-finite, and within what a GPU can be); rows repeated for one (batch size, clock) become their
+finite, and within what a GPU can be); rows repeated for one (batch size, knob) become their
 mean with its spread (the *_std fields, which widen the planner's margin); nothing the file does
 not hold is invented: an absent peak stays absent (the table says its "peak" is the average
 power), steps and readings are 0 (not recorded), the input shape is empty unless given.
@@ -55,7 +58,13 @@ from wattcap.core.metric import TargetMetric
 from wattcap.core.profile import ProfilePoint, ProfileTable
 
 MHZ = 1_000_000
-PROFILE_COLUMNS = ("batch_size", "frequency_mhz", "frequency_hz", "seconds_per_sample",
+#: the knob columns and the kind each one is (wattcap.core.knob)
+KNOB_COLUMNS = {"frequency_mhz": "gpu_clock", "frequency_hz": "gpu_clock",
+                "power_limit_w": "power_limit", "power_mode": "power_mode"}
+#: the column `export_profile` writes for each kind
+EXPORT_KNOB_COLUMNS = {"gpu_clock": "frequency_mhz", "power_limit": "power_limit_w",
+                       "power_mode": "power_mode"}
+PROFILE_COLUMNS = ("batch_size", *KNOB_COLUMNS, "seconds_per_sample",
                    "ms_per_sample", "seconds_per_epoch", "samples_per_epoch", "avg_power_w",
                    "peak_power_w")
 EFFICIENCY_COLUMNS = ("batch_size", "seed", "samples_to_target", "epochs_to_target",
@@ -214,7 +223,11 @@ def import_profile(
     text = _read(path)
     rows = _Rows(text, str(path), parse_columns(columns, PROFILE_COLUMNS), PROFILE_COLUMNS)
     rows.require("batch_size", what="batch size")
-    clock = rows.require("frequency_mhz", "frequency_hz", what="GPU clock")
+    knob = rows.require(*KNOB_COLUMNS, what="knob (GPU clock, power limit or power mode)")
+    others = [c for c in KNOB_COLUMNS if c != knob and rows.has(c)]
+    if others:
+        raise TableImportError(f"{path}: the table has two knob columns ({rows.headers[knob]}, "
+                               f"{rows.headers[others[0]]}): import one knob per table")
     time_column = rows.require("seconds_per_sample", "ms_per_sample", "seconds_per_epoch",
                                what="time")
     if time_column == "seconds_per_epoch":
@@ -222,13 +235,9 @@ def import_profile(
     rows.require("avg_power_w", what="average power")
     has_peak = rows.has("peak_power_w")
     grouped: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
-    low_mhz, high_mhz = CLOCK_RANGE_MHZ
     for i, row in enumerate(rows.rows):
         b = rows.integer(i, row, "batch_size")
-        if clock == "frequency_mhz":
-            mhz = rows.number(i, row, clock, low_mhz, high_mhz, "MHz")
-        else:
-            mhz = rows.number(i, row, clock, low_mhz * MHZ, high_mhz * MHZ, "Hz") / MHZ
+        value = _knob_value(rows, i, row, knob)
         if time_column == "seconds_per_sample":
             seconds = rows.number(i, row, time_column, unit="s")
         elif time_column == "ms_per_sample":
@@ -242,12 +251,12 @@ def import_profile(
         if peak_w < avg_w:
             raise TableImportError(f"{path}: row {i + 2}: peak power {peak_w:g} W is below "
                                    f"the average {avg_w:g} W")
-        grouped.setdefault((b, round(mhz * MHZ)), []).append((seconds, peak_w, avg_w))
+        grouped.setdefault((b, value), []).append((seconds, peak_w, avg_w))
     points = []
-    for (b, hz), values in sorted(grouped.items()):
+    for (b, value), values in sorted(grouped.items()):
         times, peaks, avgs = ([v[k] for v in values] for k in range(3))
         points.append(ProfilePoint(
-            batch_size=b, frequency_hz=hz, seconds_per_sample=statistics.fmean(times),
+            batch_size=b, knob_value=value, seconds_per_sample=statistics.fmean(times),
             peak_power_w=statistics.fmean(peaks), avg_power_w=statistics.fmean(avgs),
             steps=0, readings=0, seconds_per_sample_std=_std(times),
             peak_power_std_w=_std(peaks), avg_power_std_w=_std(avgs)))
@@ -255,7 +264,8 @@ def import_profile(
     return ProfileTable(
         device=device, device_kind="imported", sensor_rail=sampling.rail(),
         sensor_period_s=sampling.period_s or 0.0, model=model, input_shape=input_shape or [],
-        batch_sizes=batch_sizes, frequencies_hz=sorted({p.frequency_hz for p in points}),
+        batch_sizes=batch_sizes, knob_kind=KNOB_COLUMNS[knob],  # type: ignore[arg-type]
+        knob_values=sorted({p.knob_value for p in points}),
         max_batch_size=max(batch_sizes), mode="imported", points=points,
         points_measured=len(rows.rows), profiling_device_s=0.0,
         peak_power_source=sampling.peak_source(has_peak),
@@ -267,15 +277,38 @@ def import_profile(
                        "repeated_rows_merged": len(rows.rows) - len(points)})
 
 
+def _knob_value(rows: _Rows, i: int, row: dict[str, str], column: str) -> int:
+    """Row i's knob value in its kind's stored unit (Hz, mW, nvpmodel id), its range checked."""
+    low_mhz, high_mhz = CLOCK_RANGE_MHZ
+    if column == "frequency_mhz":
+        return round(rows.number(i, row, column, low_mhz, high_mhz, "MHz") * MHZ)
+    if column == "frequency_hz":
+        return round(rows.number(i, row, column, low_mhz * MHZ, high_mhz * MHZ, "Hz"))
+    if column == "power_limit_w":
+        return round(rows.number(i, row, column, *POWER_RANGE_W, unit="W") * 1e3)
+    return rows.integer(i, row, column, low=-1)  # an nvpmodel id: 0, 1, ...
+
+
+def _export_knob(kind: str, value: int) -> str:
+    """A stored knob value in its export column's unit (MHz, W, id)."""
+    if kind == "gpu_clock":
+        return f"{value / MHZ:g}"
+    if kind == "power_limit":
+        return f"{value / 1e3:g}"
+    return str(value)
+
+
 def export_profile(table: ProfileTable) -> str:
-    """A profile as a CSV in the import layout (peak power only when the table has one)."""
+    """A profile as a CSV in the import layout (peak power only when the table has one), its
+    knob in the kind's column."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     peak = table.peak_power_source == "measured"
-    writer.writerow(["batch_size", "frequency_mhz", "seconds_per_sample", "avg_power_w",
-                     *(["peak_power_w"] if peak else [])])
-    for p in sorted(table.points, key=lambda p: (p.batch_size, p.frequency_hz)):
-        writer.writerow([p.batch_size, f"{p.frequency_hz / MHZ:g}", repr(p.seconds_per_sample),
+    writer.writerow(["batch_size", EXPORT_KNOB_COLUMNS[table.knob_kind], "seconds_per_sample",
+                     "avg_power_w", *(["peak_power_w"] if peak else [])])
+    for p in sorted(table.points, key=lambda p: (p.batch_size, p.knob_value)):
+        writer.writerow([p.batch_size, _export_knob(table.knob_kind, p.knob_value),
+                         repr(p.seconds_per_sample),
                          repr(p.avg_power_w), *([repr(p.peak_power_w)] if peak else [])])
     return out.getvalue()
 

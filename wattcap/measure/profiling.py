@@ -199,7 +199,7 @@ class Profiler:
                                             key=f"b={batch_size} f={frequency_hz}")
         point = ProfilePoint(
             batch_size=batch_size,
-            frequency_hz=frequency_hz,
+            knob_value=frequency_hz,
             peak_power_w=round(stats.peak_w, 4),
             avg_power_w=round(stats.average_w, 4),
             seconds_per_sample=busy_s / (steps * batch_size),
@@ -359,7 +359,7 @@ class Profiler:
             model=self.model,
             input_shape=list(self.workload.input_shape),
             batch_sizes=sorted(fits),
-            frequencies_hz=frequencies,
+            knob_values=frequencies,
             max_batch_size=max(fits) if fits else None,
             oom_batch_sizes=sorted(set(oom)),
             mode=mode,
@@ -370,6 +370,7 @@ class Profiler:
             workload=self.workload.to_dict(),
             model_fit=model_fit or {},
             power_noise_w=self.power_noise_w(),
+            max_power_limit_w=(self.device.power_limit_range_w() or (None, None))[1],
             architecture_fingerprint=_fingerprint(self.model),
             device_spec=_device_spec(self.device),
         )
@@ -518,9 +519,9 @@ class RefreshResult:
         before = self.previous.frontier(self.power_cap_w)
         after = self.table.frontier(self.power_cap_w)
         return {
-            b: (before[b].frequency_hz, after[b].frequency_hz if b in after else 0)
+            b: (before[b].knob_value, after[b].knob_value if b in after else 0)
             for b in before
-            if b not in after or after[b].frequency_hz != before[b].frequency_hz
+            if b not in after or after[b].knob_value != before[b].knob_value
         }
 
 
@@ -573,16 +574,16 @@ def _refresh_frontier(
     measured: list[ProfilePoint] = []
     try:
         for b, old in sorted(table.frontier(cap).items(), reverse=True):
-            if old.frequency_hz not in frequencies:
+            if old.knob_value not in frequencies:
                 skipped.append(b)
                 continue
             try:
-                points = refresh_row(profiler, b, old.frequency_hz, cap)
+                points = refresh_row(profiler, b, old.knob_value, cap)
             except DeviceOutOfMemoryError:
                 skipped.append(b)
                 continue
             measured += points
-            changes += [PointChange(old=table.lookup(b, p.frequency_hz), new=p) for p in points]
+            changes += [PointChange(old=table.lookup(b, p.knob_value), new=p) for p in points]
     finally:
         profiler.device.restore()
     return measured

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from wattcap.algorithms.objectives import CandidateSet
-from wattcap.algorithms.planner import Replanner, safe_frequency_hz, with_power_margin
+from wattcap.algorithms.planner import Replanner, safe_knob_value, with_power_margin
 from wattcap.core.cap_history import CapTimeline, Segment, TimelineRecorder
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.knob import require_clock
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.devices.base import Device, PowerReading
@@ -101,6 +102,7 @@ class ConfigChooser:
         if policy not in CAP_POLICIES:
             raise ValueError(f"unknown cap policy {policy!r}; expected one of "
                              f"{', '.join(CAP_POLICIES)}")
+        require_clock(profile.knob_kind, "following a moving cap")
         self.measured_profile = profile
         self.margin_sigmas = margin_sigmas
         #: the peaks the cap is compared with: measured peak + the margin
@@ -118,9 +120,9 @@ class ConfigChooser:
         candidates = self.replanner.candidates
         scores = candidates.time_key if self.objective.is_paper_time else \
             candidates.values(self.replanner.objective)
-        self._score = {(p.batch_size, p.frequency_hz): float(v)
+        self._score = {(p.batch_size, p.knob_value): float(v)
                        for p, v in zip(candidates.points, scores, strict=True)}
-        self.frequencies_hz = sorted(profile.frequencies_hz)
+        self.frequencies_hz = sorted(profile.knob_values)
         self.notes: list[str] = []
         self._rows: dict[tuple[int, bool], CandidateSet] = {}
         self.lowest_cap_w = self._lowest_cap_w()
@@ -134,7 +136,7 @@ class ConfigChooser:
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""
         point = self.replanner.selector.frontier(cap_w).get(batch_size)
-        return point.frequency_hz if point is not None else None
+        return point.knob_value if point is not None else None
 
     def least_overdraw_hz(self, batch_size: int, cap_w: float) -> int | None:
         """For a step that must finish under a cap nothing meets: the frequency of b's row that
@@ -143,8 +145,8 @@ class ConfigChooser:
         if not row:
             return None
         best = min(row, key=lambda p: (max(p.peak_power_w - cap_w, 0.0) * p.seconds_per_sample,
-                                       p.frequency_hz))
-        return best.frequency_hz
+                                       p.knob_value))
+        return best.knob_value
 
     def choose(self, cap_w: float | None, batch_size: int) -> Target | None:
         """The configuration for the cap (`batch_size`: the one in use now, kept by every
@@ -164,7 +166,7 @@ class ConfigChooser:
         if self.policy == "frequency":
             return self._best_in_row(batch_size, cap_w)
         if self.policy == "safe-frequency":
-            safe_hz = safe_frequency_hz(self.references, cap_w, self.frequencies_hz)
+            safe_hz = safe_knob_value(self.references, cap_w, self.frequencies_hz)
             if safe_hz is None:
                 return None
             point = self.profile.lookup(batch_size, safe_hz)
@@ -190,7 +192,7 @@ class ConfigChooser:
                 choice = fallback.choose(cap_w)
             except InfeasibleCapError:
                 return None
-        return Target(choice.batch_size, choice.frequency_hz)
+        return Target(choice.batch_size, choice.knob_value)
 
     def best_for_batch_size(self, batch_size: int, cap_w: float | None) -> Target | None:
         """The best frequency for `batch_size` under the cap (None: none meets it)."""
@@ -207,7 +209,7 @@ class ConfigChooser:
             except InfeasibleObjectiveError as err:
                 self._note(f"{err}; choosing for time alone under this cap")
                 continue
-            return Target(batch_size, point.frequency_hz) if point is not None else None
+            return Target(batch_size, point.knob_value) if point is not None else None
         return None
 
     def _row(self, batch_size: int, constrained: bool) -> CandidateSet:

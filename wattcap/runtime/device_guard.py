@@ -79,7 +79,7 @@ class DeviceGuard:
 
         margined = with_power_margin(session.profile, session.margin_sigmas)
         point = margined.frontier(power_cap_w).get(session.batch_size)
-        return None if point is None else point.frequency_hz
+        return None if point is None else point.knob_value
 
     def check_watch(self) -> None:
         """After each step: the power watch is alive (no failed callback, no dead sensor, a

@@ -81,7 +81,7 @@ class NoiseScalePart:
         assert gns.vector is not None and gns.vector.noise_scale is not None
         session.efficiency = gns.vector
         session.events.append(f"gns: {gns.vector.noise_scale.describe()}")
-        self.adopt_choice(choice.batch_size, choice.frequency_hz, "gns re-plan")
+        self.adopt_choice(choice.batch_size, choice.knob_value, "gns re-plan")
 
     def adopt_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
         session = self.session

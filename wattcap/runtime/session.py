@@ -43,6 +43,7 @@ from wattcap.core.defaults import (
     DEFAULT_LR_REF,
     DEFAULT_MARGIN_SIGMAS,
 )
+from wattcap.core.knob import SETTING_HINTS, require_clock
 from wattcap.core.objective import Objective
 from wattcap.core.progress import percent
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
@@ -377,6 +378,9 @@ class Session:
         """Check the profile against the model (and the device, once open), resolve the cap,
         run Algorithm 1 (or take the given configuration), and derive the learning rate."""
         planning = self.settings  # read once the profile is known (now, or in start())
+        if self.profile is not None:
+            require_clock(self.profile.knob_kind, "a training session",
+                          SETTING_HINTS.get(self.profile.knob_kind, ""))
         if self.profile is not None and self.device is not None:
             self.profile.check_matches(device=self.device.name, source="profile")
         if self.profile is not None and self.model_name is not None:
@@ -486,13 +490,13 @@ class Session:
                         f"batch size {batch_size} has no measured frequency under the cap "
                         f"{self.power_cap_w} W in the profile")
                 return batch_size, frequency_hz if frequency_hz is not None else \
-                    point.frequency_hz
+                    point.knob_value
             if self.method not in self.plan.choices:
                 why = self.plan.unavailable.get(self.method, "unknown method")
                 raise SessionError(f"{self.method} has no choice under this cap: {why}")
             self.choice = self.plan.choices[self.method]
             return self.choice.batch_size, frequency_hz if frequency_hz is not None else \
-                self.choice.frequency_hz
+                self.choice.knob_value
         if batch_size is None:
             raise SessionError("give a profile to plan the batch size and frequency, or a "
                                "batch_size (and a frequency_hz)")

@@ -411,7 +411,7 @@ class DriftMonitor:
         if self.power_cap_w is not None:
             old = self.reference.frontier(self.power_cap_w - self.margin_w).get(self.batch_size)
             if old is not None:
-                ceiling = max(ceiling, old.frequency_hz)
+                ceiling = max(ceiling, old.knob_value)
         infeasible = self.watchdog.lowest_infeasible_hz() if self.watchdog else None
         if infeasible is not None:
             below = [f for f in frequencies if f < infeasible]
@@ -436,8 +436,8 @@ class DriftMonitor:
             finally:
                 self.profiler.release_steps()  # its copy leaves before the model comes back
         feasible = [p for p in points if cap is None or p.peak_power_w <= cap]
-        best = max(feasible, key=lambda p: p.frequency_hz) if feasible else None
-        to_hz = best.frequency_hz if best is not None else frequencies[0]
+        best = max(feasible, key=lambda p: p.knob_value) if feasible else None
+        to_hz = best.knob_value if best is not None else frequencies[0]
         applied_hz = self.device.set_frequency_hz(to_hz)
         if self.watchdog is not None:
             self.watchdog.set_ceiling_hz(applied_hz)

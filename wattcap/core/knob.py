@@ -1,0 +1,95 @@
+"""Knobs: what a profile varies beside the batch size, with its unit.
+
+A knob is a kind and integer values in the kind's unit: the GPU clock in Hz (what wattcap
+sets on a Jetson or with NVML's locked clocks), the GPU power limit in mW (`nvidia-smi -pl`,
+NVML's unit) or a Jetson power mode by its nvpmodel id (a bundle of clock caps and online
+cores). Files store the kind beside the values, so nothing downstream assumes MHz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from wattcap.core.errors import WattcapError
+
+KnobKind = Literal["gpu_clock", "power_limit", "power_mode"]
+
+KNOB_KINDS: tuple[str, ...] = ("gpu_clock", "power_limit", "power_mode")
+
+
+@dataclass(frozen=True)
+class KnobUnit:
+    """How a kind's values are stored and shown."""
+
+    #: the unit of the stored integer values
+    stored_unit: str
+    #: the unit a person reads (`knob_number`)
+    shown_unit: str
+    #: what the knob is, in words
+    label: str
+    #: a table's column heading for the knob's values
+    column: str
+    #: True when, under a cap, the highest feasible value is taken to be the fastest
+    #: (Algorithm 1's f*(b) for the clock: time falls as the clock rises); otherwise each batch
+    #: size takes its fastest feasible value, wherever it lies (a higher power limit can be
+    #: slower: the board throttles on temperature, memory clocks move with it)
+    highest_is_fastest: bool
+
+
+KNOB_UNITS: dict[str, KnobUnit] = {
+    "gpu_clock": KnobUnit("Hz", "MHz", "GPU clock", "MHz", True),
+    "power_limit": KnobUnit("mW", "W", "GPU power limit", "limit W", False),
+    "power_mode": KnobUnit("id", "nvpmodel id", "power mode", "mode", False),
+}
+
+
+def knob_unit(kind: str) -> KnobUnit:
+    """The unit of `kind`; a kind wattcap does not know is a ValueError naming the known."""
+    try:
+        return KNOB_UNITS[kind]
+    except KeyError:
+        raise ValueError(f"unknown knob kind {kind!r}; expected one of "
+                         f"{', '.join(KNOB_KINDS)}") from None
+
+
+class KnobError(WattcapError, ValueError):
+    """A knob wattcap cannot set here (training applies GPU clocks only)."""
+
+
+def require_clock(kind: str, what: str, setting_hint: str = "") -> None:
+    """Refuse, in one line, to run `what` (which sets the GPU clock) on a table of another
+    knob; `setting_hint` says how the user sets that knob themselves."""
+    if kind != "gpu_clock":
+        raise KnobError(
+            f"{what} sets the GPU clock, and this profile varies the {knob_unit(kind).label}: "
+            "plan with it (wattcap plan), set the chosen value yourself"
+            + (f" ({setting_hint})" if setting_hint else "")
+            + " and train at the planned batch size without a profile")
+
+
+#: how a user sets a knob wattcap does not set itself
+SETTING_HINTS: dict[str, str] = {
+    "power_limit": "sudo nvidia-smi -pl WATTS",
+    "power_mode": "sudo nvpmodel -m ID",
+}
+
+
+def knob_number(kind: str, value: int) -> str:
+    """The value in the unit a person reads, without the unit: '614.4' (MHz), '150' (W), '2'."""
+    knob_unit(kind)
+    if kind == "gpu_clock":
+        return f"{value / 1e6:.1f}"
+    if kind == "power_limit":
+        return f"{value / 1e3:g}"
+    return str(value)
+
+
+def format_knob(kind: str, value: int) -> str:
+    """The value with its unit: '614.4 MHz', 'power limit 150 W', 'power mode 2'."""
+    number = knob_number(kind, value)
+    if kind == "gpu_clock":
+        return f"{number} MHz"
+    if kind == "power_limit":
+        return f"power limit {number} W"
+    return f"power mode {number}"
