@@ -220,3 +220,18 @@ def test_the_cost_objective_takes_the_boards_largest_power_limit_as_p_max(
     # a clock table without a recorded limit: its highest (measured) peak, as before
     clock = _table([[(3.0, 1e-3), (4.0, 8e-4)]], "gpu_clock")
     assert plan(clock, None, objective=cost).objective.cost_power_w == pytest.approx(4.0)
+
+
+def test_under_a_peak_cap_the_power_limit_baseline_says_why_it_cannot_run(
+        tmp_path: Path) -> None:
+    table = _import(_power_limit_csv(tmp_path / "limits.csv"))
+    result = plan(table, 250.0, margin_sigmas=0)  # peaks of 1 s averages, raised
+    reason = result.unavailable["baseline-1"]
+    assert "b=64 at the safe power limit 250 W draws" in reason
+    assert "over the 250.00 W cap" in reason and "holds average power, not peak" in reason
+    assert result.choices["wattcap"].peak_power_w <= 250.0
+    # held on average power, the table's peaks exist: the plan does not say they are missing
+    averaged = plan(cap_on_average(table), 250.0, margin_sigmas=0)
+    assert any("--cap-on average: the peak W columns show average power" in note
+               for note in averaged.notes)
+    assert not any("has no peak power" in note for note in averaged.notes)

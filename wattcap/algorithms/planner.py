@@ -408,8 +408,11 @@ def plan(
     margined = replanner.profile
     notes.append(replanner.margin_note)
     if profile.peak_power_source == "average":
+        no_peak = profile.mode == "imported" and "peak_power_w" not in (
+            profile.imported_from or {}).get("columns", {})
         notes.append("the cap is applied to average power" + (
-            " (the imported table has no peak power)" if profile.mode == "imported" else ""))
+            " (the imported table has no peak power)" if no_peak else
+            " (--cap-on average: the peak W columns show average power)"))
     replanner.check_cap(power_cap_w)
     if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
         if power_cap_w > profile.power_cap_w:
@@ -502,10 +505,17 @@ def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | No
                      "cap (nvidia-smi -pl), which holds average power, not peak")
     b_max = profile.max_batch_size
     point = margined.lookup(b_max, f_safe) if b_max is not None else None
-    if point is None or b_max is None or (
-            power_cap_w is not None and point.peak_power_w > power_cap_w):
-        unavailable["baseline-1"] = (f"b={b_max} at the safe {safe} was not measured or "
-                                     "exceeds the cap")
+    if point is None or b_max is None:
+        unavailable["baseline-1"] = f"b={b_max} at the safe {safe} was not measured"
+    elif power_cap_w is not None and point.peak_power_w > power_cap_w:
+        margined_w = "" if point.peak_power_w == replanner.measured(point).peak_power_w else \
+            " with the margin"
+        unavailable["baseline-1"] = (
+            f"b={b_max} at the safe {safe} draws {point.peak_power_w:.2f} W{margined_w}, over "
+            f"the {power_cap_w:.2f} W cap" + (
+                ": a power limit holds average power, not peak (--cap-on average holds the "
+                "average)" if profile.knob_kind == "power_limit"
+                and profile.peak_power_source != "average" else ""))
     elif ratios.get(b_max) is None or not samples.get(b_max):
         # the practice's choice needs no r_b: it stands, only its time is unknown
         choices["baseline-1"] = _choice("baseline-1", replanner.measured(point), None, None)
@@ -525,4 +535,4 @@ def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | No
         choices["baseline-2"] = _choice("baseline-2", replanner.measured(p2),
                                         ratios[p2.batch_size] or 1.0, samples[p2.batch_size])
     else:
-        unavailable["baseline-2"] = f"no measured batch size at the safe {safe}"
+        unavailable["baseline-2"] = f"no measured batch size at the safe {safe} is under the cap"
