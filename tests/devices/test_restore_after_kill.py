@@ -66,7 +66,8 @@ def test_sigkill_then_wattcap_restore_puts_back_what_was_found(
     (state,) = state_files()
     saved = json.loads(state.read_text())
     assert saved["kind"] == "wattcap.found-settings" and saved["device"] == "jetson"
-    assert {k: str(v) for k, v in saved["settings"].items()} == found
+    # the clocks as found, and the nvpmodel mode found (MAXN, id 0)
+    assert {k: str(v) for k, v in saved["settings"].items()} == {**found, "power_mode_id": "0"}
 
     FakeDevfreqKernel().install(monkeypatch)
     monkeypatch.setenv("WATTCAP_SYSFS_ROOT", str(board.root))
@@ -92,7 +93,8 @@ def test_the_next_run_restores_first(
     assert any("put back the settings" in event for event in device.events)
     # what this run found (and will restore) is the original, not the killed run's lock
     (state,) = state_files()
-    assert {k: str(v) for k, v in json.loads(state.read_text())["settings"].items()} == found
+    assert {k: str(v) for k, v in json.loads(state.read_text())["settings"].items()} == {
+        **found, "power_mode_id": "0"}
     device.restore()
     assert _devfreq(board.root) == found and state_files() == []
 

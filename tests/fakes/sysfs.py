@@ -212,11 +212,13 @@ def add_ina238_hwmon(root: Path, bus_addr: str, hwmon_index: int, power_uw: int,
 
 
 def write_nvpmodel(
-    root: Path, conf_name: str, modes: list[tuple[int, str, int]], default_id: int, active_id: int
+    root: Path, conf_name: str, modes: list[tuple[int, str, int]], default_id: int, active_id: int,
+    tpc_masks: dict[int, str] | None = None,
 ) -> None:
     """``/etc/nvpmodel.conf`` (a link, as on L4T) and ``/var/lib/nvpmodel/status``.
 
-    `modes` are (id, name, GPU MAX_FREQ in Hz, -1 for uncapped).
+    `modes` are (id, name, GPU MAX_FREQ in Hz, -1 for uncapped); `tpc_masks` gives a mode a
+    ``TPC_POWER_GATING TPC_PG_MASK`` line (switching between different masks needs a reboot).
     """
     lines = [
         "###########################",
@@ -234,6 +236,8 @@ def write_nvpmodel(
             f"GPU MAX_FREQ {gpu_max}\t# Hz, -1: no cap",
             "GPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto",
             "EMC MAX_FREQ 0",
+            *([f"TPC_POWER_GATING TPC_PG_MASK {tpc_masks[mode_id]}"]
+              if tpc_masks and mode_id in tpc_masks else []),
             "",
         ]
     lines += [

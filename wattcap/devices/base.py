@@ -165,6 +165,16 @@ class Device(ABC):
         """Backend part of `set_frequency_hz` (called with `clock_lock` held)."""
 
     # -- power ---------------------------------------------------------------------------------
+    def power_mode_ids(self) -> list[int]:
+        """The power modes the device can be switched to, by id (nvpmodel's on a Jetson);
+        empty where it has none."""
+        return []
+
+    def set_power_mode(self, mode_id: int) -> int:
+        """Switch to power mode `mode_id`; returns the mode now active. Put back by `restore`.
+        Devices without power modes refuse."""
+        raise DeviceNotSupportedError(f"{self.name} has no power modes wattcap can switch")
+
     def power_limit_range_w(self) -> tuple[float, float] | None:
         """The lowest and highest power limit the board accepts (W), read from the board; None
         where the device has no power limit wattcap can read."""

@@ -79,6 +79,8 @@ class EmulatedDevice(Device):
         self._frequencies_hz = [f for f in self.spec.frequencies_hz if f <= ceiling_hz]
         self._initial_hz = self._frequencies_hz[-1]
         self._frequency_hz = self._initial_hz
+        #: the mode found, once `set_power_mode` switched it (restore puts it back)
+        self._found_mode: str | None = None
         self.drift = drift
         self._seed = seed
         self._rng = random.Random(seed)
@@ -94,6 +96,37 @@ class EmulatedDevice(Device):
     def power_mode(self) -> str:
         """The emulated nvpmodel mode (it caps the frequency list)."""
         return self._power_mode
+
+    def power_mode_ids(self) -> list[int]:
+        """The spec's power modes by position (0: the first listed, as nvpmodel numbers the
+        stock modes: MAXN 0, 5W 1 on a Nano)."""
+        return list(range(len(self.spec.power_modes)))
+
+    @property
+    def power_mode_id(self) -> int:
+        """The active mode's id (its position in the spec)."""
+        return list(self.spec.power_modes).index(self._power_mode)
+
+    def set_power_mode(self, mode_id: int) -> int:
+        """Switch the emulated nvpmodel mode: its GPU cap bounds the clocks, and the clock
+        goes to the mode's top (devfreq under load); `restore` puts the mode found back."""
+        names = list(self.spec.power_modes)
+        if not 0 <= mode_id < len(names):
+            raise ValueError(f"{self.name} has no power mode {mode_id}; its modes: "
+                             + ", ".join(f"{i} ({n})" for i, n in enumerate(names)))
+        with self.clock_lock:
+            if names[mode_id] != self._power_mode:
+                if self._found_mode is None:
+                    self._found_mode = self._power_mode
+                self._use_mode(names[mode_id])
+        return mode_id
+
+    def _use_mode(self, mode: str) -> None:
+        self._power_mode = mode
+        ceiling_hz = self.spec.power_modes[mode].gpu_max_hz
+        self._frequencies_hz = [f for f in self.spec.frequencies_hz if f <= ceiling_hz]
+        self._frequency_hz = self._frequencies_hz[-1]
+        self.frequency_log.append((self._clock_s, self._frequency_hz))
 
     # -- frequencies ---------------------------------------------------------------------------
     def frequencies_hz(self) -> list[int]:
@@ -117,6 +150,9 @@ class EmulatedDevice(Device):
         return frequency_hz
 
     def _restore_settings(self) -> None:
+        if self._found_mode is not None:
+            self._use_mode(self._found_mode)
+            self._found_mode = None
         if self._frequency_hz != self._initial_hz:
             self._frequency_hz = self._initial_hz
             self.frequency_log.append((self._clock_s, self._initial_hz))

@@ -24,6 +24,7 @@ import errno
 import getpass
 import re
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from wattcap.devices.base import Device, DeviceInfo
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,
+    DeviceNotSupportedError,
     DevicePermissionError,
     FrequencyNotFollowedError,
     SensorMissingError,
@@ -260,11 +262,20 @@ def choose_power_rails(rails: list[Rail]) -> tuple[list[Rail], str, str]:
 
 @dataclass(frozen=True)
 class PowerMode:
-    """One nvpmodel mode: id, name and the GPU frequency cap it sets (None: uncapped)."""
+    """One nvpmodel mode: id, name, the GPU frequency cap it sets (None: uncapped) and the GPU
+    TPC power-gating mask it sets (None: the mode leaves it alone): nvpmodel needs a reboot to
+    switch between modes whose masks differ."""
 
     mode_id: int
     name: str
     gpu_max_hz: int | None
+    tpc_pg_mask: str | None = None
+
+
+#: how long `nvpmodel -m ID` may take before wattcap gives up on it
+NVPMODEL_TIMEOUT_S = 30.0
+#: where L4T installs nvpmodel (often not on a user's PATH: /usr/sbin)
+NVPMODEL_PATH = "/usr/sbin/nvpmodel"
 
 
 def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], int | None]:
@@ -276,10 +287,11 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
     if conf.is_file():
         current: tuple[int, str] | None = None
         gpu_max_hz: int | None = None
+        tpc_mask: str | None = None
 
         def close_block() -> None:
             if current is not None:
-                modes[current[0]] = PowerMode(current[0], current[1], gpu_max_hz)
+                modes[current[0]] = PowerMode(current[0], current[1], gpu_max_hz, tpc_mask)
 
         for raw in conf.read_text(errors="replace").splitlines():
             line = raw.split("#", 1)[0].strip()
@@ -287,6 +299,7 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
             if block:
                 close_block()
                 current, gpu_max_hz = (int(block.group(1)), block.group(2)), None
+                tpc_mask = None
                 continue
             default = re.fullmatch(r"<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>", line)
             if default:
@@ -298,6 +311,10 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
                 current = None
                 continue
             fields = line.split()
+            if current is not None and fields[:2] == ["TPC_POWER_GATING", "TPC_PG_MASK"] \
+                    and len(fields) >= 3:
+                tpc_mask = fields[2]
+                continue
             if current is not None and fields[:2] == ["GPU", "MAX_FREQ"] and len(fields) >= 3:
                 try:
                     value = int(fields[2])
@@ -343,6 +360,10 @@ class JetsonDevice(Device):
         self.devfreq_path = node
         self.notes: list[str] = []
         self.planned_writes: list[tuple[Path, int]] = []
+        #: the commands a dry run would have run (`nvpmodel -m ID`)
+        self.planned_commands: list[list[str]] = []
+        #: the power mode found, once wattcap switched it (restore puts it back)
+        self._found_mode_id: int | None = None
         self._saved: tuple[int, int, str] | None = None
         # True once a write went through: a lock refused at its first write changed nothing,
         # and restore() must not then fail a second time on the same missing permission.
@@ -366,7 +387,7 @@ class JetsonDevice(Device):
         if not self._available_hz:
             raise DeviceError(f"{node}/available_frequencies lists no frequency")
         mode = self._modes.get(self._mode_id) if self._mode_id is not None else None
-        mode_cap_hz = (mode.gpu_max_hz or self._available_hz[-1]) if mode else None
+        mode_cap_hz = self._mode_cap_hz(mode) if mode else None
         # min == max at start looks like a lock left by an earlier run, not the power mode's
         # cap: trust nvpmodel for the cap then, or the list would shrink to one frequency.
         if (
@@ -386,6 +407,92 @@ class JetsonDevice(Device):
         self.notes += unreadable
         self._power_rails, self._rail_name, self.rail_reason = choose_power_rails(self.rails)
         self._period_s = self._find_sensor_period_s()
+
+    # -- power modes ---------------------------------------------------------------------------
+    def power_mode_ids(self) -> list[int]:
+        """The modes of /etc/nvpmodel.conf, by id."""
+        return sorted(self._modes)
+
+    @property
+    def power_mode_id(self) -> int | None:
+        """The active nvpmodel mode's id (None when it cannot be read)."""
+        return self._mode_id
+
+    def _mode_cap_hz(self, mode: PowerMode) -> int:
+        """The highest available GPU frequency a mode allows."""
+        cap = mode.gpu_max_hz or self._available_hz[-1]
+        return max([f for f in self._available_hz if f <= cap] or self._available_hz[:1])
+
+    def set_power_mode(self, mode_id: int) -> int:
+        """Switch the board to nvpmodel mode `mode_id` (`nvpmodel -m ID`, as root) and read
+        it back; the GPU clocks are then those the mode allows. A mode that needs a reboot
+        (its GPU TPC mask differs from the active mode's, or nvpmodel asks for one) is refused:
+        wattcap never reboots a board. `restore` puts the mode found back, before the clocks."""
+        if mode_id not in self._modes:
+            raise ValueError(f"{self.name} has no power mode {mode_id}; its modes: "
+                             + ", ".join(f"{m.mode_id} ({m.name})" for m in self._modes.values()))
+        if mode_id == self._mode_id:
+            return mode_id
+        if self._mode_id is None:
+            raise DeviceError("the active power mode cannot be read (no /var/lib/nvpmodel/status)"
+                              ": wattcap would not know which mode to put back",
+                              hint="check `sudo nvpmodel -q`")
+        self._refuse_reboot(mode_id)
+        if self.dry_run:
+            self.planned_commands.append([self._nvpmodel(), "-m", str(mode_id)])
+            return mode_id
+        with self.clock_lock:
+            self.claim_before_change()
+            if self._found_mode_id is None:
+                self._found_mode_id = self._mode_id
+            if self._saved is None:  # the clocks as found, before the mode moves them
+                self._saved = (self._read_node("min_freq"), self._read_node("max_freq"),
+                               _read_text(self.devfreq_path / "governor"))
+            self._switch_mode(mode_id)
+        return mode_id
+
+    def _refuse_reboot(self, mode_id: int) -> None:
+        current = self._modes.get(self._mode_id) if self._mode_id is not None else None
+        target = self._modes[mode_id]
+        if current is not None and current.tpc_pg_mask != target.tpc_pg_mask:
+            raise DeviceNotSupportedError(
+                f"power mode {mode_id} ({target.name}) powers other GPU TPCs than "
+                f"{current.name} (TPC_PG_MASK {target.tpc_pg_mask} vs {current.tpc_pg_mask}): "
+                "nvpmodel needs a reboot to switch, and wattcap never reboots a board",
+                hint=f"switch with `sudo nvpmodel -m {mode_id}`, reboot, and run wattcap in it")
+
+    @staticmethod
+    def _nvpmodel() -> str:
+        return shutil.which("nvpmodel") or NVPMODEL_PATH
+
+    def _switch_mode(self, mode_id: int) -> None:
+        """Run `nvpmodel -m ID`, answering no to a reboot prompt, and read the mode back."""
+        command = [self._nvpmodel(), "-m", str(mode_id)]
+        try:
+            done = subprocess.run(command, input="NO\n", capture_output=True, text=True,
+                                  timeout=NVPMODEL_TIMEOUT_S, check=False)
+        except FileNotFoundError as exc:
+            raise DeviceNotSupportedError(
+                "nvpmodel is not installed (not on PATH, not at /usr/sbin/nvpmodel)",
+                hint="power modes need L4T's nvpmodel; run on a Jetson") from exc
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise DeviceError(f"{' '.join(command)} did not complete: {exc}") from exc
+        output = (done.stdout + done.stderr).strip()
+        last = output.splitlines()[-1] if output else f"exit status {done.returncode}"
+        if done.returncode != 0:
+            if "permission" in output.lower() or "root" in output.lower():
+                raise DevicePermissionError(f"nvpmodel could not switch to mode {mode_id}: {last}",
+                                            hint="run wattcap with sudo (nvpmodel needs root)")
+            raise DeviceError(f"{' '.join(command)} failed: {last}")
+        self._modes, self._mode_id = read_nvpmodel(self.sysfs_root)
+        if "reboot" in output.lower() or self._mode_id != mode_id:
+            raise DeviceNotSupportedError(
+                f"power mode {mode_id} did not take effect"
+                + (" (nvpmodel asked for a reboot, which wattcap never does)"
+                   if "reboot" in output.lower() else f": the board reports mode {self._mode_id}"),
+                hint=f"switch with `sudo nvpmodel -m {mode_id}`, reboot, and run wattcap in it")
+        self._cap_hz = self._mode_cap_hz(self._modes[mode_id])
+        self._dirty = True
 
     # -- helpers -------------------------------------------------------------------------------
     def _read_node(self, attribute: str) -> int:
@@ -555,19 +662,42 @@ class JetsonDevice(Device):
         return f"jetson-{self.devfreq_path.name}"
 
     def found_settings(self) -> dict[str, object]:
-        """devfreq min_freq, max_freq and governor as they are now."""
-        return {"min_freq": self._read_node("min_freq"), "max_freq": self._read_node("max_freq"),
-                "governor": _read_text(self.devfreq_path / "governor")}
+        """devfreq min_freq, max_freq and governor as they are now, and the nvpmodel mode's id
+        where it can be read."""
+        found: dict[str, object] = {
+            "min_freq": self._read_node("min_freq"), "max_freq": self._read_node("max_freq"),
+            "governor": _read_text(self.devfreq_path / "governor")}
+        if self._mode_id is not None:
+            found["power_mode_id"] = self._mode_id
+        return found
 
     def apply_found_settings(self, settings: dict[str, object]) -> None:
-        """Write a state file's devfreq range and governor back."""
+        """Put a state file's power mode back (first: a mode resets the clocks), then its
+        devfreq range and governor."""
+        mode = settings.get("power_mode_id")
+        if mode is not None and int(str(mode)) != self._mode_id:
+            self._switch_mode(int(str(mode)))
         self._write_range(int(str(settings["min_freq"])), int(str(settings["max_freq"])))
         governor = str(settings["governor"])
         if _read_text(self.devfreq_path / "governor") != governor:
             self._write("governor", governor)
 
     def _restore_settings(self) -> None:
-        """Write the original min_freq, max_freq and governor back. Idempotent."""
+        """Put the power mode found back (a mode resets the clocks, so first), then write the
+        original min_freq, max_freq and governor back. Idempotent."""
+        mode_error: DeviceError | None = None
+        if self._found_mode_id is not None:
+            if self._mode_id != self._found_mode_id:
+                try:
+                    self._switch_mode(self._found_mode_id)
+                except DeviceError as err:
+                    mode_error = err  # the clocks are still put back, then this is raised
+            self._found_mode_id = None
+        self._restore_devfreq()
+        if mode_error is not None:
+            raise mode_error
+
+    def _restore_devfreq(self) -> None:
         if self._saved is None or not self._dirty:
             self._saved = None
             return

@@ -1,0 +1,144 @@
+"""Jetson power modes as a knob (issue 28 item 2): switched by id with `nvpmodel -m ID` (a fake
+binary on PATH that edits the fake L4T tree as the real one edits /), read back, refused when
+they need a reboot or root, and the mode found put back by restore, also after a kill."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.sysfs import (
+    MHZ,
+    FakeBoard,
+    FakeDevfreqKernel,
+    make_orin_nano_l4t36,
+    write_nvpmodel,
+)
+from wattcap.devices import EmulatedDevice, jetson
+from wattcap.devices.errors import DeviceNotSupportedError, DevicePermissionError
+from wattcap.devices.jetson import JetsonDevice
+
+FAKE_BIN = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+
+
+@pytest.fixture
+def board(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBoard:
+    board = make_orin_nano_l4t36(tmp_path)  # modes 0 "15W" (624.75 MHz), 1 "7W" (408 MHz)
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVPMODEL_ROOT", str(board.root))
+    FakeDevfreqKernel().install(monkeypatch)
+    return board
+
+
+def _status(board: FakeBoard) -> str:
+    return (board.root / "var" / "lib" / "nvpmodel" / "status").read_text()
+
+
+def _calls(board: FakeBoard) -> list[str]:
+    log = board.root / "nvpmodel-calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _devfreq(board: FakeBoard) -> dict[str, str]:
+    return {a: (board.devfreq / a).read_text().strip()
+            for a in ("min_freq", "max_freq", "governor")}
+
+
+def test_a_mode_is_switched_read_back_and_restored(board: FakeBoard,
+                                                   wattcap_state_dir: str) -> None:
+    device = JetsonDevice(board.root)
+    assert device.power_mode_ids() == [0, 1] and device.power_mode == "15W"
+    found = _devfreq(board)
+    assert device.set_power_mode(1) == 1
+    assert _calls(board) == ["-m 1"] and "pmode:0001" in _status(board)
+    assert device.power_mode == "7W" and device.power_mode_id == 1
+    assert max(device.frequencies_hz()) == 408 * MHZ  # the mode's cap bounds the clocks
+    device.set_frequency_hz(306 * MHZ)  # a lock inside the mode
+    device.restore()
+    assert _calls(board) == ["-m 1", "-m 0"] and "pmode:0000" in _status(board)
+    assert device.power_mode == "15W" and max(device.frequencies_hz()) == 624_750_000
+    assert _devfreq(board) == found  # the clocks as found, after the mode
+
+
+def test_a_mode_left_switched_by_a_killed_run_is_put_back(board: FakeBoard,
+                                                          wattcap_state_dir: str) -> None:
+    found = JetsonDevice(board.root).found_settings()
+    assert found["power_mode_id"] == 0
+    JetsonDevice(board.root).set_power_mode(1)  # never restored: the process "died"
+    assert "pmode:0001" in _status(board)
+    JetsonDevice(board.root).apply_found_settings(found)
+    assert "pmode:0000" in _status(board)
+    assert {k: str(v) for k, v in found.items() if k != "power_mode_id"} == _devfreq(board)
+
+
+def test_a_mode_that_needs_a_reboot_is_refused_before_nvpmodel_runs(
+        board: FakeBoard) -> None:
+    (board.root / "etc" / "nvpmodel.conf").unlink()  # rewritten with TPC masks
+    write_nvpmodel(board.root, "nvpmodel_p3767_0003.conf",
+                   [(0, "15W", 624_750_000), (1, "7W", 408_000_000), (2, "MAXN", -1)],
+                   default_id=0, active_id=0, tpc_masks={0: "0", 1: "0", 2: "1"})
+    device = JetsonDevice(board.root)
+    with pytest.raises(DeviceNotSupportedError, match="needs a reboot.*never reboots") as err:
+        device.set_power_mode(2)
+    assert "sudo nvpmodel -m 2" in (err.value.hint or "")
+    assert _calls(board) == [] and "pmode:0000" in _status(board)
+    assert device.set_power_mode(1) == 1  # the same mask: no reboot
+    device.restore()
+
+
+def test_a_reboot_prompt_is_answered_no_and_refused(board: FakeBoard,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    wattcap_state_dir: str) -> None:
+    monkeypatch.setenv("FAKE_NVPMODEL_REBOOT", "1")
+    device = JetsonDevice(board.root)
+    with pytest.raises(DeviceNotSupportedError, match="asked for a reboot"):
+        device.set_power_mode(1)
+    assert "pmode:0000" in _status(board) and device.power_mode == "15W"
+    device.restore()
+    assert _calls(board) == ["-m 1"]  # nothing to put back: the mode never changed
+
+
+def test_without_root_the_error_says_how_to_fix_it(board: FakeBoard,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    wattcap_state_dir: str) -> None:
+    monkeypatch.setenv("FAKE_NVPMODEL_DENY", "1")
+    device = JetsonDevice(board.root)
+    with pytest.raises(DevicePermissionError, match="Permission denied") as err:
+        device.set_power_mode(1)
+    assert "sudo" in (err.value.hint or "") and "pmode:0000" in _status(board)
+    device.restore()
+
+
+def test_an_unknown_mode_or_a_missing_nvpmodel_is_one_clear_error(
+        board: FakeBoard, monkeypatch: pytest.MonkeyPatch, wattcap_state_dir: str) -> None:
+    device = JetsonDevice(board.root)
+    with pytest.raises(ValueError, match=r"no power mode 7; its modes: 0 \(15W\), 1 \(7W\)"):
+        device.set_power_mode(7)
+    monkeypatch.setenv("PATH", str(board.root / "empty"))
+    monkeypatch.setattr(jetson, "NVPMODEL_PATH", str(board.root / "no-nvpmodel"))
+    with pytest.raises(DeviceNotSupportedError, match="nvpmodel is not installed"):
+        device.set_power_mode(1)
+    device.restore()
+    assert "pmode:0000" in _status(board)
+
+
+def test_a_dry_run_plans_the_command_and_runs_nothing(board: FakeBoard) -> None:
+    device = JetsonDevice(board.root, dry_run=True)
+    assert device.set_power_mode(1) == 1
+    assert [c[1:] for c in device.planned_commands] == [["-m", "1"]]
+    assert _calls(board) == [] and "pmode:0000" in _status(board)
+
+
+def test_the_emulated_board_switches_and_restores_its_modes() -> None:
+    device = EmulatedDevice("jetson-nano")
+    assert device.power_mode_ids() == [0, 1] and device.power_mode == "MAXN"
+    top = max(device.frequencies_hz())
+    device.set_power_mode(1)
+    assert device.power_mode == "5W" and max(device.frequencies_hz()) <= 640 * MHZ
+    assert device.current_frequency_hz() == max(device.frequencies_hz())
+    device.restore()
+    assert device.power_mode == "MAXN" and device.current_frequency_hz() == top
+    with pytest.raises(ValueError, match="no power mode 2"):
+        device.set_power_mode(2)
