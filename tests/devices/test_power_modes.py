@@ -142,3 +142,44 @@ def test_the_emulated_board_switches_and_restores_its_modes() -> None:
     assert device.power_mode == "MAXN" and device.current_frequency_hz() == top
     with pytest.raises(ValueError, match="no power mode 2"):
         device.set_power_mode(2)
+
+
+def test_profiling_every_power_mode_and_planning_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from wattcap.algorithms.planner import plan
+    from wattcap.cli import app
+    from wattcap.core.profile import ProfileTable
+    from wattcap.measure.profiling import Profiler
+
+    device = EmulatedDevice("jetson-nano")
+    table = Profiler(device, "digits-cnn", batch_sizes=(8, 128)).run_power_modes()
+    assert device.power_mode == "MAXN"  # the mode found is back
+    assert (table.knob_kind, table.knob_values) == ("power_mode", [0, 1])
+    assert len(table.points) == 4
+    for b in (8, 128):
+        maxn, five_w = table.lookup(b, 0), table.lookup(b, 1)
+        assert maxn is not None and five_w is not None
+        # the 5W mode caps the clock: slower, and (at the large batch) lower peak power
+        assert five_w.seconds_per_sample > maxn.seconds_per_sample
+    big_maxn, big_5w = table.lookup(128, 0), table.lookup(128, 1)
+    assert big_5w is not None and big_maxn is not None
+    assert big_5w.peak_power_w < big_maxn.peak_power_w
+    # a cap between them: the plan runs the 5W mode, and says the knob is the mode
+    cap = (big_5w.peak_power_w + big_maxn.peak_power_w) / 2
+    result = plan(table, cap, margin_sigmas=0)
+    chosen = result.choices["wattcap"]
+    assert chosen.peak_power_w <= cap
+    assert result.describe_knob(chosen.knob_value).startswith("power mode ")
+    # the command line: one table per mode sweep, refused with options it cannot honour
+    out = tmp_path / "modes.json"
+    runner = CliRunner()
+    done = runner.invoke(app, ["profile", "--device", "emulated:jetson-nano", "--model",
+                               "digits-cnn", "--knob", "power-mode", "--batch-sizes", "8,32",
+                               "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert ProfileTable.load(out).knob_kind == "power_mode"
+    refused = runner.invoke(app, ["profile", "--model", "digits-cnn", "--knob", "power-mode",
+                                  "--power-cap", "4", "--out", str(out)])
+    assert refused.exit_code != 0 and "no --few-points, --refresh or --power-cap" in \
+        refused.output

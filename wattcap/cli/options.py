@@ -151,6 +151,9 @@ TokenOpt = Annotated[str | None, typer.Option(
 DeviceNameOpt = Annotated[str | None, typer.Option(
     help="The device model whose profile to fetch from the server, e.g. jetson-nano (train: "
     "default --device's).", rich_help_panel=SERVER)]
+ProfileKnobOpt = Annotated[str, typer.Option(
+    "--knob", help="What to vary beside the batch size: gpu-clock (every locked clock) or "
+    "power-mode (every nvpmodel mode, at the clock it allows; the mode found is restored).")]
 PowerModeOpt = Annotated[str | None, typer.Option(
     help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
     "--server or pull, only a profile made in it.")]

@@ -28,6 +28,7 @@ from wattcap.cli.options import (
     NumClassesOpt,
     PowerCapOpt,
     PowerModeOpt,
+    ProfileKnobOpt,
     VocabSizeOpt,
 )
 
@@ -129,6 +130,7 @@ def profile(
     max_points: Annotated[int | None, typer.Option(
         help="With --few-points: most points to measure (default 10 % of the grid).")] = None,
     power_mode: PowerModeOpt = None,
+    knob: ProfileKnobOpt = "gpu-clock",
     batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
     refresh: Annotated[Path | None, typer.Option(
         "--refresh", metavar="FILE", help="Re-measure only the feasible frontier of this "
@@ -159,6 +161,11 @@ def profile(
         fail("--few-points cannot be combined with --exhaustive or --refresh")
     if max_points is not None and (not few_points or max_points < 3):
         fail("--max-points needs --few-points and at least 3 points")
+    if knob not in ("gpu-clock", "power-mode"):
+        fail(f"--knob must be gpu-clock or power-mode, not {knob!r}")
+    if knob == "power-mode" and (few_points or refresh is not None or cap is not None):
+        fail("--knob power-mode measures every (batch size, mode): no --few-points, --refresh "
+             "or --power-cap")
     sizes = parse_batch_sizes(batch_sizes)
     try:
         if drift is not None and not device.startswith("emulated"):
@@ -180,7 +187,8 @@ def profile(
         _refresh(dev, model, previous, refresh, out or refresh, cap)
     else:
         assert out is not None
-        _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points)
+        _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points,
+                 by_mode=knob == "power-mode")
 
 
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
@@ -205,13 +213,16 @@ def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out:
 
 
 def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
-             exhaustive: bool, few_points: bool, max_points: int | None) -> None:
-    """Profile the model on the device (pruned for the cap, exhaustive, or a few points) and
-    write the table."""
+             exhaustive: bool, few_points: bool, max_points: int | None,
+             by_mode: bool = False) -> None:
+    """Profile the model on the device (pruned for the cap, exhaustive, a few points, or
+    every power mode) and write the table."""
     from wattcap.measure.profiling import Profiler
 
-    grid = len(sizes) * len(dev.frequencies_hz())
-    if few_points:
+    grid = len(sizes) * len(dev.power_mode_ids() if by_mode else dev.frequencies_hz())
+    if by_mode:
+        what = f"every power mode, {grid} points at most"
+    elif few_points:
         what = "a few points, the rest predicted"
     elif exhaustive or cap is None:
         what = f"exhaustive, {grid} points at most"
@@ -223,8 +234,9 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
             progress=lambda update: report.update(
                 int(update.done), _point_detail(update.item, update.detail, cap)),
         )
-        table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
-                             mode="model" if few_points else None, max_points=max_points)
+        table = profiler.run_power_modes() if by_mode else profiler.run(
+            power_cap_w=cap, exhaustive=exhaustive, mode="model" if few_points else None,
+            max_points=max_points)
         report.update(total=report.completed)  # a pruned search measures fewer points
     table.save(out)
     if table.mode == "model":

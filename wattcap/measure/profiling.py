@@ -337,6 +337,41 @@ class Profiler:
         return self.table(points, mode, None if mode == "exhaustive" else power_cap_w,
                           start_s, [b for b in fits if b not in oom], oom)
 
+    def run_power_modes(self) -> ProfileTable:
+        """Profile the power-mode knob: in every power mode of the device, every batch size at
+        the highest clock the mode allows (devfreq under load runs there). Exhaustive over
+        (batch size, mode); the mode and clocks found are put back after, also on a signal."""
+        modes = self.device.power_mode_ids()
+        if not modes:
+            raise ValueError(f"{self.device.name} has no power modes to profile")
+        self._points_measured = 0
+        with exit_cleanly_on_signals():
+            try:
+                self.measure_sensor_noise()
+            finally:
+                self.device.restore()
+        start_s = self.device.now_s()
+        fits, oom = self.fitting_batch_sizes()
+        points: list[ProfilePoint] = []
+        with exit_cleanly_on_signals():
+            try:
+                for mode_id in modes:
+                    self.device.set_power_mode(mode_id)
+                    top_hz = max(self.device.frequencies_hz())
+                    for b in reversed([b for b in fits if b not in oom]):
+                        try:
+                            point = self.measure(b, top_hz)
+                        except DeviceOutOfMemoryError:
+                            oom.append(b)
+                            continue
+                        points.append(point.model_copy(update={"knob_value": mode_id}))
+            finally:
+                self.release_steps()
+                self.device.restore()
+        table = self.table(points, "exhaustive", None, start_s,
+                           [b for b in fits if b not in oom], oom)
+        return table.model_copy(update={"knob_kind": "power_mode", "knob_values": modes})
+
     def table(
         self,
         points: list[ProfilePoint],

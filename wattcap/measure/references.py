@@ -76,8 +76,11 @@ def reference_profiles_for(
 
     An emulated device is rebuilt from the spec the profile carries; a profile written before
     profiles carried it is matched to a bundled spec by name, and gets None when its device
-    is not bundled (the plan then says it has no reference profiles).
+    is not bundled (the plan then says it has no reference profiles), and so does a profile
+    of another knob than the clock.
     """
+    if profile.knob_kind != "gpu_clock":
+        return None  # reference models are profiled over clocks: the baselines use this one
     if folder is not None:
         return load_reference_profiles(folder, profile.device) or None
     if profile.device_kind == "emulated":
