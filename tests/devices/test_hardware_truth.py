@@ -293,3 +293,30 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
     # every step is in the device time by each evaluation: the curve's times only grow
     times = [p.device_time_s for p in record.curve]
     assert times == sorted(times) and times[0] > 0 and record.device_time_s >= times[-1]
+
+
+def test_profiling_power_limits_on_nvml_sets_each_limit_and_puts_the_found_one_back(
+    monkeypatch: pytest.MonkeyPatch, wattcap_state_dir: str,
+) -> None:
+    """The power-limit knob on a datacenter GPU: each limit is set through NVML (clamped to
+    the board's constraints), the clock is left to the board at every point (a lock would
+    fight the limit), and the limit found is restored."""
+    from wattcap.measure.profiling import Profiler
+
+    nvml, _, device = _gpu_and_device(monkeypatch, power_limit_mw=450_000,
+                                      power_limit_constraints_mw=(200_000, 700_000))
+    gpu = nvml.gpus[0]
+    profiler = Profiler(device, "digits-cnn", batch_sizes=(4, 8),
+                        step_factory=lambda b, d: (lambda: None), min_readings=1)
+    locks_before = len(gpu.lock_history)
+    table = profiler.run_power_limits([250.0, 600.0])
+    assert (table.knob_kind, table.knob_values) == ("power_limit", [250_000, 600_000])
+    assert table.max_power_limit_w == pytest.approx(700.0)  # the board's constraint
+    assert sorted(p.knob_value for p in table.points) == [250_000, 250_000, 600_000, 600_000]
+    assert gpu.power_limit_history[:2] == [250_000, 600_000]
+    assert gpu.power_limit_mw == 450_000  # the limit found is back
+    # the sensor-noise window locks the lowest clock once; the limit points lock nothing
+    assert len(gpu.lock_history) - locks_before <= 1
+    with pytest.raises(ValueError, match="outside what"):
+        profiler.run_power_limits([150.0])
+    device.close()

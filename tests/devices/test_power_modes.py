@@ -183,3 +183,54 @@ def test_profiling_every_power_mode_and_planning_it(tmp_path: Path) -> None:
                                   "--power-cap", "4", "--out", str(out)])
     assert refused.exit_code != 0 and "no --few-points, --refresh or --power-cap" in \
         refused.output
+
+
+def test_the_emulated_power_limit_holds_the_average_and_profiles_as_a_knob(
+        tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from wattcap.cli import app
+    from wattcap.core.profile import ProfileTable
+    from wattcap.devices.workload import workload_for
+    from wattcap.measure.profiling import Profiler
+
+    device = EmulatedDevice("jetson-nano")
+    assert device.power_limit_range_w() is None  # a Jetson has no power limit
+    with pytest.raises(DeviceNotSupportedError, match="power_limit_emulated"):
+        device.set_power_limit_w(5.0)
+    device.power_limit_emulated = True
+    bounds = device.power_limit_range_w()
+    assert bounds is not None
+    low_w, high_w = bounds
+    assert low_w < 2.0 < 9.0 < high_w
+    cost = workload_for("resnet18").step_cost(64, device.spec.allocator_overhead_factor)
+    free_s = device.execute(None, cost)
+    free_w = device.model_step(cost, device.current_frequency_hz())[1]
+    limit_w = device.set_power_limit_w(free_w - 1.0)
+    limited_s = device.execute(None, cost)
+    assert limited_s > free_s  # the limit lowered the clock
+    step_hz = device._step_hz(cost)
+    assert step_hz < device.current_frequency_hz()
+    assert device.model_step(cost, step_hz)[1] <= limit_w  # the average holds the limit
+    device.restore()
+    assert device.power_limit_w() is None and device.execute(None, cost) == pytest.approx(free_s)
+    # profiled over limits: a table of the power-limit knob, in mW, the limit found back
+    table = Profiler(device, "resnet18", batch_sizes=(16, 64)).run_power_limits(
+        [free_w - 1.0, high_w])
+    assert table.knob_kind == "power_limit" and len(table.knob_values) == 2
+    assert device.power_limit_w() is None
+    low, high = table.knob_values
+    for b in (16, 64):
+        slow, fast = table.lookup(b, low), table.lookup(b, high)
+        assert slow is not None and fast is not None
+        assert slow.seconds_per_sample >= fast.seconds_per_sample
+        assert slow.avg_power_w <= fast.avg_power_w + 0.1
+    out = tmp_path / "limits.json"
+    done = CliRunner().invoke(app, ["profile", "--model", "digits-cnn", "--knob", "power-limit",
+                                    "--power-limits", "2,9", "--batch-sizes", "8",
+                                    "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert ProfileTable.load(out).knob_values == [2000, 9000]
+    bad = CliRunner().invoke(app, ["profile", "--model", "digits-cnn", "--knob", "power-limit",
+                                   "--power-limits", "2,x", "--out", str(out)])
+    assert bad.exit_code != 0 and "--power-limits takes watts" in bad.output

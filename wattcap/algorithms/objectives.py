@@ -84,8 +84,9 @@ class CandidateSet:
              knob_kind: str = "gpu_clock") -> ProfilePoint | None:
         """The feasible point minimising the objective; None when nothing is under the cap.
 
-        Ties: the faster, then the larger b, then the higher knob value (Algorithm 1's choice
-        for time). `knob_kind` names the knob in errors.
+        Ties: the faster, then the larger b, then the higher clock (Algorithm 1's choice for
+        time), or the lower value of another knob (a power limit that does not bind: the lowest
+        leaves the most headroom, as `Staircase` chooses). `knob_kind` names the knob in errors.
         Raises `InfeasibleObjectiveError` when points are under the cap but none meets the
         maximum energy or the deadline.
         """
@@ -100,16 +101,19 @@ class CandidateSet:
                 limit, achieved = objective.deadline_s, self.time_s
             meets = mask & (achieved <= limit)
             if not meets.any():
-                index = self._argmin(np.flatnonzero(mask), achieved, self.time_key)
+                index = self._argmin(np.flatnonzero(mask), achieved, self.time_key, knob_kind)
                 raise InfeasibleObjectiveError(objective, cap_w, float(achieved[index]),
                                                self.points[index], knob_kind)
             mask = meets
-        index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key)
+        index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key,
+                             knob_kind)
         return self.points[index]
 
-    def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> int:
+    def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray,
+                knob_kind: str = "gpu_clock") -> int:
+        knob = self.knob_value[indices] if knob_kind != "gpu_clock" else -self.knob_value[indices]
         # lexsort: the last key sorts first
-        order = np.lexsort((-self.knob_value[indices], -self.batch_size[indices],
+        order = np.lexsort((knob, -self.batch_size[indices],
                             secondary[indices], primary[indices]))
         return int(indices[order[0]])
 

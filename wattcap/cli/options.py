@@ -152,8 +152,12 @@ DeviceNameOpt = Annotated[str | None, typer.Option(
     help="The device model whose profile to fetch from the server, e.g. jetson-nano (train: "
     "default --device's).", rich_help_panel=SERVER)]
 ProfileKnobOpt = Annotated[str, typer.Option(
-    "--knob", help="What to vary beside the batch size: gpu-clock (every locked clock) or "
-    "power-mode (every nvpmodel mode, at the clock it allows; the mode found is restored).")]
+    "--knob", help="What to vary beside the batch size: gpu-clock (every locked clock), "
+    "power-mode (every nvpmodel mode, at the clock it allows) or power-limit (the board's power "
+    "limit, the clock left to the board; see --power-limits). What was found is restored.")]
+PowerLimitsOpt = Annotated[str | None, typer.Option(
+    help="With --knob power-limit: the limits to measure, in W (e.g. 150,200,250); default: 8 "
+    "spread over the range the board accepts.")]
 PowerModeOpt = Annotated[str | None, typer.Option(
     help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
     "--server or pull, only a profile made in it.")]

@@ -27,6 +27,7 @@ from wattcap.cli.options import (
     InputShapeOpt,
     NumClassesOpt,
     PowerCapOpt,
+    PowerLimitsOpt,
     PowerModeOpt,
     ProfileKnobOpt,
     VocabSizeOpt,
@@ -131,6 +132,7 @@ def profile(
         help="With --few-points: most points to measure (default 10 % of the grid).")] = None,
     power_mode: PowerModeOpt = None,
     knob: ProfileKnobOpt = "gpu-clock",
+    power_limits: PowerLimitsOpt = None,
     batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
     refresh: Annotated[Path | None, typer.Option(
         "--refresh", metavar="FILE", help="Re-measure only the feasible frontier of this "
@@ -161,11 +163,12 @@ def profile(
         fail("--few-points cannot be combined with --exhaustive or --refresh")
     if max_points is not None and (not few_points or max_points < 3):
         fail("--max-points needs --few-points and at least 3 points")
-    if knob not in ("gpu-clock", "power-mode"):
-        fail(f"--knob must be gpu-clock or power-mode, not {knob!r}")
-    if knob == "power-mode" and (few_points or refresh is not None or cap is not None):
-        fail("--knob power-mode measures every (batch size, mode): no --few-points, --refresh "
-             "or --power-cap")
+    if knob not in ("gpu-clock", "power-mode", "power-limit"):
+        fail(f"--knob must be gpu-clock, power-mode or power-limit, not {knob!r}")
+    if knob != "gpu-clock" and (few_points or refresh is not None or cap is not None):
+        fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
+             "--refresh or --power-cap")
+    limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
         if drift is not None and not device.startswith("emulated"):
@@ -188,7 +191,7 @@ def profile(
     else:
         assert out is not None
         _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points,
-                 by_mode=knob == "power-mode")
+                 knob=knob, limits_w=limits_w)
 
 
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
@@ -212,16 +215,35 @@ def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out:
     console.print(f"wrote {out}: {len(result.changes)} points re-measured (refresh)")
 
 
+def _power_limits(text: str | None) -> list[float] | None:
+    """--power-limits W,W,... as floats (None: the profiler's default)."""
+    if text is None:
+        return None
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        fail(f"--power-limits takes watts separated by commas, not {text!r}")
+        raise  # unreachable: fail exits
+
+
 def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
              exhaustive: bool, few_points: bool, max_points: int | None,
-             by_mode: bool = False) -> None:
-    """Profile the model on the device (pruned for the cap, exhaustive, a few points, or
-    every power mode) and write the table."""
+             knob: str = "gpu-clock", limits_w: list[float] | None = None) -> None:
+    """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
+    power mode or power limits) and write the table."""
+    from wattcap.devices import EmulatedDevice
     from wattcap.measure.profiling import Profiler
 
-    grid = len(sizes) * len(dev.power_mode_ids() if by_mode else dev.frequencies_hz())
-    if by_mode:
-        what = f"every power mode, {grid} points at most"
+    if knob == "power-limit" and isinstance(dev, EmulatedDevice):
+        dev.power_limit_emulated = True  # a Jetson has none: emulated as NVML enforces one
+        console.print("[dim]the emulated board has no power limit of its own: wattcap emulates "
+                      "one as NVML enforces it (each step at the highest clock whose average "
+                      "power stays under it)[/]")
+    values = {"power-mode": len(dev.power_mode_ids()),
+              "power-limit": len(limits_w) if limits_w else 8}.get(knob)
+    grid = len(sizes) * (values or len(dev.frequencies_hz()))
+    if values is not None:
+        what = f"every {knob.replace('-', ' ')} value, {grid} points at most"
     elif few_points:
         what = "a few points, the rest predicted"
     elif exhaustive or cap is None:
@@ -234,9 +256,17 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
             progress=lambda update: report.update(
                 int(update.done), _point_detail(update.item, update.detail, cap)),
         )
-        table = profiler.run_power_modes() if by_mode else profiler.run(
-            power_cap_w=cap, exhaustive=exhaustive, mode="model" if few_points else None,
-            max_points=max_points)
+        try:
+            if knob == "power-mode":
+                table = profiler.run_power_modes()
+            elif knob == "power-limit":
+                table = profiler.run_power_limits(limits_w)
+            else:
+                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
+                                     mode="model" if few_points else None,
+                                     max_points=max_points)
+        except ValueError as err:
+            fail(str(err))
         report.update(total=report.completed)  # a pruned search measures fewer points
     table.save(out)
     if table.mode == "model":

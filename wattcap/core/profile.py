@@ -204,7 +204,7 @@ class Staircase:
     both use it)."""
 
     powers_w: list[float]  # ascending
-    points: list[ProfilePoint]  # same order
+    points: list[ProfilePoint]  # same order: the best point at or under each power
 
     @classmethod
     def of(cls, row: list[ProfilePoint], highest_is_fastest: bool = True) -> Staircase:
@@ -217,13 +217,18 @@ class Staircase:
                     lowest = point.peak_power_w
             kept.reverse()  # ascending power, ascending knob value
         else:
-            # ascending power; a point is kept only when it is faster than every point of
-            # lower power (ties in power: the higher value first, as Algorithm 1's ties)
-            fastest = float("inf")
-            for point in sorted(row, key=lambda p: (p.peak_power_w, -p.knob_value)):
-                if point.seconds_per_sample < fastest:
-                    kept.append(point)
-                    fastest = point.seconds_per_sample
+            # ascending power, each entry the best of every point up to its power: the
+            # fastest, and among equally fast ones the lowest knob value (a limit that does not
+            # bind is as fast as any higher one; the lowest leaves the most headroom)
+            powers_w: list[float] = []
+            best: ProfilePoint | None = None
+            for point in sorted(row, key=lambda p: p.peak_power_w):
+                if best is None or (point.seconds_per_sample, point.knob_value) < (
+                        best.seconds_per_sample, best.knob_value):
+                    best = point
+                powers_w.append(point.peak_power_w)
+                kept.append(best)
+            return cls(powers_w, kept)
         return cls([p.peak_power_w for p in kept], kept)
 
     def best_under(self, cap_w: float | None) -> ProfilePoint | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wattcap.devices.base import Device, DeviceInfo, PowerReading, StepTimer
-from wattcap.devices.errors import DeviceError, DeviceOutOfMemoryError
+from wattcap.devices.errors import DeviceError, DeviceNotSupportedError, DeviceOutOfMemoryError
 from wattcap.devices.spec import DeviceSpec, load_spec
 
 if TYPE_CHECKING:
@@ -81,6 +81,12 @@ class EmulatedDevice(Device):
         self._frequency_hz = self._initial_hz
         #: the mode found, once `set_power_mode` switched it (restore puts it back)
         self._found_mode: str | None = None
+        #: a Jetson has no board power limit: True emulates one as NVML enforces it (for
+        #: power-limit profiles); False, the default, refuses it as the board would
+        self.power_limit_emulated = False
+        #: the emulated power limit (W) held on each step's average power, None: none
+        self._power_limit_w: float | None = None
+        self._limit_changed = False
         self.drift = drift
         self._seed = seed
         self._rng = random.Random(seed)
@@ -121,6 +127,44 @@ class EmulatedDevice(Device):
                 self._use_mode(names[mode_id])
         return mode_id
 
+    def power_limit_range_w(self) -> tuple[float, float] | None:
+        """With `power_limit_emulated`, the emulated limit's range: from the idle power at the
+        lowest clock to the largest power mode's budget; else None (a Jetson has none)."""
+        if not self.power_limit_emulated:
+            return None
+        top_w = max(mode.budget_w for mode in self.spec.power_modes.values())
+        return round(lowest_power_w(self), 3), top_w
+
+    def power_limit_w(self) -> float | None:
+        """The power limit set (None: none, the board runs at its clocks)."""
+        return self._power_limit_w
+
+    def set_power_limit_w(self, limit_w: float) -> float:
+        """An emulated power limit, as NVML enforces one: each step runs at the highest clock
+        (up to the one set) whose average power stays under the limit, the lowest clock when
+        none does; instant peaks may pass it. Clamped to `power_limit_range_w`; `restore`
+        removes it."""
+        bounds = self.power_limit_range_w()
+        if bounds is None:
+            raise DeviceNotSupportedError(
+                f"{self.name} has no power limit (a Jetson has none); set "
+                "power_limit_emulated = True to emulate one as NVML enforces it")
+        low_w, high_w = bounds
+        with self.clock_lock:
+            self._power_limit_w = min(max(limit_w, low_w), high_w)
+            self._limit_changed = True
+        return self._power_limit_w
+
+    def _step_hz(self, cost: StepCost) -> int:
+        """The clock a step runs at: the one set, lowered under a power limit."""
+        if self._power_limit_w is None:
+            return self._frequency_hz
+        allowed = [f for f in self._frequencies_hz if f <= self._frequency_hz]
+        for frequency_hz in reversed(allowed):
+            if self.model_step(cost, frequency_hz)[1] <= self._power_limit_w:
+                return frequency_hz
+        return allowed[0]
+
     def _use_mode(self, mode: str) -> None:
         self._power_mode = mode
         ceiling_hz = self.spec.power_modes[mode].gpu_max_hz
@@ -150,6 +194,8 @@ class EmulatedDevice(Device):
         return frequency_hz
 
     def _restore_settings(self) -> None:
+        if self._limit_changed:
+            self._power_limit_w, self._limit_changed = None, False
         if self._found_mode is not None:
             self._use_mode(self._found_mode)
             self._found_mode = None
@@ -289,7 +335,7 @@ class EmulatedDevice(Device):
             # callback mid-phase (the watchdog) applies to the rest of the phase.
             remaining = 1.0
             while remaining > 1e-12:
-                phase = self.phases(cost, self._frequency_hz)[index]
+                phase = self.phases(cost, self._step_hz(cost))[index]
                 if phase.duration_s <= 0:
                     break
                 left_s = phase.duration_s * remaining

@@ -120,7 +120,7 @@ class Profiler:
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
     _steps: dict[int, Callable[[], object]] = field(default_factory=dict, init=False)
     _warmed: set[int] = field(default_factory=set, init=False)
-    _last_point: tuple[int, int] | None = field(default=None, init=False)
+    _last_point: tuple[int, int | str] | None = field(default=None, init=False)
     _reading_series: list[list[float]] = field(default_factory=list, init=False)
     #: the sensor's noise measured on its own window at the start of `run` (None: not yet)
     _sensor_noise_w: float | None = field(default=None, init=False)
@@ -195,11 +195,24 @@ class Profiler:
         self, batch_size: int, frequency_hz: int
     ) -> tuple[ProfilePoint, list[PowerReading]]:
         """Measure one point and return it with the sensor readings behind it."""
+        return self._point(batch_size, frequency_hz, frequency_hz,
+                           f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz")
+
+    def measure_at_power_limit(self, batch_size: int, limit_mw: int) -> ProfilePoint:
+        """Measure one point of the power-limit knob: the limit is already set, the clock is
+        left to the board (locking it would fight the limit), the point keyed by the limit."""
+        return self._point(batch_size, None, limit_mw,
+                           f"b={batch_size} at power limit {limit_mw / 1e3:g} W")[0]
+
+    def _point(self, batch_size: int, frequency_hz: int | None, knob_value: int,
+               detail: str) -> tuple[ProfilePoint, list[PowerReading]]:
         stats, steps, busy_s = self._window(batch_size, frequency_hz, self.min_readings,
-                                            key=f"b={batch_size} f={frequency_hz}")
+                                            key=f"b={batch_size} f={frequency_hz}"
+                                            if frequency_hz is not None
+                                            else f"b={batch_size} knob={knob_value}")
         point = ProfilePoint(
             batch_size=batch_size,
-            knob_value=frequency_hz,
+            knob_value=knob_value,
             peak_power_w=round(stats.peak_w, 4),
             avg_power_w=round(stats.average_w, 4),
             seconds_per_sample=busy_s / (steps * batch_size),
@@ -212,25 +225,29 @@ class Profiler:
             grid = len(self.batch_sizes) * len(self.device.frequencies_hz())
             self.progress(JobProgress(
                 self._points_measured, max(grid, self._points_measured), "points",
-                f"b={batch_size} f={frequency_hz / 1e6:.1f} MHz", item=point))
+                detail, item=point))
         return point, stats.readings
 
-    def _window(self, batch_size: int, frequency_hz: int, min_readings: int, key: str,
+    def _window(self, batch_size: int, frequency_hz: int | None, min_readings: int, key: str,
                 ) -> tuple[PowerStats, int, float]:
-        """Run `batch_size` at `frequency_hz` through one measurement window of at least
-        `min_readings` sensor readings: (the readings, steps, busy seconds)."""
+        """Run `batch_size` at `frequency_hz` (None: the clock as the board sets it) through
+        one measurement window of at least `min_readings` sensor readings: (the readings,
+        steps, busy seconds)."""
         assert self.workload is not None
         cost = self.workload.step_cost(batch_size, self._overhead)
         step = self._step_fn(batch_size)
-        self.device.set_frequency_hz(frequency_hz)
+        if frequency_hz is not None:
+            self.device.set_frequency_hz(frequency_hz)
+        # (b, clock), or (b, key) where the clock is the board's (a power limit's point)
+        point_id = (batch_size, frequency_hz if frequency_hz is not None else key)
         # Warm-up (allocator, cuDNN autotuning) depends on the shape, not the clock: once per b.
         if batch_size not in self._warmed:
             self._warm_up(step, cost)
             self._warmed.add(batch_size)
-        elif self.lead_in_steps and self._last_point != (batch_size, frequency_hz):
+        elif self.lead_in_steps and self._last_point != point_id:
             for _ in range(self.lead_in_steps):
                 self.device.execute(step, cost)
-        self._last_point = (batch_size, frequency_hz)
+        self._last_point = point_id
         period_s = self.device.sensor_period_s
         stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
         steps = 0
@@ -337,6 +354,51 @@ class Profiler:
         return self.table(points, mode, None if mode == "exhaustive" else power_cap_w,
                           start_s, [b for b in fits if b not in oom], oom)
 
+    def run_power_limits(self, limits_w: list[float] | None = None,
+                         count: int = 8) -> ProfileTable:
+        """Profile the power-limit knob: at each limit (default: `count` limits spread evenly
+        over the range the board accepts), every batch size with the clock left to the board,
+        as a limit runs in practice (`nvidia-smi -pl`). The limit found and the clocks are put
+        back after, also on a signal."""
+        bounds = self.device.power_limit_range_w()
+        if bounds is None:
+            raise ValueError(f"{self.device.name} has no power limit wattcap can read")
+        low_w, high_w = bounds
+        if limits_w is None:
+            limits_w = [low_w + (high_w - low_w) * i / (count - 1) for i in range(count)]
+        outside = [w for w in limits_w if not low_w <= w <= high_w]
+        if outside:
+            raise ValueError(f"power limits {outside} W are outside what {self.device.name} "
+                             f"accepts ({low_w:g}-{high_w:g} W)")
+        self._points_measured = 0
+        with exit_cleanly_on_signals():
+            try:
+                self.measure_sensor_noise()
+            finally:
+                self.device.restore()
+        start_s = self.device.now_s()
+        fits, oom = self.fitting_batch_sizes()
+        points: list[ProfilePoint] = []
+        limits_mw: list[int] = []
+        with exit_cleanly_on_signals():
+            try:
+                for limit_w in sorted(limits_w):
+                    limit_mw = round(self.device.set_power_limit_w(limit_w) * 1e3)
+                    limits_mw.append(limit_mw)
+                    for b in reversed([b for b in fits if b not in oom]):
+                        try:
+                            points.append(self.measure_at_power_limit(b, limit_mw))
+                        except DeviceOutOfMemoryError:
+                            oom.append(b)
+            finally:
+                self.release_steps()
+                self.device.restore()
+        table = self.table(points, "exhaustive", None, start_s,
+                           [b for b in fits if b not in oom], oom)
+        return table.model_copy(update={"knob_kind": "power_limit",
+                                        "knob_values": sorted(set(limits_mw)),
+                                        "max_power_limit_w": high_w})
+
     def run_power_modes(self) -> ProfileTable:
         """Profile the power-mode knob: in every power mode of the device, every batch size at
         the highest clock the mode allows (devfreq under load runs there). Exhaustive over
@@ -405,7 +467,10 @@ class Profiler:
             workload=self.workload.to_dict(),
             model_fit=model_fit or {},
             power_noise_w=self.power_noise_w(),
-            max_power_limit_w=(self.device.power_limit_range_w() or (None, None))[1],
+            # a board's power limit (NVML's); the emulated Jetson's limit is an emulation for
+            # power-limit profiles, not a property of the board it models
+            max_power_limit_w=(self.device.power_limit_range_w() or (None, None))[1]
+            if self.device.kind == "nvml" else None,
             architecture_fingerprint=_fingerprint(self.model),
             device_spec=_device_spec(self.device),
         )
