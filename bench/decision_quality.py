@@ -6,9 +6,11 @@ T(wattcap)/T(fastest) <= 1.02 (the reference paper's worst was 1.08), median
 T(baseline-1)/T(wattcap) >= 1.5 and never below 1 beyond noise.
 
     python bench/decision_quality.py [--out DIR] [--seeds 3] [--quick] [--every-proxy]
-                                     [--ray processes:2|local|ADDRESS|serial]
+                                     [--ray processes:2|local|ADDRESS|serial] [--risk Q]
 
-Runs `wattcap compare` into DIR (reusing the runs recorded there) and reads its results. With
+Runs `wattcap compare` into DIR (reusing the runs recorded there) and reads its results;
+`--risk 0.9` plans on r_b's 90 % quantile (issue 28 item 10: run it on the DIR of a run without,
+and only the replays are new). With
 --every-proxy, every bundled proxy is paired with every target (one `compare` per proxy, the
 target runs shared), so that no single pairing carries the result.
 """
@@ -31,9 +33,10 @@ METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
 
 def run_compare(out: Path, seeds: int, quick: bool, proxy: str | None,
-                where: str) -> Comparison:
+                where: str, risk: float | None = None) -> Comparison:
     command = [sys.executable, "-m", "wattcap.cli", "compare", "--out", str(out),
-               "--seeds", str(seeds), "--ray", where] + (["--quick"] if quick else [])
+               "--seeds", str(seeds), "--ray", where] + (["--quick"] if quick else []) + (
+                   ["--risk", str(risk)] if risk is not None else [])
     if proxy is not None:
         command += ["--proxy", proxy]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -59,6 +62,8 @@ def main() -> None:
                         "processes, as the runs are independent)")
     parser.add_argument("--every-proxy", action="store_true",
                         help=f"pair every proxy ({', '.join(PROXIES)}) with every target")
+    parser.add_argument("--risk", type=float, default=None,
+                        help="plan on this quantile of r_b (compare --risk)")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -76,7 +81,7 @@ def main() -> None:
             shared = out / "runs"
             shared.mkdir(parents=True, exist_ok=True)
             (folder / "runs").symlink_to(shared.resolve(), target_is_directory=True)
-        comparison = run_compare(folder, args.seeds, args.quick, proxy, args.ray)
+        comparison = run_compare(folder, args.seeds, args.quick, proxy, args.ray, args.risk)
         keys = list(dict.fromkeys((r.device, r.power_cap_w, r.target)
                                   for r in comparison.results))
         for device, cap, target in keys:

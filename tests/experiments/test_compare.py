@@ -220,3 +220,38 @@ def test_sensitivity_tells_the_same_story_as_the_comparison(compared):
             assert cell == pytest.approx(comparison.over_fastest_pct(ours), abs=2.5)
     footer = (out / "report.md").read_text().strip().splitlines()[-1]
     assert "`sensitivity`: 0 trained" in footer and "`compare`:" in footer
+
+
+def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
+    """compare --risk q: wattcap plans on r_b's q quantile; the recorded runs are reused, the
+    comparison records q, and each choice is plan(risk=q)'s for the same inputs."""
+    from wattcap.algorithms.planner import plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.profile import ProfileTable
+    from wattcap.experiments.compare import Comparison
+    from wattcap.measure.references import emulated_reference_profiles
+
+    out, _, _ = compared
+    args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
+            "--weights", str(out / "w.safetensors"), "--proxy", "digits-rotated",
+            "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
+            "--target-accuracy", "0.8", "--sample-budget", "8192"]
+    refused = runner.invoke(app, [*args, "--risk", "1.5"])
+    assert refused.exit_code != 0 and "--risk must be a quantile in (0, 1)" in refused.output
+    risky = runner.invoke(app, [*args, "--risk", "0.9"])
+    assert risky.exit_code == 0, risky.output
+    assert "0 training runs trained" in risky.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.risk == 0.9
+    profile = next(ProfileTable.load(p) for p in out.glob("profile-jetson-nano-*.json"))
+    proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
+    for cap in CAPS:
+        ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
+        expected = plan(profile, cap, efficiency=proxy, risk=0.9,
+                        reference_profiles=emulated_reference_profiles("jetson-nano"))
+        assert ours is not None
+        assert (ours.batch_size, ours.frequency_hz) == (
+            expected.choices["wattcap"].batch_size, expected.choices["wattcap"].knob_value)
+    # put the folder back as the other tests expect it (without risk)
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and Comparison.load(out / "comparison.json").risk is None

@@ -14,6 +14,7 @@ from wattcap.cli.common import executor_or_fail
 from wattcap.cli.console import make_console
 from wattcap.cli.inputs import (
     check_data,
+    check_risk,
     check_seeds,
     check_target_accuracy,
     check_weights,
@@ -31,6 +32,7 @@ from wattcap.cli.options import (
     ProxyTargetOpt,
     RayOpt,
     ResumeOpt,
+    RiskOpt,
     SampleBudgetOpt,
     SeedsOpt,
     SubsetFractionOpt,
@@ -196,10 +198,12 @@ def compare(
     subset_fraction: SubsetFractionOpt = None,
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
+    risk: RiskOpt = None,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
-    start from the model pre-trained on the bundled digits 0-4."""
+    start from the model pre-trained on the bundled digits 0-4; --risk plans wattcap and
+    baseline-2 on r_b's quantile."""
     from wattcap.core.schema import WattcapFileError
     from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import run_comparison
@@ -208,6 +212,7 @@ def compare(
     target_list = _split(targets)
     proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
     check_seeds(seeds)
+    check_risk(risk)
     if quick:
         seeds, target_list = 1, target_list[:1]
     model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, seeds,
@@ -238,7 +243,7 @@ def compare(
             comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
                                         scenarios, seeds, target_accuracy, sweep.sizes,
                                         sample_budget, resume, report.show, sweep.counters,
-                                        options, workers, where)
+                                        options, workers, where, risk=risk)
     print_summary(comparison, console)
     _report(out, comparison, console, weights_path)
 

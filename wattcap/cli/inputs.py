@@ -68,6 +68,12 @@ def check_seeds(value: int) -> None:
         fail(f"--seeds must be at least 1, got {value}")
 
 
+def check_risk(value: float | None) -> None:
+    """--risk: a quantile strictly between 0 and 1 (or not given)."""
+    if value is not None and not 0 < value < 1:
+        fail(f"--risk must be a quantile in (0, 1), e.g. 0.9; got {value:g}")
+
+
 def check_workers(value: int) -> None:
     """Worker processes: zero or more."""
     if value < 0:

@@ -158,6 +158,9 @@ ProfileKnobOpt = Annotated[str, typer.Option(
 PowerLimitsOpt = Annotated[str | None, typer.Option(
     help="With --knob power-limit: the limits to measure, in W (e.g. 150,200,250); default: 8 "
     "spread over the range the board accepts.")]
+RiskOpt = Annotated[float | None, typer.Option(
+    help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
+    "batch size whose r_b is poorly known) instead of its value.")]
 PowerModeOpt = Annotated[str | None, typer.Option(
     help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
     "--server or pull, only a profile made in it.")]

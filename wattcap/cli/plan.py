@@ -17,6 +17,7 @@ from wattcap.cli.common import (
     parse_cap,
     parse_objective,
 )
+from wattcap.cli.inputs import check_risk
 from wattcap.cli.options import (
     SERVER,
     CostMaxPowerOpt,
@@ -31,6 +32,7 @@ from wattcap.cli.options import (
     PowerModeOpt,
     ProfileOpt,
     ProxyFilterOpt,
+    RiskOpt,
     ServerUrlOpt,
     TargetEfficiencyOpt,
     TargetFilterOpt,
@@ -76,8 +78,7 @@ def make_plan(
     eff = load_or_fail(EfficiencyVector, efficiency_path) if efficiency_path else None
     target = load_or_fail(EfficiencyVector, target_efficiency_path) if target_efficiency_path \
         else None
-    if risk is not None and not 0 < risk < 1:
-        fail(f"--risk must be a quantile in (0, 1), e.g. 0.9; got {risk:g}")
+    check_risk(risk)
     try:
         refs = reference_profiles_for(table, reference_profiles)
         if cap_on == CapOn.AVERAGE:
@@ -213,9 +214,7 @@ def plan_command(
     extrapolate: Annotated[bool, typer.Option(
         "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
         "their r_b extrapolated from its large-batch relation (flagged in the notes).")] = False,
-    risk: Annotated[float | None, typer.Option(
-        help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
-        "batch size whose r_b is poorly known) instead of its value.")] = None,
+    risk: RiskOpt = None,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,
     model: Annotated[str | None, typer.Option(

@@ -18,6 +18,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,7 +32,7 @@ from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
-from wattcap.core.schema import VersionedFile, WattcapFileError
+from wattcap.core.schema import Migration, VersionedFile, WattcapFileError
 from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.workload import workload_for
@@ -105,7 +106,9 @@ class Comparison(VersionedFile):
     """All results of one comparison."""
 
     FILE_KIND = "wattcap.comparison"
-    SCHEMA_VERSION = 1
+    #: 2: risk
+    SCHEMA_VERSION = 2
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw}  # 2 added risk
 
     model: str
     proxy: str
@@ -119,6 +122,8 @@ class Comparison(VersionedFile):
     infeasible: list[str] = []
     runs_trained: int = 0
     runs_reused: int = 0
+    #: the quantile of r_b wattcap planned on (`compare --risk`), None: r_b's value
+    risk: float | None = None
 
     def get(self, device: str, cap: float | None, target: str, method: str) -> MethodResult | None:
         for r in self.results:
@@ -348,10 +353,13 @@ def run_comparison(
     data_options: dict | None = None,
     num_workers: int = 0,
     executor: Executor | None = None,
+    risk: float | None = None,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
     `executor` (default: serially here). `progress` counts the training runs of every target
-    (a `JobProgress` per run, the record as its item) and says what is replayed."""
+    (a `JobProgress` per run, the record as its item) and says what is replayed. `risk` plans
+    on r_b's quantile (`plan(risk=...)`); the oracle stays the brute force over measured
+    runs."""
     total = len(targets) * len(batch_sizes) * seeds
     done = [0]
 
@@ -381,7 +389,8 @@ def run_comparison(
             for cap in scenario.caps_w:
                 try:
                     result = plan(profile, cap, efficiency=proxy_efficiency,
-                                  reference_profiles=references, target_efficiency=oracle_r)
+                                  reference_profiles=references, target_efficiency=oracle_r,
+                                  risk=risk)
                 except InfeasibleCapError as err:
                     infeasible.append(f"{scenario.device} at {cap} W: {err}")
                     continue
@@ -414,7 +423,7 @@ def run_comparison(
         proxy_target_accuracy=proxy_efficiency.target_accuracy,
         devices=[s.device for s in scenarios], seeds=seeds, target_accuracy=target_accuracy,
         results=results, infeasible=infeasible, runs_trained=counters["trained"],
-        runs_reused=counters["reused"],
+        runs_reused=counters["reused"], risk=risk,
     )
     comparison.save(out / "comparison.json")
     write_csv(comparison, out / "results.csv")
