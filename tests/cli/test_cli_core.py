@@ -247,7 +247,7 @@ def test_demo(tmp_path) -> None:
     assert len(rows) == len(caps)
     for row, cap in zip(rows, caps, strict=True):
         ours = comparison.get("jetson-nano", cap, comparison.targets[0], "wattcap")
-        assert f"| {ours.batch_size}, {ours.frequency_hz / 1e6:.1f}: " in row
+        assert f"| {ours.batch_size}, {ours.knob_value / 1e6:.1f}: " in row
 
 
 def test_plan_cost_takes_its_maximum_power_from_the_user(profile_file) -> None:

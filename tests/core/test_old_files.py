@@ -143,3 +143,15 @@ def test_a_plan_before_knobs_loads_as_gpu_clock_choices() -> None:
     assert [p.knob_value for p in loaded.pareto_front] == [
         p["frequency_hz"] for p in raw["pareto_front"]]
     assert loaded.describe_knob(loaded.choices["wattcap"].knob_value).endswith(" MHz")
+
+
+def test_a_comparison_before_knobs_loads_with_its_clocks() -> None:
+    # the demo's golden comparison.json at 38a2fe0 (schema 1; its times masked by nothing)
+    from wattcap.experiments.compare import Comparison
+
+    raw = json.loads((OLD / "comparison-v1.json").read_text())
+    loaded = Comparison.load(OLD / "comparison-v1.json")
+    assert loaded.migrated_from == 1 and loaded.knob_kind == "gpu_clock"
+    assert loaded.risk is None and loaded.trace_label is None
+    assert [(r.method, r.batch_size, r.knob_value, r.time_s) for r in loaded.results] == [
+        (r["method"], r["batch_size"], r["frequency_hz"], r["time_s"]) for r in raw["results"]]

@@ -93,7 +93,7 @@ def test_fastest_is_never_slower_on_its_own_r(compared):
     runs, target_r = _target_runs(out)
 
     def time_on_target(r) -> float:
-        point = profile.lookup(r.batch_size, r.frequency_hz)
+        point = profile.lookup(r.batch_size, r.knob_value)
         return point.seconds_per_sample * target_r.samples(r.batch_size)
 
     for cap in CAPS:
@@ -104,7 +104,7 @@ def test_fastest_is_never_slower_on_its_own_r(compared):
             if other.frequency_steps == 0:
                 # Measured on the device clock, it matches the profile's prediction for the
                 # samples the runs trained (their first evaluation at the target).
-                point = profile.lookup(other.batch_size, other.frequency_hz)
+                point = profile.lookup(other.batch_size, other.knob_value)
                 trained = [runs[(other.batch_size, s)].samples_to_target for s in range(2)]
                 assert other.time_mean_s == pytest.approx(
                     point.seconds_per_sample * sum(trained) / 2, rel=0.02)
@@ -150,7 +150,7 @@ def test_one_seed_shows_no_spread_rather_than_a_false_zero():
 
     def result(method: str, t: float) -> MethodResult:
         return MethodResult(device="jetson-nano", power_cap_w=None, target="t", method=method,
-                            batch_size=32, frequency_hz=921_600_000, predicted_time_s=t,
+                            batch_size=32, knob_value=921_600_000, predicted_time_s=t,
                             time_s=[t], energy_j=[10 * t], peak_power_w=5.0,
                             cap_violations=0, frequency_steps=0)
 
@@ -250,7 +250,7 @@ def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
         expected = plan(profile, cap, efficiency=proxy, risk=0.9,
                         reference_profiles=emulated_reference_profiles("jetson-nano"))
         assert ours is not None
-        assert (ours.batch_size, ours.frequency_hz) == (
+        assert (ours.batch_size, ours.knob_value) == (
             expected.choices["wattcap"].batch_size, expected.choices["wattcap"].knob_value)
     # put the folder back as the other tests expect it (without risk)
     again = runner.invoke(app, args)

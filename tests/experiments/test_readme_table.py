@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def _result(method: str, cap: float | None, b: int, times: list[float | None]) -> MethodResult:
     return MethodResult(device=DEVICE, power_cap_w=cap, target="digits-5-9-32", method=method,
-                        batch_size=b, frequency_hz=921_600_000, predicted_time_s=1.0,
+                        batch_size=b, knob_value=921_600_000, predicted_time_s=1.0,
                         time_s=times, energy_j=[1.0 for _ in times], peak_power_w=4.0,
                         cap_violations=0, frequency_steps=0)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import executor_or_fail
+from wattcap.cli.common import executor_or_fail, fail
 from wattcap.cli.console import make_console
 from wattcap.cli.inputs import (
     check_data,
@@ -96,7 +96,6 @@ def _check_inputs(
     """Resolve the model and check every dataset before any run: (model name, data options).
     Each dataset is loaded once here (and kept for the sweep) to refuse data that does not
     fit the model."""
-    from wattcap.cli.common import fail
     from wattcap.data import DataMismatchError, DatasetFormatError, check_data_fits_model
     from wattcap.experiments.compare import dataset_splits
 
@@ -154,12 +153,12 @@ def _report(out: Path, comparison: Comparison, console: Console,
             r = comparison.get(device, tight, target, method)
             if r is not None and method in result.choices:
                 result.choices[method] = result.choices[method].model_copy(
-                    update={"batch_size": r.batch_size, "frequency_hz": r.frequency_hz})
+                    update={"batch_size": r.batch_size, "knob_value": r.knob_value})
             elif r is not None:
                 base = result.choices["wattcap"]
                 result.choices[method] = base.model_copy(update={
                     "method": method, "batch_size": r.batch_size,
-                    "frequency_hz": r.frequency_hz})
+                    "knob_value": r.knob_value})
         path = plot_profile(profile, out / f"heatmap-{device}.png", power_cap_w=tight,
                             plan=result)
         images.append((f"Profile of {comparison.model} on {device} with each method's choice "
@@ -208,11 +207,14 @@ def compare(
     from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import run_comparison
 
+    check_risk(risk)
+    if device is not None and device.startswith("trace:"):
+        _compare_trace(out, Path(device.partition(":")[2]), power_caps, risk)
+        return
     console = make_console()
     target_list = _split(targets)
     proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
     check_seeds(seeds)
-    check_risk(risk)
     if quick:
         seeds, target_list = 1, target_list[:1]
     model, options = _check_inputs(model, [proxy, *target_list], target_accuracy, seeds,
@@ -246,6 +248,44 @@ def compare(
                                         options, workers, where, risk=risk)
     print_summary(comparison, console)
     _report(out, comparison, console, weights_path)
+
+
+def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | None) -> None:
+    """compare --device trace:FILE: every method planned from the trace's table and proxy
+    runs, scored on its target runs; nothing is trained (wattcap.experiments.trace)."""
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.experiments.compare import write_csv
+    from wattcap.experiments.plots import plot_profile
+    from wattcap.experiments.report import bar_chart, input_files, write_report
+    from wattcap.experiments.trace import load_trace, replay_trace
+
+    console = make_console()
+    if power_caps is None:
+        fail("a trace has no default caps: give --power-caps (e.g. 150,200,none)")
+    try:
+        trace = load_trace(path)
+        caps = _caps(power_caps)
+    except (WattcapFileError, ValueError) as err:
+        fail(str(err))
+    out.mkdir(parents=True, exist_ok=True)
+    comparison = replay_trace(trace, caps, risk)
+    comparison.save(out / "comparison.json")
+    write_csv(comparison, out / "results.csv")
+    trace.profile.save(out / "profile-trace.json")
+    trace.proxy.save(out / "efficiency-proxy.json")
+    console.print(f"[bold]{trace.manifest.label}[/]")
+    print_summary(comparison, console)
+    tight = min((c for c in caps if c is not None), default=None)
+    images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
+              ("Energy per method and scenario", bar_chart(comparison, out, "energy")),
+              (f"The trace's profile of {comparison.model}", plot_profile(
+                  trace.profile, out / "heatmap-trace.png", power_cap_w=tight))]
+    manifest = trace.manifest
+    files = [path, path.parent / manifest.profile.file, path.parent / manifest.proxy.file,
+             *(path.parent / t.file for t in manifest.targets)]
+    md, html_path = write_report(comparison, out, images, None, input_files(out, files))
+    console.print(f"wrote {md}, {html_path} and {out / 'results.csv'} (replayed, nothing "
+                  "trained)")
 
 
 @dataclass
@@ -309,7 +349,7 @@ def print_summary(comparison: Comparison, console: Console) -> None:
                 cells.append("—")
                 continue
             r = found
-            choice = f"b={r.batch_size}, {r.frequency_hz / 1e6:.0f} MHz"
+            choice = f"b={r.batch_size}, {comparison.describe_knob(r.knob_value)}"
             if r.time_mean_s is None:
                 cells.append(f"not reached ({choice})")
                 continue

@@ -28,6 +28,7 @@ from wattcap.algorithms.planner import plan
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.files import write_file
+from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
@@ -37,6 +38,7 @@ from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.workload import workload_for
 from wattcap.experiments.significance import TimeComparison, compare_times
+from wattcap.measure.imported_tables import EXPORT_KNOB_COLUMNS, export_knob_value
 from wattcap.measure.profiling import Profiler
 from wattcap.measure.references import emulated_reference_profiles
 from wattcap.runtime.meter import PowerMeter
@@ -56,7 +58,8 @@ class MethodResult(BaseModel):
     target: str
     method: str
     batch_size: int
-    frequency_hz: int
+    #: in the unit of the comparison's knob kind (Comparison.knob_kind)
+    knob_value: int
     #: None: the proxy gave no r_b for the method's batch size (its time is still measured)
     predicted_time_s: float | None
     time_s: list[float | None]
@@ -102,13 +105,21 @@ def _std(values: list[float | None]) -> float:
     return statistics.stdev(done) if len(done) > 1 else 0.0
 
 
+def _knob_of_frequency(raw: dict) -> dict:
+    """Schema 2 -> 3: results before knobs ran at GPU clocks, in Hz."""
+    for result in raw.get("results", []):
+        if isinstance(result, dict) and "frequency_hz" in result:
+            result["knob_value"] = result.pop("frequency_hz")
+    return raw
+
+
 class Comparison(VersionedFile):
     """All results of one comparison."""
 
     FILE_KIND = "wattcap.comparison"
-    #: 2: risk
-    SCHEMA_VERSION = 2
-    MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw}  # 2 added risk
+    #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value
+    SCHEMA_VERSION = 3
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency}
 
     model: str
     proxy: str
@@ -124,6 +135,14 @@ class Comparison(VersionedFile):
     runs_reused: int = 0
     #: the quantile of r_b wattcap planned on (`compare --risk`), None: r_b's value
     risk: float | None = None
+    #: the knob of the profiles compared (wattcap.core.knob): the unit of knob_value
+    knob_kind: KnobKind = "gpu_clock"
+    #: what the numbers are, for a replayed trace (its manifest's label); None: trained here
+    trace_label: str | None = None
+
+    def describe_knob(self, value: int) -> str:
+        """A knob value of this comparison with its unit."""
+        return format_knob(self.knob_kind, value)
 
     def get(self, device: str, cap: float | None, target: str, method: str) -> MethodResult | None:
         for r in self.results:
@@ -413,7 +432,7 @@ def run_comparison(
                         steps += len(guard.steps)
                     results.append(MethodResult(
                         device=scenario.device, power_cap_w=cap, target=target, method=method,
-                        batch_size=choice.batch_size, frequency_hz=choice.knob_value,
+                        batch_size=choice.batch_size, knob_value=choice.knob_value,
                         predicted_time_s=choice.predicted_time_s, time_s=times,
                         energy_j=energies, peak_power_w=peak, cap_violations=violations,
                         frequency_steps=steps,
@@ -454,14 +473,14 @@ def write_csv(comparison: Comparison, path: Path) -> None:
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
     writer.writerow(["device", "power_cap_w", "target", "method", "batch_size",
-                     "frequency_mhz", "seed", "time_to_accuracy_s", "energy_j",
-                     "peak_power_w", "predicted_time_s", "over_fastest_pct"])
+                     EXPORT_KNOB_COLUMNS[comparison.knob_kind], "seed", "time_to_accuracy_s",
+                     "energy_j", "peak_power_w", "predicted_time_s", "over_fastest_pct"])
     for r in comparison.results:
         over = comparison.over_fastest_pct(r)
         for seed, (t, e) in enumerate(zip(r.time_s, r.energy_j, strict=True)):
             writer.writerow([
                 r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
-                r.method, r.batch_size, r.frequency_hz / 1e6, seed,
+                r.method, r.batch_size, export_knob_value(comparison.knob_kind, r.knob_value), seed,
                 "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
                 f"{r.peak_power_w:.3f}", format_known(r.predicted_time_s, ".4f", ""),
                 "" if over is None else f"{over:.2f}",

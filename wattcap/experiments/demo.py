@@ -198,7 +198,7 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
             versus = comparison.versus_wattcap(r)
             over = comparison.over_fastest_pct(r)
             table.add_row(
-                _cap_label(cap), method, str(r.batch_size), f"{r.frequency_hz / 1e6:.1f}",
+                _cap_label(cap), method, str(r.batch_size), f"{r.knob_value / 1e6:.1f}",
                 mean_std_label(times) if reached else
                 f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds",
                 mean_std_label(energies, digits=0) if reached else "—",
@@ -217,7 +217,7 @@ def _choice_cell(r, with_choice: bool = True) -> str:  # noqa: ANN001 - a Method
         shown = f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds"
     else:
         shown = f"{mean_std_label(times, seeds=False)} s"
-    return f"{r.batch_size}, {r.frequency_hz / 1e6:.1f}: {shown}" if with_choice else shown
+    return f"{r.batch_size}, {r.knob_value / 1e6:.1f}: {shown}" if with_choice else shown
 
 
 def _versus_text(versus) -> str:  # noqa: ANN001 - a TimeComparison
@@ -240,8 +240,8 @@ def markdown_table(comparison) -> str:  # noqa: ANN001 - a Comparison
         cells = [_cap_label(cap), _choice_cell(ours)]
         for method in ("baseline-1", "baseline-2", "fastest"):
             r = comparison.get(DEVICE, cap, target, method)
-            same = r is not None and (r.batch_size, r.frequency_hz) == \
-                (ours.batch_size, ours.frequency_hz)
+            same = r is not None and (r.batch_size, r.knob_value) == \
+                (ours.batch_size, ours.knob_value)
             versus = None if r is None else comparison.versus_wattcap(r)
             if r is None:
                 cells.append("—")

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from wattcap.core.files import atomic_path, write_file
+from wattcap.core.knob import knob_unit
 from wattcap.core.plan import METHODS
 from wattcap.experiments.compare import Comparison, MethodResult  # noqa: E402
 
@@ -42,11 +43,12 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
         return "n/a"
     if r.time_mean_s is None:
         missed = sum(t is None for t in r.time_s)
-        return (f"b={r.batch_size} @ {r.frequency_hz / 1e6:.0f} MHz: target not reached in "
+        return (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: target not "
+                f"reached in "
                 f"{missed} of {len(r.time_s)} seed(s)")
     times = [t for t in r.time_s if t is not None]
     energies = [e for e in r.energy_j if e is not None]
-    text = (f"b={r.batch_size} @ {r.frequency_hz / 1e6:.0f} MHz: "
+    text = (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: "
             f"{mean_std_label(times, digits=2)} s, {mean_std_label(energies)} J")
     over = comparison.over_fastest_pct(r)
     if over is not None and r.method != "fastest":
@@ -187,14 +189,18 @@ def write_report(
         f"Model **{comparison.model}**, proxy **{comparison.proxy}**{proxy_target}, targets "
         f"{', '.join(comparison.targets)}, target accuracy {comparison.target_accuracy:.0%}, "
         f"{comparison.seeds} seed(s) behind every number. Each cell: the chosen batch size and "
-        "GPU frequency, then the measured time-to-accuracy (device seconds) and energy "
+        f"{knob_unit(comparison.knob_kind).label}, then the measured time-to-accuracy (device "
+        "seconds) and energy "
         "(joules), mean ± std over the seeds (one seed shows no spread), the percentage over "
         "the fastest configuration (a brute force over the measured target runs) and the "
         "method's time over wattcap's ('within noise' where Welch's t-test on log times over "
-        "the seeds does not separate them, 5 %). The training math of each (target, batch "
-        "size, seed) ran once; its "
-        "steps were replayed on each emulated device at each method's frequency, with the power "
-        "sensor and the cap watchdog live."
+        "the seeds does not separate them, 5 %). " + (
+            "The training math of each (target, batch size, seed) ran once; its steps were "
+            "replayed on each emulated device at each method's frequency, with the power "
+            "sensor and the cap watchdog live." if comparison.trace_label is None else
+            f"Replayed from a trace, nothing trained: {comparison.trace_label}. Each time is "
+            "the table's time per sample at the method's choice times the samples that seed "
+            "needed on the target; energy uses the table's average power.")
     )
     md = [f"# wattcap comparison: {comparison.model}", "", intro, "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

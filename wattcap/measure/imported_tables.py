@@ -289,7 +289,7 @@ def _knob_value(rows: _Rows, i: int, row: dict[str, str], column: str) -> int:
     return rows.integer(i, row, column, low=-1)  # an nvpmodel id: 0, 1, ...
 
 
-def _export_knob(kind: str, value: int) -> str:
+def export_knob_value(kind: str, value: int) -> str:
     """A stored knob value in its export column's unit (MHz, W, id)."""
     if kind == "gpu_clock":
         return f"{value / MHZ:g}"
@@ -307,7 +307,7 @@ def export_profile(table: ProfileTable) -> str:
     writer.writerow(["batch_size", EXPORT_KNOB_COLUMNS[table.knob_kind], "seconds_per_sample",
                      "avg_power_w", *(["peak_power_w"] if peak else [])])
     for p in sorted(table.points, key=lambda p: (p.batch_size, p.knob_value)):
-        writer.writerow([p.batch_size, _export_knob(table.knob_kind, p.knob_value),
+        writer.writerow([p.batch_size, export_knob_value(table.knob_kind, p.knob_value),
                          repr(p.seconds_per_sample),
                          repr(p.avg_power_w), *([repr(p.peak_power_w)] if peak else [])])
     return out.getvalue()

@@ -1,0 +1,114 @@
+"""Replaying a measured device (issue 28 item 8): `compare --device trace:FILE` plans from a
+trace's table and proxy runs and scores every method on its target runs, without training;
+nothing the trace lacks is invented."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.experiments.compare import Comparison
+from wattcap.experiments.trace import load_trace
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trace-nano" / "trace.json"
+runner = CliRunner()
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_bundled_trace_replays_end_to_end_on_its_measured_numbers(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["compare", "--device", f"trace:{EXAMPLE}", "--power-caps",
+                                 "4.5,none", "--out", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "not measured hardware" in result.output and "nothing trained" in result.output
+    comparison = Comparison.load(tmp_path / "comparison.json")
+    assert comparison.trace_label is not None and "emulated" in comparison.trace_label
+    assert "Replayed from a trace" in (tmp_path / "report.md").read_text()
+    # every time is the table's time per sample at the choice x that seed's samples
+    table = {(int(r["batch_size"]), round(float(r["frequency_mhz"]) * 1e6)): r
+             for r in _rows(EXAMPLE.parent / "profile.csv")}
+    runs = {(int(r["batch_size"]), int(r["seed"])): float(r["samples_to_target"])
+            for r in _rows(EXAMPLE.parent / "target-runs.csv")}
+    assert {r.power_cap_w for r in comparison.results} == {4.5, None}
+    for r in comparison.results:
+        spp = float(table[(r.batch_size, r.knob_value)]["seconds_per_sample"])
+        assert r.time_s == pytest.approx([spp * runs[(r.batch_size, s)] for s in range(3)])
+        fastest = comparison.get(r.device, r.power_cap_w, r.target, "fastest")
+        assert fastest is not None and fastest.time_mean_s is not None
+        assert r.time_mean_s is not None and fastest.time_mean_s <= r.time_mean_s + 1e-12
+        if r.power_cap_w is not None:
+            assert float(table[(r.batch_size, r.knob_value)]["peak_power_w"]) <= r.power_cap_w
+
+
+def _power_limit_trace(folder: Path, target_sizes: tuple[int, ...] = (16, 64)) -> Path:
+    (folder / "profile.csv").write_text(
+        "batch_size,power_limit_w,ms_per_sample,avg_power_w,peak_power_w\n"
+        "16,150,1.60,140,160\n16,250,1.25,230,255\n"
+        "64,150,1.10,145,165\n64,200,0.80,195,215\n64,250,0.95,240,262\n")
+    runs = "batch_size,seed,samples_to_target,budget_samples\n"
+    (folder / "proxy.csv").write_text(runs + "16,0,900,5000\n16,1,1100,5000\n"
+                                      "64,0,1500,5000\n64,1,1500,5000\n")
+    (folder / "target.csv").write_text(runs + "".join(
+        f"{b},{s},{1000 + 100 * s + b},5000\n" for b in target_sizes for s in (0, 1)))
+    manifest = {"kind": "wattcap.trace", "schema_version": 1, "label": "a test's table",
+                "device": "a100-pcie", "model": "resnet50",
+                "profile": {"file": "profile.csv", "power_sampling": "average:1"},
+                "proxy": {"file": "proxy.csv", "dataset": "proxy-data", "target": 0.7},
+                "targets": [{"file": "target.csv", "dataset": "my-data", "target": 0.8}]}
+    path = folder / "trace.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_a_power_limit_trace_replays_with_its_knob(tmp_path: Path) -> None:
+    path = _power_limit_trace(tmp_path)
+    trace = load_trace(path)
+    assert trace.profile.knob_kind == "power_limit" and list(trace.targets) == ["my-data"]
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps",
+                                 "none", "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.knob_kind == "power_limit"
+    ours = comparison.get("a100-pcie", None, "my-data", "wattcap")
+    assert ours is not None and (ours.batch_size, ours.knob_value) == (64, 200_000)
+    assert "b=64 @ power limit 200 W" in (out / "report.md").read_text()
+    assert _rows(out / "results.csv")[0]["power_limit_w"] in {"150", "200", "250"}
+
+
+def test_a_batch_size_the_target_never_ran_gets_no_invented_time(tmp_path: Path) -> None:
+    path = _power_limit_trace(tmp_path, target_sizes=(16,))  # the target never ran b=64
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps",
+                                 "none", "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.get("a100-pcie", None, "my-data", "wattcap") is None
+    assert any("b=64, which the target's runs never ran: no time" in line
+               for line in comparison.infeasible)
+    fastest = comparison.get("a100-pcie", None, "my-data", "fastest")
+    assert fastest is not None and fastest.batch_size == 16  # measured only
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda folder: None, "give --power-caps"),
+    (lambda folder: (folder / "target.csv").unlink(), "target.csv"),
+    (lambda folder: (folder / "trace.json").write_text("{}"), "trace.json"),
+])
+def test_a_trace_that_cannot_be_replayed_is_one_clear_line(tmp_path: Path, edit,
+                                                             message: str) -> None:
+    path = _power_limit_trace(tmp_path)
+    edit(tmp_path)
+    caps = [] if message == "give --power-caps" else ["--power-caps", "none"]
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", *caps,
+                                 "--out", str(tmp_path / "out")])
+    assert result.exit_code != 0 and message in result.output
+    assert "Traceback" not in result.output
