@@ -112,3 +112,22 @@ def test_a_trace_that_cannot_be_replayed_is_one_clear_line(tmp_path: Path, edit,
                                  "--out", str(tmp_path / "out")])
     assert result.exit_code != 0 and message in result.output
     assert "Traceback" not in result.output
+
+
+def test_import_trace_writes_the_files_plan_reads(tmp_path: Path) -> None:
+    from wattcap.algorithms.planner import plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.profile import ProfileTable
+
+    result = runner.invoke(app, ["import", "trace", str(EXAMPLE), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    profile = ProfileTable.load(tmp_path / "profile.json")
+    proxy = EfficiencyVector.load(tmp_path / "efficiency-proxy.json")
+    target = EfficiencyVector.load(tmp_path / "efficiency-target-digits-5-9-32.json")
+    assert profile.mode == "imported" and target.ratio_source != "fit"  # measured means
+    trace = load_trace(EXAMPLE)
+    replayed = plan(trace.profile, 4.5, efficiency=trace.proxy).choices["wattcap"]
+    planned = plan(profile, 4.5, efficiency=proxy, target_efficiency=target)
+    assert (planned.choices["wattcap"].batch_size, planned.choices["wattcap"].knob_value) == (
+        replayed.batch_size, replayed.knob_value)
+    assert "fastest" in planned.choices

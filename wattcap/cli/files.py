@@ -109,6 +109,31 @@ def import_efficiency_command(
         f"{vector.target_metric.describe(vector.target_accuracy)}")
 
 
+@import_app.command("trace")
+def import_trace_command(
+    trace: Path = typer.Argument(..., help="A trace manifest (kind wattcap.trace): a measured "
+                                 "profile table and the proxy's and targets' runs."),
+    out: Path = typer.Option(..., help="The folder to write the wattcap files into."),
+) -> None:
+    """Turn a trace into the files `wattcap plan` reads: profile.json, efficiency-proxy.json
+    and, per target, efficiency-target-NAME.json (its measured means, for
+    --target-efficiency). `wattcap compare --device trace:FILE` replays it whole."""
+    from wattcap.experiments.trace import load_trace, measured_oracle
+    from wattcap.train.run_store import file_stem
+
+    loaded = load_trace(trace)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [loaded.profile.save(out / "profile.json"),
+               loaded.proxy.save(out / "efficiency-proxy.json")]
+    for name, vector in loaded.targets.items():
+        oracle = measured_oracle(vector)
+        if oracle is None:
+            say(f"target {name}: no batch size reached the target in every seed: no file")
+            continue
+        written.append(oracle.save(out / f"efficiency-target-{file_stem(name)}.json"))
+    say(f"{loaded.manifest.label}\nwrote " + ", ".join(str(p) for p in written))
+
+
 @export_app.command("profile")
 def export_profile_command(
     profile: Path = typer.Argument(..., help="A wattcap profile JSON."),
