@@ -85,3 +85,40 @@ def test_plan_risk_from_the_command_line(tmp_path) -> None:
     assert '"batch_size": 8' in result.stdout
     bad = runner.invoke(app, [*args, "--risk", "1.5"])
     assert bad.exit_code != 0
+
+
+def test_a_session_and_a_moving_cap_plan_on_the_same_quantile() -> None:
+    from wattcap.runtime.cap_follower import ConfigChooser
+    from wattcap.runtime.errors import SessionError
+    from wattcap.runtime.session import Session
+
+    vector, profile = _vector(), _profile(SECONDS)
+    session = Session(None, profile=profile, efficiency=vector, risk=0.9, margin_sigmas=0)
+    assert session.batch_size == 8  # the plan of `plan --risk 0.9`
+    assert any("90% quantile" in event for event in session.events)
+    assert Session(None, profile=profile, efficiency=vector, margin_sigmas=0).batch_size == 32
+    chooser = ConfigChooser(profile, "replan", 32, None, efficiency=vector, margin_sigmas=0,
+                            risk=0.9)
+    target = chooser.choose(None, 32)
+    assert target is not None and target.batch_size == 8
+    assert chooser.with_profile(profile).risk == 0.9  # kept across a re-measured profile
+    with pytest.raises(SessionError, match="risk must be a quantile"):
+        Session(None, profile=profile, efficiency=vector, risk=1.0)
+
+
+def test_train_takes_risk_and_refuses_a_knob_it_cannot_set(tmp_path) -> None:
+    profile = _profile(SECONDS).model_copy(update={"knob_kind": "power_limit",
+                                                   "knob_values": [150_000]})
+    profile = profile.model_copy(update={"points": [
+        p.model_copy(update={"knob_value": 150_000}) for p in profile.points]})
+    profile.save(tmp_path / "limits.json")
+    result = CliRunner().invoke(app, ["train", "--profile", str(tmp_path / "limits.json"),
+                                      "--model", "digits-cnn", "--data", "digits",
+                                      "--target-accuracy", "0.5", "--power-cap", "none"])
+    assert result.exit_code != 0
+    assert "sets the GPU clock" in result.output and "nvidia-smi -pl" in result.output
+    bad = CliRunner().invoke(app, ["train", "--profile", str(tmp_path / "limits.json"),
+                                   "--model", "digits-cnn", "--data", "digits",
+                                   "--target-accuracy", "0.5", "--power-cap", "none",
+                                   "--risk", "2"])
+    assert bad.exit_code != 0 and "--risk must be a quantile" in bad.output

@@ -21,6 +21,7 @@ from wattcap.cli.common import (
 )
 from wattcap.cli.inputs import (
     check_data,
+    check_risk,
     check_split_size,
     check_target_accuracy,
     check_weights,
@@ -59,6 +60,7 @@ from wattcap.cli.options import (
     ProxyFilterOpt,
     ProxyOpt,
     RayOpt,
+    RiskOpt,
     SampleBudgetOpt,
     SeedOpt,
     SeedsOpt,
@@ -74,6 +76,7 @@ from wattcap.cli.options import (
     WorkersOpt,
 )
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.knob import clock_only
 
 if TYPE_CHECKING:
     from wattcap.core.cap_history import Segment
@@ -401,6 +404,7 @@ def train(
     subset_fraction: SubsetFractionOpt = None,
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
+    risk: RiskOpt = None,
 ) -> None:
     """Select (b, f) under the cap, apply the frequency, train to the target, restore.
 
@@ -425,6 +429,7 @@ def train(
         eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance,
         cost_max_power=cost_max_power)
     check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
+    check_risk(risk)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     model = spec.name
     data_spec = check_data(data)
@@ -437,6 +442,8 @@ def train(
         fail("--profile is required (or --server URL)")
     check_weights(weights, model)
     table = load_or_fail(ProfileTable, profile)
+    if table.knob_kind != "gpu_clock":
+        fail(clock_only(table.knob_kind))
     try:
         dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
     except (DeviceError, KeyError, ValueError) as err:
@@ -446,7 +453,7 @@ def train(
     train_split, test_split = load_data(data_spec, spec, options)
     plan_cap = _plan_cap(cap, source, table, margin_sigmas)
     choice = _choose(profile, efficiency, target_efficiency, plan_cap, goal, margin_sigmas,
-                     method)
+                     method, risk)
     check_split_size(len(train_split), [choice.batch_size])
     vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
@@ -468,7 +475,8 @@ def train(
         weights=weights, power_cap_w=cap, power_cap=source, efficiency=replan_efficiency,
         objective=goal, checkpoint_dir=checkpoint_dir, method=method,
         profile=table if drift_tolerance > 0 or source is not None else None,
-        drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers)
+        drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers,
+        risk=risk)
     if out:
         record.save(out)
     print_run(record, plot)
@@ -543,12 +551,13 @@ def _plan_cap(cap: float | None, source: CapSource | None, table: ProfileTable,
 
 
 def _choose(profile: Path, efficiency: Path | None, target_efficiency: Path | None,
-            cap: float | None, goal: Objective, margin_sigmas: float, method: str) -> Choice:
+            cap: float | None, goal: Objective, margin_sigmas: float, method: str,
+            risk: float | None = None) -> Choice:
     """The method's (b, f) under the cap, or a clear exit when it has none."""
     from wattcap.cli.plan import make_plan
 
     result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency,
-                       objective=goal, margin_sigmas=margin_sigmas)
+                       objective=goal, margin_sigmas=margin_sigmas, risk=risk)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     return result.choices[method]

@@ -57,15 +57,20 @@ class KnobError(WattcapError, ValueError):
     """A knob wattcap cannot set here (training applies GPU clocks only)."""
 
 
-def require_clock(kind: str, what: str, setting_hint: str = "") -> None:
-    """Refuse, in one line, to run `what` (which sets the GPU clock) on a table of another
-    knob; `setting_hint` says how the user sets that knob themselves."""
-    if kind != "gpu_clock":
-        raise KnobError(
-            f"{what} sets the GPU clock, and this profile varies the {knob_unit(kind).label}: "
+def clock_only(kind: str, what: str = "training") -> str:
+    """Why `what` (which sets the GPU clock) refuses a table of another knob, and how the
+    user sets that knob themselves."""
+    hint = SETTING_HINTS.get(kind, "")
+    return (f"{what} sets the GPU clock, and this profile varies the {knob_unit(kind).label}: "
             "plan with it (wattcap plan), set the chosen value yourself"
-            + (f" ({setting_hint})" if setting_hint else "")
+            + (f" ({hint})" if hint else "")
             + " and train at the planned batch size without a profile")
+
+
+def require_clock(kind: str, what: str) -> None:
+    """Refuse, in one line (`clock_only`), to run `what` on a table of another knob."""
+    if kind != "gpu_clock":
+        raise KnobError(clock_only(kind, what))
 
 
 #: how a user sets a knob wattcap does not set itself

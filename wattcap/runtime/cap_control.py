@@ -88,7 +88,8 @@ class CapControl:
                 session.profile, session.cap_policy, session.batch_size,
                 session.frequency_hz or device.run_frequency_hz(),
                 efficiency=session.efficiency, objective=session.objective,
-                reference_profiles=refs, margin_sigmas=session.margin_sigmas)
+                reference_profiles=refs, margin_sigmas=session.margin_sigmas,
+                risk=session.risk)
         else:
             session.events.append("no profile: the moving cap is kept by the watchdog alone "
                                "(no re-plan, no pause)")

@@ -98,6 +98,7 @@ class ConfigChooser:
         reference_profiles: list[ProfileTable] | None = None,
         switch_margin: float = 0.05,
         margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
+        risk: float | None = None,
     ) -> None:
         if policy not in CAP_POLICIES:
             raise ValueError(f"unknown cap policy {policy!r}; expected one of "
@@ -116,7 +117,9 @@ class ConfigChooser:
                            for r in (reference_profiles or [profile])]
         self.reference_profiles = reference_profiles
         self.switch_margin = switch_margin
-        self.replanner = Replanner(profile, efficiency, self.objective, margin_sigmas)
+        self.risk = risk
+        self.replanner = Replanner(profile, efficiency, self.objective, margin_sigmas,
+                                   risk=risk)
         candidates = self.replanner.candidates
         scores = candidates.time_key if self.objective.is_paper_time else \
             candidates.values(self.replanner.objective)
@@ -131,7 +134,7 @@ class ConfigChooser:
         """The same policy over another profile (re-measured points after drift)."""
         return ConfigChooser(profile, self.policy, self.batch_size, self.frequency_hz,
                              self.efficiency, self.objective, self.reference_profiles,
-                             self.switch_margin, self.margin_sigmas)
+                             self.switch_margin, self.margin_sigmas, self.risk)
 
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""
@@ -186,7 +189,7 @@ class ConfigChooser:
             return None
         except InfeasibleObjectiveError as err:
             fallback = Replanner(self.measured_profile, self.efficiency,
-                                 margin_sigmas=self.margin_sigmas)
+                                 margin_sigmas=self.margin_sigmas, risk=self.risk)
             self._note(f"{err}; choosing for time alone under this cap")
             try:
                 choice = fallback.choose(cap_w)

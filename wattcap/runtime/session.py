@@ -43,7 +43,7 @@ from wattcap.core.defaults import (
     DEFAULT_LR_REF,
     DEFAULT_MARGIN_SIGMAS,
 )
-from wattcap.core.knob import SETTING_HINTS, require_clock
+from wattcap.core.knob import require_clock
 from wattcap.core.objective import Objective
 from wattcap.core.progress import percent
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
@@ -210,6 +210,9 @@ class Session:
         watchdog: keep the cap (steps the frequency down when it is exceeded).
         margin_sigmas: plan this many standard deviations of the sensor noise below the cap
             (the profile's estimate; default 2).
+        risk: plan on this quantile of r_b over its uncertainty (0.9: guard against a batch
+            size whose r_b is poorly known) instead of its value; also when re-planning
+            under a moving cap. None (default): r_b's value.
         batch_size_hold_s: under a moving cap, the batch size changes at most once per this
             many device seconds (default 30) unless the current one cannot meet the cap.
         drift_tolerance: with a profile, re-measure and re-plan when measured step time or
@@ -251,6 +254,7 @@ class Session:
         margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
         batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S,
         checkpoint_dir: str | Path | None = None,
+        risk: float | None = None,
         identity: dict[str, Any] | None = None,
         dataset: str | None = None,
         handle_signals: bool = True,
@@ -269,7 +273,7 @@ class Session:
             target_accuracy=target_accuracy, sample_budget=sample_budget, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
             margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
-            checkpoint_dir=checkpoint_dir, identity=identity,
+            checkpoint_dir=checkpoint_dir, identity=identity, risk=risk,
             dataset=dataset, handle_signals=handle_signals, restore=restore,
             progress=progress, progress_every=progress_every, config=config,
             weights_source=weights_source))
@@ -322,6 +326,7 @@ class Session:
         self._watchdog_on = cfg.watchdog
         self._drift_tolerance = cfg.drift_tolerance
         self.margin_sigmas = cfg.margin_sigmas
+        self.risk = cfg.risk
         self.batch_size_hold_s = cfg.batch_size_hold_s
 
         # run state
@@ -379,8 +384,7 @@ class Session:
         run Algorithm 1 (or take the given configuration), and derive the learning rate."""
         planning = self.settings  # read once the profile is known (now, or in start())
         if self.profile is not None:
-            require_clock(self.profile.knob_kind, "a training session",
-                          SETTING_HINTS.get(self.profile.knob_kind, ""))
+            require_clock(self.profile.knob_kind, "a training session")
         if self.profile is not None and self.device is not None:
             self.profile.check_matches(device=self.device.name, source="profile")
         if self.profile is not None and self.model_name is not None:
@@ -476,7 +480,7 @@ class Session:
             try:
                 self.plan = plan(profile, self.power_cap_w, efficiency=self.efficiency,
                                  reference_profiles=refs, objective=self.objective,
-                                 margin_sigmas=self.margin_sigmas)
+                                 margin_sigmas=self.margin_sigmas, risk=self.risk)
             except InfeasibleCapError as err:
                 raise SessionError(str(err)) from None
             self.events += [f"plan: {note}" for note in self.plan.notes]

@@ -55,6 +55,7 @@ class SessionConfig:
     watchdog: bool = True
     drift_tolerance: float = 0.1
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
+    risk: float | None = None
     batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S
     checkpoint_dir: str | Path | None = None
     identity: dict[str, Any] | None = None
@@ -78,6 +79,8 @@ class SessionConfig:
                                f"{self.batch_size_hold_s!r}")
         if self.drift_tolerance < 0:
             raise SessionError(f"drift_tolerance must be >= 0, got {self.drift_tolerance}")
+        if self.risk is not None and not 0 < self.risk < 1:
+            raise SessionError(f"risk must be a quantile in (0, 1), e.g. 0.9; got {self.risk}")
         if self.power_cap_w is not None and self.power_cap is not None:
             raise SessionError("give power_cap_w (a constant cap) or power_cap (a cap source), "
                                "not both")

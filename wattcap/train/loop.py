@@ -165,6 +165,7 @@ def train_to_accuracy(
     reference_profiles: list[ProfileTable] | None = None,
     num_workers: int = 0,
     efficiency: EfficiencyVector | GnsSettings | str | None = None,
+    risk: float | None = None,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
 
@@ -233,7 +234,7 @@ def train_to_accuracy(
         lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
         margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
-        checkpoint_dir=checkpoint_dir,
+        checkpoint_dir=checkpoint_dir, risk=risk,
         identity=run_identity(config, train, test, weights,
                               device=None if device is None else device.name, method=method,
                               power_cap_w=power_cap_w, power_cap=_described(power_cap),
