@@ -66,8 +66,9 @@ MaxEnergyOpt = Annotated[float | None, typer.Option(
     help="With --objective time: the fastest choice that reaches the target within this many "
     "joules (predicted).")]
 CostMaxPowerOpt = Annotated[float | None, typer.Option(
-    help="With --objective cost: P_max of Zeus's cost, in W (default: the profile's highest "
-    "peak power; give a GPU's largest power limit to weigh energy as Zeus does).")]
+    help="With --objective cost: P_max of Zeus's cost, in W (default: the board's largest "
+    "power limit where the profile recorded one, as Zeus uses, else the profile's highest "
+    "peak power).")]
 DeadlineOpt = Annotated[float | None, typer.Option(
     help="With --objective energy: the thriftiest choice that reaches the target within this "
     "many seconds (predicted).")]

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.knob import KnobKind
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
@@ -370,34 +371,11 @@ class Profiler:
         if outside:
             raise ValueError(f"power limits {outside} W are outside what {self.device.name} "
                              f"accepts ({low_w:g}-{high_w:g} W)")
-        self._points_measured = 0
-        with exit_cleanly_on_signals():
-            try:
-                self.measure_sensor_noise()
-            finally:
-                self.device.restore()
-        start_s = self.device.now_s()
-        fits, oom = self.fitting_batch_sizes()
-        points: list[ProfilePoint] = []
-        limits_mw: list[int] = []
-        with exit_cleanly_on_signals():
-            try:
-                for limit_w in sorted(limits_w):
-                    limit_mw = round(self.device.set_power_limit_w(limit_w) * 1e3)
-                    limits_mw.append(limit_mw)
-                    for b in reversed([b for b in fits if b not in oom]):
-                        try:
-                            points.append(self.measure_at_power_limit(b, limit_mw))
-                        except DeviceOutOfMemoryError:
-                            oom.append(b)
-            finally:
-                self.release_steps()
-                self.device.restore()
-        table = self.table(points, "exhaustive", None, start_s,
-                           [b for b in fits if b not in oom], oom)
-        return table.model_copy(update={"knob_kind": "power_limit",
-                                        "knob_values": sorted(set(limits_mw)),
-                                        "max_power_limit_w": high_w})
+        table = self._knob_sweep(
+            "power_limit", sorted(limits_w),
+            lambda limit_w: round(self.device.set_power_limit_w(limit_w) * 1e3),
+            self.measure_at_power_limit)
+        return table.model_copy(update={"max_power_limit_w": high_w})
 
     def run_power_modes(self) -> ProfileTable:
         """Profile the power-mode knob: in every power mode of the device, every batch size at
@@ -406,6 +384,20 @@ class Profiler:
         modes = self.device.power_mode_ids()
         if not modes:
             raise ValueError(f"{self.device.name} has no power modes to profile")
+
+        def at_mode_top(batch_size: int, mode_id: int) -> ProfilePoint:
+            point = self.measure(batch_size, max(self.device.frequencies_hz()))
+            return point.model_copy(update={"knob_value": mode_id})
+
+        return self._knob_sweep("power_mode", modes,
+                                lambda mode_id: self.device.set_power_mode(mode_id),
+                                at_mode_top)
+
+    def _knob_sweep(self, kind: KnobKind, values: list, apply: Callable[[Any], int],
+                    measure: Callable[[int, int], ProfilePoint]) -> ProfileTable:
+        """What the knob profiles share: the sensor's noise first, then at each value (set by
+        `apply`, which returns the value as stored) every batch size that fits, the largest
+        first; the device put back after, also on a signal."""
         self._points_measured = 0
         with exit_cleanly_on_signals():
             try:
@@ -415,24 +407,22 @@ class Profiler:
         start_s = self.device.now_s()
         fits, oom = self.fitting_batch_sizes()
         points: list[ProfilePoint] = []
+        stored: list[int] = []
         with exit_cleanly_on_signals():
             try:
-                for mode_id in modes:
-                    self.device.set_power_mode(mode_id)
-                    top_hz = max(self.device.frequencies_hz())
+                for value in values:
+                    stored.append(apply(value))
                     for b in reversed([b for b in fits if b not in oom]):
                         try:
-                            point = self.measure(b, top_hz)
+                            points.append(measure(b, stored[-1]))
                         except DeviceOutOfMemoryError:
                             oom.append(b)
-                            continue
-                        points.append(point.model_copy(update={"knob_value": mode_id}))
             finally:
                 self.release_steps()
                 self.device.restore()
         table = self.table(points, "exhaustive", None, start_s,
                            [b for b in fits if b not in oom], oom)
-        return table.model_copy(update={"knob_kind": "power_mode", "knob_values": modes})
+        return table.model_copy(update={"knob_kind": kind, "knob_values": sorted(set(stored))})
 
     def table(
         self,
