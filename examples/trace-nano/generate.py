@@ -10,52 +10,38 @@ manifest's label says so.
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from pathlib import Path
 
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord
+from wattcap.experiments.compare import efficiency_from_runs
 from wattcap.experiments.trace import TraceManifest, TraceRuns, TraceTable
-from wattcap.measure.imported_tables import export_profile
+from wattcap.measure.imported_tables import export_efficiency, export_profile
 
 MODEL = "digits32-cnn"
 PROXY = "digits-rotated-32"
 TARGET = "digits-5-9-32"
 
 
-def runs_csv(rows: list[tuple[int, int, float | None, int]]) -> str:
-    """batch_size, seed, samples_to_target ('not reached' for a miss), budget_samples."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["batch_size", "seed", "samples_to_target", "budget_samples"])
-    for b, seed, samples, budget in sorted(rows):
-        writer.writerow([b, seed, "not reached" if samples is None else f"{samples:.1f}",
-                         budget])
-    return out.getvalue()
-
-
 def main(source: Path, out: Path) -> None:
     profile = ProfileTable.load(source / f"profile-jetson-nano-{MODEL}.json")
     proxy = EfficiencyVector.load(source / f"efficiency-{MODEL}-{PROXY}.json")
-    target_rows, target_accuracy = [], None
-    for path in sorted((source / "runs").glob(f"math-{TARGET}-b*-s*.json")):
-        record = RunRecord.load(path)
-        assert record.config is not None
-        target_accuracy = record.config.target_accuracy
-        target_rows.append((record.batch_size, record.config.seed, record.samples_to_target,
-                            record.config.sample_budget))
-    if not target_rows or target_accuracy is None:
+    runs = {(r.batch_size, r.config.seed if r.config else 0): r for r in
+            (RunRecord.load(p) for p in sorted((source / "runs").glob(f"math-{TARGET}-*.json")))}
+    if not runs:
         raise SystemExit(f"{source}/runs holds no {TARGET} runs: run `make demo` first")
-    proxy_rows = [(e.batch_size, seed, s, budget) for e in proxy.entries
-                  for seed, (s, budget) in enumerate(zip(e.samples_per_seed,
-                                                         e.budget_per_seed, strict=True))]
+    seeds = 1 + max(seed for _, seed in runs)
+    target_accuracy = next(iter(runs.values())).config.target_accuracy  # type: ignore[union-attr]
+    target = efficiency_from_runs(runs, MODEL, TARGET, seeds, target_accuracy,
+                                  profile.input_shape, measured=False)
+    if target is None:
+        raise SystemExit(f"no {TARGET} run reached the target")
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile.csv").write_text(export_profile(profile))
-    (out / "proxy-runs.csv").write_text(runs_csv(proxy_rows))
-    (out / "target-runs.csv").write_text(runs_csv(target_rows))
+    (out / "proxy-runs.csv").write_text(export_efficiency(proxy))
+    (out / "target-runs.csv").write_text(export_efficiency(target))
     TraceManifest(
         label=("generated from wattcap's emulated Jetson Nano by `make demo` (not measured "
                "hardware): an example of the trace format"),

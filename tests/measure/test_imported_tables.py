@@ -280,3 +280,22 @@ def test_a_vector_without_an_input_shape_plans_with_any_profile(
                               input_shape=[3, 64, 64])
     with pytest.raises(WattcapFileError, match="input shape"):
         plan(measured, CAP_W, efficiency=other)
+
+
+def test_an_exported_efficiency_vector_imports_to_the_same_runs(tmp_path: Path) -> None:
+    samples = {8: [1000.0, None, 1200.0], 32: [900.0, 950.0, 1000.0], 128: [2000.0] * 3}
+    vector = vector_from_samples(samples, sample_budget=5000, use_fit=False, model="m",
+                                 input_shape=[], dataset="proxy", task="image-classification",
+                                 target_accuracy=0.8, seeds=[0, 1, 2])
+    path = tmp_path / "eff.json"
+    vector.save(path)
+    runner = CliRunner()
+    done = runner.invoke(app, ["export", "efficiency", str(path), "--out",
+                               str(tmp_path / "runs.csv")])
+    assert done.exit_code == 0, done.output
+    assert "8,1,not reached,5000" in (tmp_path / "runs.csv").read_text()
+    back = import_efficiency(tmp_path / "runs.csv", model="m", dataset="proxy",
+                             target_accuracy=0.8)
+    assert {e.batch_size: e.samples_per_seed for e in back.entries} == samples
+    # the runs, not the ratios, travel: the import recomputes r_b by its own rule (the fit)
+    assert back.entry(32).samples_mean == pytest.approx(vector.entry(32).samples_mean)

@@ -147,3 +147,19 @@ def export_profile_command(
 
     write_file(out, export_profile(load_or_fail(ProfileTable, profile)))
     say(f"wrote {out}")
+
+
+@export_app.command("efficiency")
+def export_efficiency_command(
+    efficiency: Path = typer.Argument(..., help="A wattcap efficiency vector JSON."),
+    out: Path = typer.Option(..., help="The CSV to write."),
+) -> None:
+    """Write an efficiency vector's runs (samples to target per batch size and seed, and each
+    run's budget) as a CSV in the layout `wattcap import efficiency` reads."""
+    from wattcap.cli.common import load_or_fail
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.files import write_file
+    from wattcap.measure.imported_tables import export_efficiency
+
+    write_file(out, export_efficiency(load_or_fail(EfficiencyVector, efficiency)))
+    say(f"wrote {out}")

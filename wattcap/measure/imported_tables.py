@@ -313,6 +313,20 @@ def export_profile(table: ProfileTable) -> str:
     return out.getvalue()
 
 
+def export_efficiency(vector: EfficiencyVector) -> str:
+    """An efficiency vector's runs as a CSV in the import layout, one row per (batch size,
+    seed): its samples to target ("not reached" for a miss) and its budget; nothing fitted."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["batch_size", "seed", "samples_to_target", "budget_samples"])
+    for entry in sorted(vector.entries, key=lambda e: e.batch_size):
+        runs = zip(entry.samples_per_seed, entry.budget_per_seed, strict=True)
+        for seed, (samples, budget) in enumerate(runs):
+            writer.writerow([entry.batch_size, seed,
+                             "not reached" if samples is None else repr(samples), budget])
+    return out.getvalue()
+
+
 def import_efficiency(
     path: str | Path, *, model: str, dataset: str, target_accuracy: float,
     task: str = "image-classification", input_shape: list[int] | None = None,
