@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from wattcap.cli import app
 from wattcap.experiments.compare import Comparison
-from wattcap.experiments.trace import load_trace
+from wattcap.experiments.trace import load_trace, replay_trace
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trace-nano" / "trace.json"
 runner = CliRunner()
@@ -131,3 +131,23 @@ def test_import_trace_writes_the_files_plan_reads(tmp_path: Path) -> None:
     assert (planned.choices["wattcap"].batch_size, planned.choices["wattcap"].knob_value) == (
         replayed.batch_size, replayed.knob_value)
     assert "fastest" in planned.choices
+
+
+def test_the_trace_benchmark_writes_traces_that_load_as_they_were(tmp_path: Path) -> None:
+    from tests.bench_scripts import load_bench_script
+
+    bench = load_bench_script("trace_quality")
+    trace = load_trace(EXAMPLE)
+    path = bench.write_trace(tmp_path / "again", trace.profile, trace.proxy, trace.targets)
+    again = load_trace(path)
+    assert [(p.batch_size, p.knob_value, p.seconds_per_sample) for p in again.profile.points] \
+        == [(p.batch_size, p.knob_value, p.seconds_per_sample) for p in trace.profile.points]
+    for name, vector in trace.targets.items():
+        assert [e.samples_per_seed for e in again.targets[name].entries] == [
+            e.samples_per_seed for e in vector.entries]
+    caps = bench.caps_for(trace.profile, on_average=False)
+    peaks = [p.peak_power_w for p in trace.profile.points]
+    assert caps[-1] is None and all(min(peaks) < c < max(peaks) for c in caps[:-1])
+    replayed = bench.ratios(replay_trace(again, caps))
+    assert all(r >= 1.0 - 1e-9 for values in replayed.values() for r in values)
+    assert len(replayed["wattcap"]) == len(caps)

@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import plan
+from wattcap.algorithms.planner import cap_on_average, plan
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import METHODS, InfeasibleCapError, Plan
 from wattcap.core.profile import ProfileTable
@@ -123,17 +123,19 @@ def measured_oracle(vector: EfficiencyVector) -> EfficiencyVector | None:
         target_metric=vector.target_metric, seeds=vector.seeds)
 
 
-def replay_trace(trace: Trace, caps_w: list[float | None],
-                 risk: float | None = None) -> Comparison:
-    """Every method under every cap, scored on the target's measured runs (no training)."""
+def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = None,
+                 cap_on: str = "peak") -> Comparison:
+    """Every method under every cap, scored on the target's measured runs (no training);
+    `cap_on` "average": the cap holds average power (what a power limit enforces)."""
     results: list[MethodResult] = []
     infeasible: list[str] = []
     device = trace.manifest.device
+    profile = cap_on_average(trace.profile) if cap_on == "average" else trace.profile
     for target, vector in trace.targets.items():
         oracle = measured_oracle(vector)
         for cap in caps_w:
             try:
-                result = plan(trace.profile, cap, efficiency=trace.proxy,
+                result = plan(profile, cap, efficiency=trace.proxy,
                               target_efficiency=oracle, risk=risk)
             except InfeasibleCapError as err:
                 infeasible.append(f"{device} at {cap} W: {err}")
