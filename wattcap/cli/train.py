@@ -418,7 +418,6 @@ def train(
     0.8` gets the profile of this device model, the efficiency vector and the weights.
     """
     from wattcap.core.efficiency import EfficiencyVector
-    from wattcap.core.profile import ProfileTable
     from wattcap.devices import DeviceError, get_device
     from wattcap.models import model_fingerprint
 
@@ -427,9 +426,8 @@ def train(
         method, objective, eta, max_energy, deadline, power_cap, plot=plot, device=device,
         target_accuracy=target_accuracy, workers=workers, sample_budget=sample_budget,
         eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance,
-        cost_max_power=cost_max_power)
+        cost_max_power=cost_max_power, risk=risk)
     check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
-    check_risk(risk)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     model = spec.name
     data_spec = check_data(data)
@@ -441,9 +439,7 @@ def train(
     elif profile is None:
         fail("--profile is required (or --server URL)")
     check_weights(weights, model)
-    table = load_or_fail(ProfileTable, profile)
-    if table.knob_kind != "gpu_clock":
-        fail(clock_only(table.knob_kind))
+    table = _clock_profile(profile)
     try:
         dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
     except (DeviceError, KeyError, ValueError) as err:
@@ -482,6 +478,16 @@ def train(
     print_run(record, plot)
 
 
+def _clock_profile(path: Path) -> ProfileTable:
+    """The profile to train with: training sets clocks, so another knob's table is refused."""
+    from wattcap.core.profile import ProfileTable
+
+    table = load_or_fail(ProfileTable, path)
+    if table.knob_kind != "gpu_clock":
+        fail(clock_only(table.knob_kind))
+    return table
+
+
 def _fetch_train_inputs(server: str, token: str | None, device: str, device_name: str | None,
                         model: str, model_id: int | None, proxy: str | None,
                         profile: Path | None, efficiency: Path | None, weights: Path | None,
@@ -503,9 +509,10 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
                  deadline: float | None, power_cap: str, *, plot: Path | None, device: str,
                  target_accuracy: float, workers: int, sample_budget: int, eval_every: int,
                  drift: str | None, drift_tolerance: float,
-                 cost_max_power: float | None = None,
+                 cost_max_power: float | None = None, risk: float | None = None,
                  ) -> tuple[Objective, float | None, CapSource | None, Drift | None]:
     """The train arguments that need no file: (objective, constant cap, moving cap, drift)."""
+    check_risk(risk)
     from wattcap.core.plan import METHODS
     from wattcap.devices.caps import CapSource
 
