@@ -112,6 +112,7 @@ def test_help_for_every_command_and_devices_load_no_torch(tmp_path: Path) -> Non
                 "train", "demo", "compare", "sensitivity", "serve", "push", "push weights",
                 "push efficiency", "push profile", "pull", "pull weights", "pull efficiency",
                 "pull profile", "pull list", "import", "import profile", "import efficiency",
+                "import trace", "export efficiency",
                 "export", "export profile"}
     assert set(report["helped"]) == expected
     assert report["heavy"] == []
