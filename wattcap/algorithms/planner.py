@@ -110,7 +110,8 @@ def default_cost_power(profile: ProfileTable) -> tuple[float, str]:
     if profile.max_power_limit_w is not None:
         return profile.max_power_limit_w, "the board's largest power limit"
     if profile.knob_kind == "power_limit":
-        return max(profile.knob_values) / 1e3, "the largest power limit in the table"
+        return (knob_unit("power_limit").shown(max(profile.knob_values)),
+                "the largest power limit in the table")
     return max(p.peak_power_w for p in profile.points), "the profile's highest peak power"
 
 
@@ -137,7 +138,7 @@ def safe_knob_value(
     if cap_w is None:
         return max(knob_values)
     if knob_kind == "power_limit":
-        under = [v for v in knob_values if v <= cap_w * 1e3]
+        under = [v for v in knob_values if knob_unit(knob_kind).shown(v) <= cap_w]
         return max(under) if under else None
     if knob_kind == "power_mode":
         return _most_powerful_safe_mode(reference_profiles, cap_w, knob_values)

@@ -24,8 +24,12 @@ class KnobUnit:
 
     #: the unit of the stored integer values
     stored_unit: str
-    #: the unit a person reads (`knob_number`)
+    #: the unit a person reads (`knob_number`), and stored values per shown one
     shown_unit: str
+    scale: float
+    #: how a shown value is written ("{:.1f}" for MHz) and the value with its unit
+    number_format: str
+    template: str
     #: what the knob is, in words
     label: str
     #: a table's column heading for the knob's values
@@ -36,11 +40,21 @@ class KnobUnit:
     #: slower: the board throttles on temperature, memory clocks move with it)
     highest_is_fastest: bool
 
+    def stored(self, shown: float) -> int:
+        """A value in the shown unit (MHz, W, id) as stored (Hz, mW, id)."""
+        return round(shown * self.scale)
+
+    def shown(self, stored: int) -> float:
+        """A stored value in the shown unit."""
+        return stored / self.scale
+
 
 KNOB_UNITS: dict[str, KnobUnit] = {
-    "gpu_clock": KnobUnit("Hz", "MHz", "GPU clock", "MHz", True),
-    "power_limit": KnobUnit("mW", "W", "GPU power limit", "limit W", False),
-    "power_mode": KnobUnit("id", "nvpmodel id", "power mode", "mode", False),
+    "gpu_clock": KnobUnit("Hz", "MHz", 1e6, "{:.1f}", "{} MHz", "GPU clock", "MHz", True),
+    "power_limit": KnobUnit("mW", "W", 1e3, "{:g}", "power limit {} W", "GPU power limit",
+                            "limit W", False),
+    "power_mode": KnobUnit("id", "nvpmodel id", 1, "{:g}", "power mode {}", "power mode",
+                           "mode", False),
 }
 
 
@@ -55,6 +69,13 @@ def knob_unit(kind: str) -> KnobUnit:
 
 class KnobError(WattcapError, ValueError):
     """A knob wattcap cannot set here (training applies GPU clocks only)."""
+
+
+#: how a user sets a knob wattcap does not set itself
+SETTING_HINTS: dict[str, str] = {
+    "power_limit": "sudo nvidia-smi -pl WATTS",
+    "power_mode": "sudo nvpmodel -m ID",
+}
 
 
 def clock_only(kind: str, what: str = "training") -> str:
@@ -73,28 +94,12 @@ def require_clock(kind: str, what: str) -> None:
         raise KnobError(clock_only(kind, what))
 
 
-#: how a user sets a knob wattcap does not set itself
-SETTING_HINTS: dict[str, str] = {
-    "power_limit": "sudo nvidia-smi -pl WATTS",
-    "power_mode": "sudo nvpmodel -m ID",
-}
-
-
 def knob_number(kind: str, value: int) -> str:
     """The value in the unit a person reads, without the unit: '614.4' (MHz), '150' (W), '2'."""
-    knob_unit(kind)
-    if kind == "gpu_clock":
-        return f"{value / 1e6:.1f}"
-    if kind == "power_limit":
-        return f"{value / 1e3:g}"
-    return str(value)
+    unit = knob_unit(kind)
+    return unit.number_format.format(unit.shown(value))
 
 
 def format_knob(kind: str, value: int) -> str:
     """The value with its unit: '614.4 MHz', 'power limit 150 W', 'power mode 2'."""
-    number = knob_number(kind, value)
-    if kind == "gpu_clock":
-        return f"{number} MHz"
-    if kind == "power_limit":
-        return f"power limit {number} W"
-    return f"power mode {number}"
+    return knob_unit(kind).template.format(knob_number(kind, value))

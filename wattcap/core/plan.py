@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.core.errors import WattcapError
 from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.objective import FrontPoint, Objective
-from wattcap.core.schema import Migration, VersionedFile
+from wattcap.core.schema import Migration, VersionedFile, rename_key
 
 METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
@@ -55,11 +55,9 @@ def format_known(value: float | None, spec: str, unknown: str = "unknown",
 def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:
     """Schema 3 -> 4: a plan before knobs chose GPU clocks, in Hz."""
     raw["knob_kind"] = "gpu_clock"
-    raw["safe_knob_value"] = raw.pop("safe_frequency_hz", None)
-    points = list((raw.get("choices") or {}).values()) + list(raw.get("pareto_front") or [])
-    for point in points:
-        if isinstance(point, dict) and "frequency_hz" in point:
-            point["knob_value"] = point.pop("frequency_hz")
+    rename_key([raw], "safe_frequency_hz", "safe_knob_value")
+    rename_key((raw.get("choices") or {}).values(), "frequency_hz", "knob_value")
+    rename_key(raw.get("pareto_front"), "frequency_hz", "knob_value")
     return raw
 
 

@@ -10,7 +10,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.knob import KnobKind, format_knob, knob_unit
-from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
+from wattcap.core.schema import (
+    Migration,
+    VersionedFile,
+    WattcapFileError,
+    rename_key,
+    require_match,
+)
 
 
 class ProfilePoint(BaseModel):
@@ -42,10 +48,8 @@ class ProfilePoint(BaseModel):
 def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:
     """Schema 4 -> 5: a profile before knobs varied the GPU clock, in Hz."""
     raw["knob_kind"] = "gpu_clock"
-    raw["knob_values"] = raw.pop("frequencies_hz", [])
-    for point in raw.get("points", []):
-        if isinstance(point, dict) and "frequency_hz" in point:
-            point["knob_value"] = point.pop("frequency_hz")
+    rename_key([raw], "frequencies_hz", "knob_values")
+    rename_key(raw.get("points"), "frequency_hz", "knob_value")
     return raw
 
 

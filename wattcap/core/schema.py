@@ -31,6 +31,13 @@ def _now_iso() -> str:
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def rename_key(items: Any, old: str, new: str) -> None:
+    """In a migration: the key `old` of every JSON object among `items` renamed `new`."""
+    for item in items or []:
+        if isinstance(item, dict) and old in item:
+            item[new] = item.pop(old)
+
+
 class VersionedFile(BaseModel):
     """Base of every file format. Subclasses set FILE_KIND and SCHEMA_VERSION, and
     MIGRATIONS where files of earlier versions exist: MIGRATIONS[v] turns a version-v object

@@ -33,7 +33,7 @@ from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
-from wattcap.core.schema import Migration, VersionedFile, WattcapFileError
+from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, rename_key
 from wattcap.data import load_splits
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.workload import workload_for
@@ -107,9 +107,7 @@ def _std(values: list[float | None]) -> float:
 
 def _knob_of_frequency(raw: dict) -> dict:
     """Schema 2 -> 3: results before knobs ran at GPU clocks, in Hz."""
-    for result in raw.get("results", []):
-        if isinstance(result, dict) and "frequency_hz" in result:
-            result["knob_value"] = result.pop("frequency_hz")
+    rename_key(raw.get("results"), "frequency_hz", "knob_value")
     return raw
 
 

@@ -54,6 +54,7 @@ from typing import Literal
 
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.errors import WattcapError
+from wattcap.core.knob import knob_unit
 from wattcap.core.metric import TargetMetric
 from wattcap.core.profile import ProfilePoint, ProfileTable
 
@@ -285,17 +286,14 @@ def _knob_value(rows: _Rows, i: int, row: dict[str, str], column: str) -> int:
     if column == "frequency_hz":
         return round(rows.number(i, row, column, low_mhz * MHZ, high_mhz * MHZ, "Hz"))
     if column == "power_limit_w":
-        return round(rows.number(i, row, column, *POWER_RANGE_W, unit="W") * 1e3)
+        return knob_unit("power_limit").stored(
+            rows.number(i, row, column, *POWER_RANGE_W, unit="W"))
     return rows.integer(i, row, column, low=-1)  # an nvpmodel id: 0, 1, ...
 
 
 def export_knob_value(kind: str, value: int) -> str:
-    """A stored knob value in its export column's unit (MHz, W, id)."""
-    if kind == "gpu_clock":
-        return f"{value / MHZ:g}"
-    if kind == "power_limit":
-        return f"{value / 1e3:g}"
-    return str(value)
+    """A stored knob value in its export column's unit (MHz, W, id), exactly."""
+    return f"{knob_unit(kind).shown(value):g}"
 
 
 def export_profile(table: ProfileTable) -> str:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
-from wattcap.core.knob import KnobKind
+from wattcap.core.knob import KnobKind, format_knob, knob_unit
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
@@ -203,7 +203,7 @@ class Profiler:
         """Measure one point of the power-limit knob: the limit is already set, the clock is
         left to the board (locking it would fight the limit), the point keyed by the limit."""
         return self._point(batch_size, None, limit_mw,
-                           f"b={batch_size} at power limit {limit_mw / 1e3:g} W")[0]
+                           f"b={batch_size} at {format_knob('power_limit', limit_mw)}")[0]
 
     def _point(self, batch_size: int, frequency_hz: int | None, knob_value: int,
                detail: str) -> tuple[ProfilePoint, list[PowerReading]]:
@@ -373,7 +373,8 @@ class Profiler:
                              f"accepts ({low_w:g}-{high_w:g} W)")
         table = self._knob_sweep(
             "power_limit", sorted(limits_w),
-            lambda limit_w: round(self.device.set_power_limit_w(limit_w) * 1e3),
+            lambda limit_w: knob_unit("power_limit").stored(
+                self.device.set_power_limit_w(limit_w)),
             self.measure_at_power_limit)
         return table.model_copy(update={"max_power_limit_w": high_w})
 
