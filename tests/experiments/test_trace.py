@@ -151,3 +151,24 @@ def test_the_trace_benchmark_writes_traces_that_load_as_they_were(tmp_path: Path
     replayed = bench.ratios(replay_trace(again, caps))
     assert all(r >= 1.0 - 1e-9 for values in replayed.values() for r in values)
     assert len(replayed["wattcap"]) == len(caps)
+
+
+def test_a_missed_seed_costs_its_budget_and_a_restart(tmp_path: Path) -> None:
+    """b=64 missed the target in one of two seeds: scored by its expected time with restarts
+    (the reaching seed's samples plus (1 - p) / p budgets), it is still the fastest here and
+    the oracle's brute force chooses it; before, a batch size with a miss was left out."""
+    path = _power_limit_trace(tmp_path)
+    (tmp_path / "target.csv").write_text(
+        "batch_size,seed,samples_to_target,budget_samples\n"
+        "16,0,3000,5000\n16,1,3200,5000\n64,0,1064,1500\n64,1,not reached,1500\n")
+    comparison = replay_trace(load_trace(path), [None])
+    fastest = comparison.get("a100-pcie", None, "my-data", "fastest")
+    assert fastest is not None and (fastest.batch_size, fastest.knob_value) == (64, 200_000)
+    assert fastest.time_s[1] is None and fastest.time_mean_s is None
+    assert fastest.budget_time_s[1] == pytest.approx(0.80e-3 * 1500)
+    assert fastest.expected_time_s == pytest.approx(0.80e-3 * (1064 + 1500))
+    assert "expected with restarts (1 of 2 seeds missed)" in fastest.missed_label()
+    b16 = 1.25e-3 * 3100  # b=16 at its fastest limit, every seed reached
+    assert fastest.expected_time_s < b16
+    ours = comparison.get("a100-pcie", None, "my-data", "wattcap")
+    assert ours is not None and comparison.over_fastest_pct(ours) is not None

@@ -350,11 +350,9 @@ def print_summary(comparison: Comparison, console: Console) -> None:
                 continue
             r = found
             choice = f"b={r.batch_size}, {comparison.describe_knob(r.knob_value)}"
-            if r.time_mean_s is None:
-                cells.append(f"not reached ({choice})")
-                continue
             times = [t for t in r.time_s if t is not None]
-            text = f"{mean_std_label(times, digits=2, seeds=False)} ({choice})"
+            text = (f"{r.missed_label()} ({choice})" if r.missed
+                    else f"{mean_std_label(times, digits=2, seeds=False)} ({choice})")
             over = comparison.over_fastest_pct(r)
             if over is not None and method != "fastest":
                 text += f" {over:+.1f}%"

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.algorithms.curves import samples_to_target
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
+from wattcap.algorithms.restarts import expected_with_restarts, samples_with_restarts
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.files import write_file
@@ -67,6 +68,10 @@ class MethodResult(BaseModel):
     peak_power_w: float
     cap_violations: int
     frequency_steps: int
+    #: per seed, what a seed that missed the target spent on its whole budget (None where the
+    #: seed reached it); empty in files written before restarts were scored
+    budget_time_s: list[float | None] = []
+    budget_energy_j: list[float | None] = []
 
     @property
     def time_mean_s(self) -> float | None:
@@ -85,6 +90,42 @@ class MethodResult(BaseModel):
     @property
     def energy_std_j(self) -> float:
         return _std(self.energy_j)
+
+    @property
+    def missed(self) -> int:
+        """Seeds that missed the target within their budget."""
+        return sum(t is None for t in self.time_s)
+
+    @property
+    def expected_time_s(self) -> float | None:
+        """The time to the target a user should expect: the mean where every seed reached it;
+        where some missed, the mean of those that reached it plus (1 - p) / p missed budgets
+        (restarts, `wattcap.algorithms.restarts`); None where none reached it or a missed
+        seed's budget time was not recorded."""
+        return self._expected(self.time_s, self.budget_time_s)
+
+    @property
+    def expected_energy_j(self) -> float | None:
+        """Energy to the target with restarts, as `expected_time_s`."""
+        return self._expected(self.energy_j, self.budget_energy_j)
+
+    def _expected(self, values: list[float | None], budgets: list[float | None]
+                  ) -> float | None:
+        reached = [v for v in values if v is not None]
+        missed = [b for v, b in zip(values, budgets, strict=False) if v is None]
+        if len(reached) + len(missed) < len(values) or None in missed:
+            return None  # a missed seed without its budget's cost (an earlier file)
+        return expected_with_restarts(reached, [m for m in missed if m is not None])
+
+    def missed_label(self, digits: int = 2) -> str:
+        """For a result where seeds missed the target: '1.50 s expected with restarts (1 of 3
+        seeds missed)', or 'not reached in 3 of 3 seeds' where no time can be expected."""
+        n = len(self.time_s)
+        expected = self.expected_time_s
+        if expected is None:
+            return f"not reached in {self.missed} of {n} seeds"
+        return (f"{expected:.{digits}f} s expected with restarts ({self.missed} of {n} seeds "
+                "missed)")
 
 
 def _config_of(record: RunRecord) -> TrainConfig:
@@ -115,9 +156,11 @@ class Comparison(VersionedFile):
     """All results of one comparison."""
 
     FILE_KIND = "wattcap.comparison"
-    #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value
-    SCHEMA_VERSION = 3
-    MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency}
+    #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
+    #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts)
+    SCHEMA_VERSION = 4
+    MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
+                                                  3: lambda raw: raw}
 
     model: str
     proxy: str
@@ -157,11 +200,14 @@ class Comparison(VersionedFile):
         return compare_times(result.time_s, ours.time_s)  # type: ignore[arg-type]
 
     def over_fastest_pct(self, result: MethodResult) -> float | None:
-        """Percentage time increase over the fastest configuration of the same scenario."""
+        """Percentage time increase over the fastest configuration of the same scenario, on
+        the expected times (restarts included where a seed missed)."""
         fastest = self.get(result.device, result.power_cap_w, result.target, "fastest")
-        if fastest is None or fastest.time_mean_s is None or result.time_mean_s is None:
+        ours = result.expected_time_s
+        best = None if fastest is None else fastest.expected_time_s
+        if best is None or ours is None:
             return None
-        return 100.0 * (result.time_mean_s / fastest.time_mean_s - 1.0)
+        return 100.0 * (ours / best - 1.0)
 
 
 @dataclass
@@ -191,30 +237,46 @@ def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
     return _SPLITS[key]
 
 
+@dataclass
+class Replay:
+    """A recorded run's steps replayed on an emulated device at a knob value."""
+
+    #: time and energy to the target; None: the run missed it
+    time_s: float | None
+    energy_j: float | None
+    peak_w: float
+    guard: CapWatchdog
+    #: a missed run: what its whole budget cost (the price of a restart); None: reached
+    budget_time_s: float | None = None
+    budget_energy_j: float | None = None
+
+
 def replay_on_device(
     record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
-) -> tuple[float | None, float | None, float, CapWatchdog]:
-    """Run a recorded run's steps (up to its target) on an emulated device at a frequency:
-    returns (time-to-accuracy s, energy J, peak W, watchdog)."""
-    if record.samples_to_target is None:
-        return None, None, 0.0, CapWatchdog(device, power_cap_w)
+) -> Replay:
+    """Run a recorded run's steps on an emulated device at a frequency: up to its target, or,
+    for a run that missed it, every sample it trained (the budget a restart pays)."""
     b = record.batch_size
+    reached = record.samples_to_target
     cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
     meter = PowerMeter(device.sensor_period_s)
     guard = CapWatchdog(device, power_cap_w)
     device.set_frequency_hz(frequency_hz)
     start = device.now_s()
-    steps = max(1, math.ceil(record.samples_to_target / b))
+    steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
     with device.sensor_ticks(meter), device.sensor_ticks(guard):
         for _ in range(steps):
             device.execute(None, cost)
     guard.finish()
     device.restore()
+    elapsed_s = device.now_s() - start
+    if reached is None:
+        return Replay(None, None, meter.peak_w or 0.0, guard, budget_time_s=elapsed_s,
+                      budget_energy_j=meter.energy_j)
     # The crossing falls inside the last step: time and energy up to it, not to the step's end
     # (the device's time per sample is constant over the replay).
-    share = record.samples_to_target / (steps * b)
-    return ((device.now_s() - start) * share, meter.energy_j * share, meter.peak_w or 0.0,
-            guard)
+    share = reached / (steps * b)
+    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0, guard)
 
 
 def efficiency_from_runs(
@@ -223,9 +285,10 @@ def efficiency_from_runs(
 ) -> EfficiencyVector | None:
     """r_b from recorded math runs, with samples to target interpolated on each run's smoothed
     curve; None when no batch size reached the target. `measured=True` (the fastest
-    configuration's knowledge of the target) keeps the raw means of the batch sizes that
-    reached the target in every seed, and nothing modelled: the oracle is a brute force over
-    the measured runs."""
+    configuration's knowledge of the target) keeps the raw means of what was measured and
+    nothing modelled: a batch size where some seeds missed counts its expected samples with
+    restarts (`wattcap.algorithms.restarts`), one where every seed missed is left out. The
+    oracle is a brute force over the measured runs."""
     from wattcap.models import get_model_spec, model_fingerprint
 
     sizes = sorted({b for b, _ in runs})
@@ -233,7 +296,10 @@ def efficiency_from_runs(
     samples = {b: [samples_to_target(r.curve, target_accuracy) for r in records]
                for b, records in chosen.items()}
     if measured:
-        samples = {b: v for b, v in samples.items() if all(s is not None for s in v)}
+        with_restarts = {b: samples_with_restarts(v, [_config_of(r).sample_budget
+                                                      for r in chosen[b]])
+                         for b, v in samples.items()}
+        samples = {b: list(v) for b, v in with_restarts.items() if v is not None}
         if not samples:
             return None
     configs = {b: [_config_of(r) for r in chosen[b]] for b in samples}
@@ -417,23 +483,21 @@ def run_comparison(
                         continue
                     cap_text = "no cap" if cap is None else f"cap {cap:g} W"
                     say(f"replaying {scenario.device} {cap_text} {target} {method}")
-                    times, energies, peak, violations, steps = [], [], 0.0, 0, 0
-                    for seed in range(seeds):
-                        device = EmulatedDevice(scenario.device, seed=seed)
-                        t, e, p, guard = replay_on_device(
-                            math[target][(choice.batch_size, seed)], device,
-                            choice.knob_value, cap)
-                        times.append(t)
-                        energies.append(e)
-                        peak = max(peak, p)
-                        violations += len(guard.violations)
-                        steps += len(guard.steps)
+                    replays = [replay_on_device(math[target][(choice.batch_size, seed)],
+                                                EmulatedDevice(scenario.device, seed=seed),
+                                                choice.knob_value, cap)
+                               for seed in range(seeds)]
                     results.append(MethodResult(
                         device=scenario.device, power_cap_w=cap, target=target, method=method,
                         batch_size=choice.batch_size, knob_value=choice.knob_value,
-                        predicted_time_s=choice.predicted_time_s, time_s=times,
-                        energy_j=energies, peak_power_w=peak, cap_violations=violations,
-                        frequency_steps=steps,
+                        predicted_time_s=choice.predicted_time_s,
+                        time_s=[r.time_s for r in replays],
+                        energy_j=[r.energy_j for r in replays],
+                        budget_time_s=[r.budget_time_s for r in replays],
+                        budget_energy_j=[r.budget_energy_j for r in replays],
+                        peak_power_w=max(r.peak_w for r in replays),
+                        cap_violations=sum(len(r.guard.violations) for r in replays),
+                        frequency_steps=sum(len(r.guard.steps) for r in replays),
                     ))
     comparison = Comparison(
         model=model, proxy=proxy_efficiency.dataset, targets=targets,

@@ -199,8 +199,7 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
             over = comparison.over_fastest_pct(r)
             table.add_row(
                 _cap_label(cap), method, str(r.batch_size), f"{r.knob_value / 1e6:.1f}",
-                mean_std_label(times) if reached else
-                f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds",
+                mean_std_label(times) if reached else r.missed_label(digits=1),
                 mean_std_label(energies, digits=0) if reached else "—",
                 "—" if versus is None else versus.label,
                 "—" if over is None or method == "fastest" else f"{over:+.1f} %",
@@ -213,8 +212,8 @@ def _choice_cell(r, with_choice: bool = True) -> str:  # noqa: ANN001 - a Method
     from wattcap.experiments.significance import mean_std_label
 
     times = [t for t in r.time_s if t is not None]
-    if len(times) < len(r.time_s):
-        shown = f"not reached in {len(r.time_s) - len(times)} of {len(r.time_s)} seeds"
+    if r.missed:
+        shown = r.missed_label(digits=1)
     else:
         shown = f"{mean_std_label(times, seeds=False)} s"
     return f"{r.batch_size}, {r.knob_value / 1e6:.1f}: {shown}" if with_choice else shown

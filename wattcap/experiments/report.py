@@ -41,11 +41,13 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
 
     if r is None:
         return "n/a"
-    if r.time_mean_s is None:
-        missed = sum(t is None for t in r.time_s)
-        return (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: target not "
-                f"reached in "
-                f"{missed} of {len(r.time_s)} seed(s)")
+    if r.missed:
+        text = f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: " + (
+            f"target {r.missed_label()}" if r.expected_time_s is None else r.missed_label())
+        over = comparison.over_fastest_pct(r)
+        if over is not None and r.method != "fastest":
+            text += f", {over:+.1f} % over fastest"
+        return text
     times = [t for t in r.time_s if t is not None]
     energies = [e for e in r.energy_j if e is not None]
     text = (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: "
@@ -88,8 +90,9 @@ def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
             means, stds, missing = [], [], []
             for j, (device, cap) in enumerate(panel):
                 r = comparison.get(device, cap, target, method)
-                mean = None if r is None else (r.time_mean_s if field == "time"
-                                               else r.energy_mean_j)
+                # with restarts where a seed missed (its reached seeds' spread shown)
+                mean = None if r is None else (r.expected_time_s if field == "time"
+                                               else r.expected_energy_j)
                 std = 0.0 if r is None else (r.time_std_s if field == "time"
                                              else r.energy_std_j)
                 means.append(np.nan if mean is None else mean)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import cap_on_average, plan
+from wattcap.algorithms.restarts import samples_with_restarts
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import METHODS, InfeasibleCapError, Plan
 from wattcap.core.profile import ProfileTable
@@ -108,10 +109,15 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def measured_oracle(vector: EfficiencyVector) -> EfficiencyVector | None:
-    """The target's knowledge for the brute force: the raw mean samples of the batch sizes
-    every seed brought to the target, nothing fitted (None: no batch size did)."""
-    samples = {e.batch_size: list(e.samples_per_seed) for e in vector.entries
-               if e.samples_per_seed and None not in e.samples_per_seed}
+    """The target's knowledge for the brute force: the raw mean samples of each batch size
+    some seed brought to the target, nothing fitted, a seed that missed counted with restarts
+    (`wattcap.algorithms.restarts`); None: no batch size reached it."""
+    samples: dict[int, list[float | None]] = {}
+    for e in vector.entries:
+        expected = samples_with_restarts(e.samples_per_seed, e.budget_per_seed) \
+            if e.samples_per_seed else None
+        if expected is not None:
+            samples[e.batch_size] = list(expected)
     if not samples:
         return None
     budgets = {e.batch_size: list(e.budget_per_seed) for e in vector.entries
@@ -171,11 +177,16 @@ def _scored(result: Plan, vector: EfficiencyVector, device: str,
             continue
         per_seed = entry.samples_per_seed
         times = [None if s is None else choice.seconds_per_sample * s for s in per_seed]
+        # a seed that missed trained its whole budget at the same time per sample
+        budgets = [None if s is not None else choice.seconds_per_sample * budget
+                   for s, budget in zip(per_seed, entry.budget_per_seed, strict=True)]
         scored.append(MethodResult(
             device=device, power_cap_w=result.power_cap_w, target=target, method=method,
             batch_size=choice.batch_size, knob_value=choice.knob_value,
             predicted_time_s=choice.predicted_time_s, time_s=times,
             energy_j=[None if t is None else t * choice.avg_power_w for t in times],
+            budget_time_s=budgets,
+            budget_energy_j=[None if t is None else t * choice.avg_power_w for t in budgets],
             peak_power_w=choice.peak_power_w, cap_violations=0, frequency_steps=0))
     return scored, unmeasured
 
