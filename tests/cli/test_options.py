@@ -34,8 +34,9 @@ PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", 
 #: flags with two meanings, each defined once: --proxy is the dataset r_b is estimated on, or a
 #: filter of stored vectors; --server is push/pull's required URL (env WATTCAP_SERVER), or the
 #: optional server plan/train/estimate fetch from; --model-id and --num-classes of `push`
-#: describe an upload
-TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes"}
+#: describe an upload; --metric is what wattcap's loop evaluates (train, estimate), or the
+#: metric an imported table's runs were measured on (any known metric)
+TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes", "--metric"}
 
 
 def test_a_shared_option_reads_the_same_everywhere() -> None:

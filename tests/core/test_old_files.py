@@ -155,3 +155,18 @@ def test_a_comparison_before_knobs_loads_with_its_clocks() -> None:
     assert loaded.risk is None and loaded.trace_label is None
     assert [(r.method, r.batch_size, r.knob_value, r.time_s) for r in loaded.results] == [
         (r["method"], r["batch_size"], r["frequency_hz"], r["time_s"]) for r in raw["results"]]
+
+
+def test_a_comparison_before_restarts_loads_without_budget_times() -> None:
+    # a trace replay at 0b52d15 (schema 3): no missed seed's budget was recorded, so a missed
+    # seed stays "not reached" (no time invented) and every other result is unchanged
+    from wattcap.experiments.compare import Comparison
+
+    raw = json.loads((OLD / "comparison-v3.json").read_text())
+    loaded = Comparison.load(OLD / "comparison-v3.json")
+    assert raw["schema_version"] == 3 and loaded.migrated_from == 3
+    assert all(r.budget_time_s == [] for r in loaded.results)
+    assert [(r.method, r.knob_value, r.time_s) for r in loaded.results] == [
+        (r["method"], r["knob_value"], r["time_s"]) for r in raw["results"]]
+    for r, old in zip(loaded.results, raw["results"], strict=True):
+        assert r.expected_time_s == pytest.approx(sum(old["time_s"]) / len(old["time_s"]))

@@ -6,6 +6,7 @@ import pytest
 
 from wattcap.algorithms.curves import samples_to_target
 from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.core.metric import metric_named
 from wattcap.data import get_dataset
 from wattcap.train.efficiency import estimate_efficiency
 from wattcap.train.loop import TrainConfig, train_to_accuracy
@@ -80,8 +81,10 @@ def test_estimator_refuses_bad_settings():
         estimate_efficiency("digits-cnn", "digits", 0.9, seeds=0)
     with pytest.raises(ValueError, match="budget extension"):
         estimate_efficiency("digits-cnn", "digits", 0.9, budget_extension=0.5)
-    with pytest.raises(ValueError, match="'auto'"):
+    with pytest.raises(ValueError, match=r"outside accuracy's range \(0, 1\]"):
         estimate_efficiency("digits-cnn", "digits", 1.5)
+    with pytest.raises(ValueError, match="automatic target is a share of the best accuracy"):
+        estimate_efficiency("digits-cnn", "digits", "auto", target_metric=metric_named("loss"))
 
 
 def test_unreachable_batch_size_is_extrapolated_above_its_floor():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from wattcap.cli.common import fail
 
 if TYPE_CHECKING:
+    from wattcap.core.metric import TargetMetric
     from wattcap.data import DataSpec
     from wattcap.data.specs import AnyDataset
     from wattcap.models import ModelSpec
@@ -27,8 +28,20 @@ def check_target_accuracy(value: float, option: str = "--target-accuracy") -> No
         fail(f"{option} is a fraction in (0, 1], got {value:g}{hint}")
 
 
-def parse_target(value: str, option: str = "--target-accuracy") -> float | Literal["auto"]:
-    """A target accuracy as a fraction in (0, 1], or 'auto'."""
+def parse_target(value: str, option: str = "--target-accuracy",
+                 metric: TargetMetric | None = None) -> float | Literal["auto"]:
+    """A target accuracy as a fraction in (0, 1], or 'auto'; with another `metric` (loss,
+    perplexity), a number in its range."""
+    if metric is not None and not metric.is_accuracy:
+        if value.strip().lower() == "auto":
+            fail(f"{option} 'auto' is a share of the best accuracy: give the {metric.name} "
+                 "target as a number")
+        try:
+            number = float(value)
+        except ValueError:
+            fail(f"{option} must be a number with --metric {metric.name}, got {value!r}")
+        parse_loop_metric(metric.name, number, option)
+        return number
     if value.strip().lower() == "auto":
         return "auto"
     try:
@@ -38,6 +51,28 @@ def parse_target(value: str, option: str = "--target-accuracy") -> float | Liter
     if not 0 < target <= 1:
         fail(f"{option} must be a fraction in (0, 1] (e.g. 0.9 for 90 %), got {value}")
     return target
+
+
+def parse_loop_metric(name: str, target: float | None = None,
+                      option: str = "--target-accuracy") -> TargetMetric:
+    """--metric as a metric wattcap's loop evaluates, with the target (if numeric) in its
+    range; a clear exit otherwise."""
+    from wattcap.core.metric import MetricError, metric_named
+    from wattcap.core.run import check_loop_metric
+
+    try:
+        metric = metric_named(name)
+        check_loop_metric(metric)
+    except MetricError as err:
+        fail(f"--metric: {err}")
+    if target is not None and metric.is_accuracy:
+        check_target_accuracy(target, option)
+    elif target is not None:
+        try:
+            metric.check_target(target)
+        except MetricError as err:
+            fail(f"{option}: {err}")
+    return metric
 
 
 #: fewer training samples than this many steps of the largest batch size: warned about

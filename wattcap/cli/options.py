@@ -81,6 +81,10 @@ WeightsOpt = Annotated[Path | None, typer.Option(
     help="Pre-trained weights (.safetensors) every run starts from.")]
 TargetAccuracyOpt = Annotated[float, typer.Option(
     help="Test accuracy to reach on the target data (0-1).")]
+MetricOpt = Annotated[str, typer.Option(
+    help="What the loop evaluates on the test split and the target is on: accuracy (a "
+    "fraction, reached at or above; the default), loss (mean cross-entropy) or perplexity "
+    "(both reached at or below the target).")]
 SeedOpt = Annotated[int, typer.Option(help="Random seed of the run.")]
 SeedsOpt = Annotated[int, typer.Option(
     help="Seeds per configuration (an efficiency estimate needs 2 for its large-batch fit; "

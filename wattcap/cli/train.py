@@ -23,11 +23,11 @@ from wattcap.cli.inputs import (
     check_data,
     check_risk,
     check_split_size,
-    check_target_accuracy,
     check_weights,
     check_workers,
     data_options,
     load_data,
+    parse_loop_metric,
     parse_target,
     resolve_model,
 )
@@ -50,6 +50,7 @@ from wattcap.cli.options import (
     LrRefOpt,
     MarginOpt,
     MaxEnergyOpt,
+    MetricOpt,
     ModelIdOpt,
     ModelOpt,
     MovingPowerCapOpt,
@@ -77,6 +78,7 @@ from wattcap.cli.options import (
 )
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.knob import clock_only
+from wattcap.core.metric import ACCURACY, TargetMetric
 
 if TYPE_CHECKING:
     from wattcap.core.cap_history import Segment
@@ -143,6 +145,7 @@ def estimate(
     out: Annotated[Path, typer.Option(help="EfficiencyVector JSON to write.")],
     target_accuracy: Annotated[str, typer.Option(help=PROXY_TARGET_HELP + " Recorded in the "
                                                  "file.")] = "auto",
+    metric: MetricOpt = "accuracy",
     weights: WeightsOpt = None,
     batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
     seeds: SeedsOpt = 3,
@@ -185,8 +188,10 @@ def estimate(
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
     gradient noise scale of one run with --method gns)."""
     check_workers(workers)
+    target_metric = parse_loop_metric(metric)
     sweep = _Sweep(
-        sizes=parse_batch_sizes(batch_sizes), target=parse_target(target_accuracy), seeds=seeds,
+        sizes=parse_batch_sizes(batch_sizes), seeds=seeds, metric=target_metric,
+        target=parse_target(target_accuracy, metric=target_metric),
         sample_budget=sample_budget, eval_every=eval_every,
         lr_ref=DEFAULT_LR_REF if lr_ref is None else lr_ref,
         batch_size_ref=DEFAULT_BATCH_SIZE_REF if batch_size_ref is None else batch_size_ref,
@@ -240,6 +245,7 @@ class _Sweep:
     weight_decay: float
     subset_fraction: float | None
     test_fraction: float | None
+    metric: TargetMetric = ACCURACY
 
 
 def _check_estimate(sweep: _Sweep, method: str, gns_samples: int, *, on_server: bool,
@@ -247,6 +253,9 @@ def _check_estimate(sweep: _Sweep, method: str, gns_samples: int, *, on_server: 
     """Every estimate argument that can be wrong, before anything runs."""
     if method not in ("sweep", "gns"):
         fail(f"--method must be 'sweep' or 'gns', got {method!r}")
+    if not sweep.metric.is_accuracy and (method == "gns" or on_server):
+        fail(f"--metric {sweep.metric.name} needs a sweep run here: --method gns and "
+             "--on-server train to accuracy")
     if method == "gns":
         if len(sweep.sizes) < 2:
             fail("--method gns needs at least two batch sizes (it measures at the smallest "
@@ -319,6 +328,7 @@ def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
                 progress=report.show,
                 data=splits, data_options=options, num_workers=workers,
                 optimizer=sweep.optimizer, weight_decay=sweep.weight_decay,
+                target_metric=sweep.metric,
                 runs_dir=runs_dir if runs_dir is not None else cache_dir() / "runs",
             )
         except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
@@ -361,6 +371,7 @@ def train(
     model: ModelOpt,
     data: DataOpt,
     target_accuracy: TargetAccuracyOpt,
+    metric: MetricOpt = "accuracy",
     device: DeviceOpt = "emulated:jetson-nano",
     profile: ProfileOpt = None,
     efficiency: EfficiencyOpt = None,
@@ -426,7 +437,7 @@ def train(
         method, objective, eta, max_energy, deadline, power_cap, plot=plot, device=device,
         target_accuracy=target_accuracy, workers=workers, sample_budget=sample_budget,
         eval_every=eval_every, drift=drift, drift_tolerance=drift_tolerance,
-        cost_max_power=cost_max_power, risk=risk)
+        cost_max_power=cost_max_power, risk=risk, metric=metric)
     check_optimizer(optimizer or "adam", weight_decay, lr_ref or 1.0, batch_size_ref or 1)
     spec = resolve_model(model, input_shape, num_classes, vocab_size)
     model = spec.name
@@ -454,7 +465,7 @@ def train(
     vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
                            eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,
-                           vector)
+                           vector, metric)
     under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
              else f", cap {cap:g} W)" if cap else ", no cap)")
     console.print(f"{method}: batch size {choice.batch_size} at {choice.knob_value / 1e6:.1f} "
@@ -510,6 +521,7 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
                  target_accuracy: float, workers: int, sample_budget: int, eval_every: int,
                  drift: str | None, drift_tolerance: float,
                  cost_max_power: float | None = None, risk: float | None = None,
+                 metric: str = "accuracy",
                  ) -> tuple[Objective, float | None, CapSource | None, Drift | None]:
     """The train arguments that need no file: (objective, constant cap, moving cap, drift)."""
     check_risk(risk)
@@ -525,7 +537,7 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
     if plot is not None and source is None:
         fail("--plot draws a run under a moving cap: give --power-cap a cap source (e.g. "
              "solar:seed=3)")
-    check_target_accuracy(target_accuracy)
+    parse_loop_metric(metric, target_accuracy)
     check_workers(workers)
     if sample_budget < 1 or eval_every < 1:
         fail("--sample-budget and --eval-every must be positive")
@@ -573,7 +585,7 @@ def _choose(profile: Path, efficiency: Path | None, target_efficiency: Path | No
 def _train_config(model: str, batch_size: int, target_accuracy: float, sample_budget: int,
                   eval_every: int, seed: int, lr_ref: float | None, batch_size_ref: int | None,
                   optimizer: str | None, weight_decay: float,
-                  vector: EfficiencyVector | None) -> TrainConfig:
+                  vector: EfficiencyVector | None, metric: str = "accuracy") -> TrainConfig:
     """The run's config; the optimiser settings r_b was estimated with hold it (the vector's,
     unless told)."""
     from wattcap.core.run import TrainConfig
@@ -581,6 +593,7 @@ def _train_config(model: str, batch_size: int, target_accuracy: float, sample_bu
     try:
         config = TrainConfig(
             model=model, batch_size=batch_size, target_accuracy=target_accuracy,
+            target_metric=parse_loop_metric(metric),
             sample_budget=sample_budget, eval_every_samples=eval_every, seed=seed,
             lr_ref=lr_ref or (vector.lr_ref if vector else DEFAULT_LR_REF),
             batch_size_ref=batch_size_ref or (vector.batch_size_ref if vector
@@ -605,7 +618,8 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
     try:
         with exit_cleanly_on_signals(), dev, progress(
             f"training {label} (b={choice.batch_size}, target "
-            f"{config.target_accuracy:.0%})", config.sample_budget, "samples",
+            f"{config.target_metric.value_text(config.target_accuracy)})",
+            config.sample_budget, "samples",
         ) as report:
             dev.set_frequency_hz(choice.knob_value)
             return train_to_accuracy(
@@ -627,14 +641,19 @@ def print_run(record: RunRecord, plot: Path | None = None) -> None:
     the run under its moving cap as a PNG."""
     tta = record.time_to_accuracy_s
     target = record.target_accuracy
+    metric = record.target_metric
+    goal = metric.value_text(target or 0)
+    final = (f"{record.final_accuracy:.1%}" if metric.is_accuracy
+             else metric.value_text(record.final_accuracy))
     console.print(
         f"[bold]{record.method or 'run'}[/] b={record.batch_size}: "
-        + (f"reached {target:.0%} after {record.samples_to_target:.0f} samples"
-           f", time-to-accuracy {tta:.1f} s (device)" if record.reached and target and tta
-           else f"did not reach {target or 0:.0%} "
+        + (f"reached {goal} after {record.samples_to_target:.0f} samples"
+           f", time-to-{'accuracy' if metric.is_accuracy else 'target'} {tta:.1f} s (device)"
+           if record.reached and target and tta
+           else f"did not reach {goal} "
            + (f"({record.stop_reason})" if record.stop_reason
               else f"within {record.sample_budget} samples")
-           + f" (final {record.final_accuracy:.1%})")
+           + f" (final {final})")
         + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
         + (f" under {record.cap_source}" if record.cap_source else
            f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")

@@ -40,6 +40,23 @@ class TargetMetric(BaseModel):
             raise MetricError(f"target {target:g} is outside {self.name}'s range {scale}{hint}")
         return target
 
+    def check_value(self, value: float) -> float:
+        """A measured value, if it lies in the metric's range [low, high]; else a refusal
+        (an accuracy of 87 is a percentage reported as a fraction's metric)."""
+        high = math.inf if self.high is None else self.high
+        if not (math.isfinite(value) and self.low <= value <= high):
+            raise MetricError(f"{self.name} must be in [{self.low:g}, {high:g}], got {value}")
+        return value
+
+    @property
+    def is_accuracy(self) -> bool:
+        """Accuracy as a fraction (the default metric)."""
+        return self == ACCURACY
+
+    def value_text(self, value: float) -> str:
+        """A value as a person reads it: '85%' for accuracy, 'loss 0.412' otherwise."""
+        return f"{value:.0%}" if self.is_accuracy else f"{self.name} {value:.4g}"
+
     def describe(self, target: float) -> str:
         """'accuracy >= 0.8', 'wer <= 0.15'."""
         return f"{self.name} {'>=' if self.direction == 'higher' else '<='} {target:g}"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.core.cap_history import CapTimeline, Segment
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
 from wattcap.core.schema import VersionedFile
 
 
@@ -23,13 +24,31 @@ def scaled_learning_rate(lr_ref: float, batch_size_ref: int, batch_size: int) ->
     return lr_ref * math.sqrt(batch_size / batch_size_ref)
 
 
+#: the metrics wattcap's own loop evaluates on the test split (a user's loop reports any
+#: metric through a Session)
+LOOP_METRICS = ("accuracy", "loss", "perplexity")
+
+
+def check_loop_metric(metric: TargetMetric) -> None:
+    """Refuse a metric wattcap's own loop cannot evaluate (MetricError, a ValueError)."""
+    if metric.name not in LOOP_METRICS or (metric.name == "accuracy" and not metric.is_accuracy):
+        raise MetricError(
+            f"wattcap's loop evaluates {', '.join(LOOP_METRICS)} (accuracy as a fraction), not "
+            f"{metric.name}{'' if metric.high in (None, 1.0) else f':{metric.high:g}'}; for "
+            "another metric train in your own loop with a Session (target_metric=...), or "
+            "import its runs (wattcap import efficiency)")
+
+
 class TrainConfig(BaseModel):
     """Everything that determines a run of wattcap's own training loop (`train_to_accuracy`)."""
 
     model_config = ConfigDict(extra="forbid")
     model: str
     batch_size: int
+    #: the target, in `target_metric`'s units (the name predates metrics other than accuracy)
     target_accuracy: float
+    #: what the loop evaluates and the target is on: accuracy (grows) or loss (falls)
+    target_metric: TargetMetric = ACCURACY
     sample_budget: int = 20_000
     eval_every_samples: int = 256
     #: the paper's reference: Adam at 5e-4 for b = 128, sqrt-scaled to the batch size
@@ -57,12 +76,22 @@ class TrainConfig(BaseModel):
                 f"eval_every_samples ({self.eval_every_samples}) must be a multiple of the batch "
                 f"size ({self.batch_size}) so every batch size is evaluated at the same samples"
             )
-        if not 0 < self.target_accuracy <= 1:
-            raise ValueError(f"target accuracy must be in (0, 1], got {self.target_accuracy}")
+        check_loop_metric(self.target_metric)
+        self.target_metric.check_target(self.target_accuracy)
+
+    def identity_fields(self) -> dict:
+        """The fields that name this configuration in run identities and recorded runs'
+        keys: every field, less the metric where it is accuracy (the default), so runs
+        recorded before metrics existed keep their identity and are reused."""
+        fields = self.model_dump(mode="json")
+        if self.target_metric == ACCURACY:
+            del fields["target_metric"]
+        return fields
 
 
 class CurvePoint(BaseModel):
-    """Test accuracy after a number of training samples."""
+    """The evaluated metric after a number of training samples (`accuracy`: the value of the
+    run's target metric, accuracy unless the run says otherwise)."""
 
     model_config = ConfigDict(extra="forbid")
     samples: int
@@ -84,15 +113,19 @@ class RunRecord(VersionedFile):
     """The outcome of one training run."""
 
     FILE_KIND = "wattcap.run"
-    SCHEMA_VERSION = 4  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
-    #                     timeline, paused_s, stop_reason (a moving cap)
+    SCHEMA_VERSION = 5  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
+    #                     timeline, paused_s, stop_reason (a moving cap); 5: target_metric
+    MIGRATIONS = {4: lambda raw: raw}  # 5 added target_metric (absent: accuracy)
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
     model: str
     batch_size: int
     learning_rate: float | None = None
+    #: the target, in `target_metric`'s units
     target_accuracy: float | None = None
+    #: the metric of the target and of the curve's values (a loss falls to its target)
+    target_metric: TargetMetric = ACCURACY
     sample_budget: int | None = None
     dataset: str | None = None
     method: str | None = None

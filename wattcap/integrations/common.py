@@ -17,8 +17,10 @@ class SessionDriver:
     The session is given ready-made, or built from `session_kwargs` (the arguments of
     `Session`; `model` may be left out: the framework supplies it when training starts). It
     plans at once, so the batch size is known before the framework builds its dataloaders.
-    `accuracy_metric` names the logged metric that is the test accuracy (a fraction in
-    [0, 1]). With `set_batch_size`, the framework's batch size is set to the plan's where the
+    `accuracy_metric` names the logged metric the target is on: the test accuracy (a fraction
+    in [0, 1]) by default, or any metric the Session's `target_metric` names (e.g.
+    accuracy_metric="eval_loss" with target_metric="loss": reached when it falls to the
+    target). With `set_batch_size`, the framework's batch size is set to the plan's where the
     framework allows it; otherwise a different batch size is an error (the plan would not
     hold).
 

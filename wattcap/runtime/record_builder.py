@@ -63,6 +63,7 @@ class RecordBuilder:
             config=session.config, model=session.model_name or "unknown",
             batch_size=session.batch_size,
             learning_rate=session.learning_rate, target_accuracy=session.target_accuracy,
+            target_metric=session.target_metric,
             sample_budget=session.sample_budget, dataset=session.dataset, method=session.method,
             device=device.name if device else None,
             device_kind=device.kind if device else None, torch_device=session.torch_device,

@@ -44,6 +44,7 @@ from wattcap.core.defaults import (
     DEFAULT_MARGIN_SIGMAS,
 )
 from wattcap.core.knob import require_clock
+from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
 from wattcap.core.objective import Objective
 from wattcap.core.progress import percent
 from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
@@ -109,6 +110,8 @@ class SessionStatus:
     paused: bool = False
     #: where a resumed run picked up, shown with the first status after the resume
     resumed_from_samples: int | None = None
+    #: the metric `accuracy` and `target_accuracy` are values of
+    target_metric: TargetMetric = ACCURACY
 
 
     # -- the ProgressUpdate protocol (wattcap.core.progress): samples of the budget ----------
@@ -138,9 +141,13 @@ class SessionStatus:
         parts = ["paused: the cap is below every configuration"] if self.paused else []
         if self.resumed_from_samples is not None:
             parts.append(f"resumed from the checkpoint at {self.resumed_from_samples} samples")
-        if self.accuracy is not None:
+        if self.accuracy is not None and self.target_metric.is_accuracy:
             parts.append(f"accuracy {percent(self.accuracy, 1)}"
                          + (f" (target {percent(self.target_accuracy)})"
+                            if self.target_accuracy is not None else ""))
+        elif self.accuracy is not None:
+            parts.append(f"{self.target_metric.name} {self.accuracy:.4g}"
+                         + (f" (target {self.target_metric.describe(self.target_accuracy)})"
                             if self.target_accuracy is not None else ""))
         if self.power_w is not None:
             parts.append(f"{self.power_w:.2f} W"
@@ -203,7 +210,10 @@ class Session:
         batch_size, frequency_hz: a given configuration; each overrides the plan's. With a
             batch size and a profile but no frequency, f*(b) under the cap is used. Without a
             profile and without a frequency the device's clock is left as it is.
-        target_accuracy, sample_budget: when `done` turns true.
+        target_accuracy, sample_budget: when `done` turns true. The target is on
+            `target_metric`: "accuracy" (default, in (0, 1], reached at or above), or another
+            metric by name ("loss", "wer", "perplexity": reached at or below; "f1:100": F1
+            on 0-100); `report` takes that metric's value.
         lr_ref, batch_size_ref: the learning rate at a reference batch size (default: the
             efficiency vector's optimiser settings, else 5e-4 at b = 128 as in the paper);
             `learning_rate` is lr_ref · sqrt(b / b_ref).
@@ -246,6 +256,7 @@ class Session:
         batch_size: int | None = None,
         frequency_hz: int | None = None,
         target_accuracy: float | None = None,
+        target_metric: TargetMetric | str = "accuracy",
         sample_budget: int | None = None,
         lr_ref: float | None = None,
         batch_size_ref: int | None = None,
@@ -270,7 +281,8 @@ class Session:
             power_cap=power_cap, objective=objective, cap_policy=cap_policy,
             max_pause_s=max_pause_s, method=method, reference_profiles=reference_profiles,
             batch_size=batch_size, frequency_hz=frequency_hz,
-            target_accuracy=target_accuracy, sample_budget=sample_budget, lr_ref=lr_ref,
+            target_accuracy=target_accuracy, target_metric=target_metric,
+            sample_budget=sample_budget, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
             margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
             checkpoint_dir=checkpoint_dir, identity=identity, risk=risk,
@@ -300,6 +312,8 @@ class Session:
         self.power_cap_w = cfg.power_cap_w
         self.method = cfg.method
         self.target_accuracy = cfg.target_accuracy
+        assert isinstance(cfg.target_metric, TargetMetric)  # resolved by SessionConfig
+        self.target_metric: TargetMetric = cfg.target_metric
         self.sample_budget = cfg.sample_budget
         self.dataset = cfg.dataset
         self.config = cfg.config
@@ -403,6 +417,9 @@ class Session:
             "model": self.model_name, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "target_accuracy": self.target_accuracy,
         }
+        if planning.identity is None and not self.target_metric.is_accuracy:
+            # named only where it is not accuracy: earlier checkpoints keep their identity
+            self.identity["target_metric"] = self.target_metric.model_dump()
         if self._gns_settings is not None:
             self._noise.start(self._gns_settings, self._reference_profiles)
 
@@ -731,10 +748,13 @@ class Session:
 
     # -- accuracy --------------------------------------------------------------------------------
     def report(self, accuracy: float, samples: int | None = None) -> CurvePoint:
-        """Record a test accuracy after the samples trained so far (or `samples`); a re-plan
-        found due by the drift monitor happens here, between steps."""
-        if not 0.0 <= accuracy <= 1.0:
-            raise SessionError(f"accuracy must be a fraction in [0, 1], got {accuracy}")
+        """Record the test metric (`target_metric`: accuracy unless set) after the samples
+        trained so far (or `samples`); a re-plan found due by the drift monitor happens here,
+        between steps."""
+        try:
+            self.target_metric.check_value(accuracy)
+        except MetricError as err:
+            raise SessionError(str(err)) from None
         if self.device is not None:  # the steps since the last wait, timed before the point
             self.device_time_s += self.device.flush_timing()
         point = CurvePoint(samples=self.samples if samples is None else samples,
@@ -777,10 +797,10 @@ class Session:
 
     @property
     def samples_to_target(self) -> float | None:
-        """Samples at which the accuracy curve crosses the target, interpolated on the
-        smoothed curve (`wattcap.algorithms.curves`), not read at the first report past it (reports
-        are
-        hundreds of samples apart); None: not reached."""
+        """Samples at which the reported metric's curve crosses the target in the metric's
+        direction, interpolated on the smoothed curve (`wattcap.algorithms.curves`), not read
+        at the first report past it (reports are hundreds of samples apart); None: not
+        reached."""
         if self.target_accuracy is None or not self.curve:
             return None
         # asked at every step by loops that test `done`: computed once per report
@@ -788,7 +808,8 @@ class Session:
         if self._crossing is None or self._crossing[0] != key:
             from wattcap.algorithms.curves import samples_to_target
 
-            self._crossing = (key, samples_to_target(self.curve, self.target_accuracy))
+            self._crossing = (key, samples_to_target(self.curve, self.target_accuracy,
+                                                     self.target_metric.direction))
         return self._crossing[1]
 
     def time_at_samples_s(self, samples: float) -> float:
@@ -812,7 +833,7 @@ class Session:
             batch_size=self.batch_size, sample_budget=self.sample_budget,
             paused=self._follower is not None and self._follower.paused,
             resumed_from_samples=self.resumed_from_samples if self.steps == (
-                self._resumed_at_steps) else None)
+                self._resumed_at_steps) else None, target_metric=self.target_metric)
 
     # -- the parts' public faces ----------------------------------------------------------------
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None

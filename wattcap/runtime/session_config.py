@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
+from wattcap.core.metric import MetricError, TargetMetric, metric_named
 from wattcap.runtime.cap_follower import CAP_POLICIES
 from wattcap.runtime.errors import SessionError
 
@@ -49,6 +50,8 @@ class SessionConfig:
     batch_size: int | None = None
     frequency_hz: int | None = None
     target_accuracy: float | None = None
+    #: the metric reported and its direction: "accuracy" (default), "loss", "wer", "f1:100"...
+    target_metric: TargetMetric | str = "accuracy"
     sample_budget: int | None = None
     lr_ref: float | None = None
     batch_size_ref: int | None = None
@@ -71,9 +74,14 @@ class SessionConfig:
         if self.power_cap_w is not None and not self.power_cap_w > 0:  # also refuses nan
             raise SessionError(f"the power cap must be a positive number of watts or None, "
                                f"got {self.power_cap_w!r}")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise SessionError(f"target accuracy must be in (0, 1], got "
-                               f"{self.target_accuracy}")
+        try:
+            metric = (metric_named(self.target_metric) if isinstance(self.target_metric, str)
+                      else self.target_metric)
+            object.__setattr__(self, "target_metric", metric)  # frozen: set once, resolved
+            if self.target_accuracy is not None:
+                metric.check_target(self.target_accuracy)
+        except MetricError as err:
+            raise SessionError(str(err)) from None
         if not self.batch_size_hold_s >= 0:
             raise SessionError(f"batch_size_hold_s must be >= 0 seconds, got "
                                f"{self.batch_size_hold_s!r}")

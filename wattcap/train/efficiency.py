@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.metric import ACCURACY, TargetMetric
 from wattcap.core.progress import JobProgress, OnProgress
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def estimate_efficiency(
     executor: Executor | None = None,
     runs_dir: str | Path | None = None,
     run_counts: dict[str, int] | None = None,
+    target_metric: TargetMetric = ACCURACY,
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -110,10 +112,16 @@ def estimate_efficiency(
     if not 0 < auto_target_share <= 1:
         raise ValueError(f"the auto target share must be in (0, 1], got {auto_target_share}")
     auto = target_accuracy == "auto"
+    if auto and not target_metric.is_accuracy:
+        raise ValueError(f"an automatic target is a share of the best accuracy; give the "
+                         f"proxy's {target_metric.name} target as a number")
     if not auto and not (isinstance(target_accuracy, int | float)
-                         and 0 < float(target_accuracy) <= 1):
-        raise ValueError(f"the proxy target accuracy must be in (0, 1] or 'auto', got "
+                         and not isinstance(target_accuracy, bool)):
+        raise ValueError(f"the proxy target must be a number or 'auto', got "
                          f"{target_accuracy!r}")
+    if not auto:
+        target_metric.check_target(float(target_accuracy))
+    direction = target_metric.direction
     spec = get_model_spec(model)
     if data is not None:
         train, test = data
@@ -131,7 +139,8 @@ def estimate_efficiency(
 
     def config(b: int, seed: int, target: float, budget: int) -> TrainConfig:
         return TrainConfig(
-            model=model, batch_size=b, target_accuracy=target, sample_budget=budget,
+            model=model, batch_size=b, target_accuracy=target, target_metric=target_metric,
+            sample_budget=budget,
             eval_every_samples=eval_every_samples, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, optimizer=optimizer, seed=seed,  # type: ignore[arg-type]
             weight_decay=weight_decay,
@@ -188,7 +197,7 @@ def estimate_efficiency(
     def reached_label(c: TrainConfig, curve: list) -> str:
         extra = "" if c.sample_budget == sample_budget else f" with {c.sample_budget} samples"
         return (f"b={c.batch_size} seed={c.seed}{extra}: "
-                f"{_samples_label(samples_to_target(curve, c.target_accuracy))}")
+                f"{_samples_label(samples_to_target(curve, c.target_accuracy, direction))}")
 
     known: dict[tuple[int, int], float | None] = {}
     rule = None
@@ -213,7 +222,7 @@ def estimate_efficiency(
     curves = run_all([config(b, seed, target, sample_budget) for b, seed in pending],
                      reached_label)
     for (b, seed), curve in zip(pending, curves, strict=True):
-        known[(b, seed)] = samples_to_target(curve, target)
+        known[(b, seed)] = samples_to_target(curve, target, direction)
     samples = {b: [known[(b, seed)] for seed in range(seeds)] for b in batch_sizes}
     budgets = {b: [sample_budget] * seeds for b in batch_sizes}
 
@@ -225,7 +234,7 @@ def estimate_efficiency(
         curves = run_all([config(b, seed, target, extended) for b, seed in missed],
                          reached_label)
         for (b, seed), curve in zip(missed, curves, strict=True):
-            samples[b][seed] = samples_to_target(curve, target)
+            samples[b][seed] = samples_to_target(curve, target, direction)
             budgets[b][seed] = extended
 
     return vector_from_samples(
@@ -237,6 +246,7 @@ def estimate_efficiency(
         dataset=proxy,
         task=spec.task,
         target_accuracy=target,
+        target_metric=target_metric,
         target_accuracy_source="auto" if auto else "given",
         target_accuracy_rule=rule,
         seeds=list(range(seeds)),

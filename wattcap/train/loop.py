@@ -15,6 +15,7 @@ seed, and a checkpointed run resumes into exactly the same sequence.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -25,7 +26,13 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGM
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.objective import Objective
 from wattcap.core.profile import ProfileTable
-from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
+from wattcap.core.run import (
+    LOOP_METRICS,
+    CurvePoint,
+    RunRecord,
+    TrainConfig,
+    scaled_learning_rate,
+)
 from wattcap.data import Dataset, check_data_fits_model
 from wattcap.data.loader import StreamBatches, iterate_batches, move_to_device
 from wattcap.data.specs import check_batch_fits_split
@@ -68,25 +75,36 @@ def evaluate(model: torch.nn.Module, spec: ModelSpec, x: torch.Tensor, y: torch.
 @torch.no_grad()
 def evaluate_dataset(model: torch.nn.Module, spec: ModelSpec, data: Dataset,
                      batch_size: int = 512, torch_device: str | None = None,
-                     max_samples: int | None = None) -> float:
-    """Accuracy of `model` on a data set's first `max_samples` (default all) samples, read
-    batch by batch (a uint8 set is never held as float32): the same value `evaluate` gives on
-    the same samples as tensors."""
+                     max_samples: int | None = None, metric: str = "accuracy") -> float:
+    """`metric` (accuracy, loss: the mean cross-entropy per prediction, or perplexity: its
+    exponential) of `model` on a data set's first `max_samples` (default all) samples, read
+    batch by batch (a uint8 set is never held as float32): accuracy is the value `evaluate`
+    gives on the same samples as tensors."""
+    if metric not in LOOP_METRICS:
+        raise ValueError(f"wattcap's loop evaluates {', '.join(LOOP_METRICS)}, not {metric!r}")
     if torch_device is None:
         torch_device = str(next(model.parameters()).device)
     n = len(data) if max_samples is None else min(max_samples, len(data))
     was_training = model.training
     model.eval()
-    correct = counted = 0
+    total = 0.0
+    counted = 0
     for start in range(0, n, batch_size):
         x, y = data.batch(np.arange(start, min(n, start + batch_size)))
         inputs = move_to_device(torch.from_numpy(x), torch_device)
         targets = move_to_device(torch.from_numpy(y), torch_device)
-        c, k = spec.correct(model(inputs), targets)
-        correct += c
+        outputs = model(inputs)
+        if metric == "accuracy":
+            correct, k = spec.correct(outputs, targets)
+            c = float(correct)
+        else:  # the batch's mean loss per prediction, weighted by its predictions
+            k = targets.numel()
+            c = float(spec.loss(outputs, targets)) * k
+        total += c
         counted += k
     model.train(was_training)
-    return correct / max(counted, 1)
+    mean = total / max(counted, 1)
+    return math.exp(mean) if metric == "perplexity" else mean
 
 
 def _make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -132,7 +150,7 @@ def run_identity(config: TrainConfig, train: Dataset, test: Dataset,
     # its two splits (another subset is another run)
     inputs = SweepInputs(config.model, None if weights is None else Path(weights), train.name)
     portable = model_identity(config.model)["model"]
-    return inputs.identity(config={**config.model_dump(), "model": portable},
+    return inputs.identity(config={**config.identity_fields(), "model": portable},
                            train_data=data_fingerprint(train), test_data=data_fingerprint(test),
                            **plan)
 
@@ -167,7 +185,8 @@ def train_to_accuracy(
     efficiency: EfficiencyVector | GnsSettings | str | None = None,
     risk: float | None = None,
 ) -> RunRecord:
-    """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget.
+    """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget;
+    with `config.target_metric` loss or perplexity, until the test loss (perplexity) ≤ target.
 
     `train` and `test` are any wattcap data sets (``batch(indices)``): batches go through a
     torch DataLoader with `num_workers` worker processes, in the order of the seeded stream,
@@ -230,8 +249,9 @@ def train_to_accuracy(
         reference_profiles=reference_profiles,
         method=method or "wattcap", batch_size=config.batch_size,
         frequency_hz=device.requested_frequency_hz() if device is not None else None,
-        target_accuracy=config.target_accuracy, sample_budget=config.sample_budget,
-        lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref, watchdog=watchdog,
+        target_accuracy=config.target_accuracy, target_metric=config.target_metric,
+        sample_budget=config.sample_budget, lr_ref=config.lr_ref,
+        batch_size_ref=config.batch_size_ref, watchdog=watchdog,
         drift_tolerance=drift_tolerance if profile is not None else 0.0,
         margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
         checkpoint_dir=checkpoint_dir, risk=risk,
@@ -298,7 +318,7 @@ def train_to_accuracy(
                     break  # no evaluation off the cadence
                 point = session.report(evaluate_dataset(
                     model, spec, test, torch_device=torch_device,
-                    max_samples=config.max_eval_samples))
+                    max_samples=config.max_eval_samples, metric=config.target_metric.name))
                 if on_eval is not None:
                     on_eval(point)
         finally:

@@ -100,7 +100,7 @@ class RunStore:
 
     def path(self, config: TrainConfig) -> Path:
         """Where the run of `config` is recorded (named by its inputs' digest)."""
-        key = self.inputs.key(config=config.model_dump(mode="json"))
+        key = self.inputs.key(config=config.identity_fields())
         return (self.folder / f"math-{run_stem(self.inputs.dataset, self.inputs.data_options)}"
                 f"-b{config.batch_size}-s{config.seed}-{key}.json")
 
