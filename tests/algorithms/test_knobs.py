@@ -182,13 +182,16 @@ def test_plan_speaks_of_the_knob_with_its_unit(tmp_path: Path) -> None:
     assert "frequency_hz" not in data
 
 
-def test_training_refuses_a_profile_of_another_knob_in_one_line(tmp_path: Path) -> None:
-    from wattcap.devices import EmulatedDevice
+def test_a_session_plans_the_power_limit_and_leaves_the_clock_alone(tmp_path: Path) -> None:
     from wattcap.runtime.session import Session
 
     profile = _import(_power_limit_csv(tmp_path / "limits.csv"))
-    with pytest.raises(KnobError, match=r"varies the GPU power limit.*nvidia-smi -pl"):
-        Session(EmulatedDevice("jetson-nano"), profile=profile, power_cap_w=250.0)
+    session = Session(None, profile=profile, power_cap_w=250.0)  # plans; touches nothing
+    expected = plan(profile, 250.0).choices["wattcap"]
+    assert (session.knob_kind, session.frequency_hz) == ("power_limit", None)
+    assert (session.batch_size, session.knob_value) == (expected.batch_size,
+                                                         expected.knob_value)
+    assert session.choice is not None and session.choice.knob_value == expected.knob_value
 
 
 def test_knob_units() -> None:

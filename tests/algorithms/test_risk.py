@@ -106,7 +106,7 @@ def test_a_session_and_a_moving_cap_plan_on_the_same_quantile() -> None:
         Session(None, profile=profile, efficiency=vector, risk=1.0)
 
 
-def test_train_takes_risk_and_refuses_a_knob_it_cannot_set(tmp_path) -> None:
+def test_train_takes_risk_and_refuses_a_power_limit_under_a_moving_cap(tmp_path) -> None:
     profile = _profile(SECONDS).model_copy(update={"knob_kind": "power_limit",
                                                    "knob_values": [150_000]})
     profile = profile.model_copy(update={"points": [
@@ -114,9 +114,12 @@ def test_train_takes_risk_and_refuses_a_knob_it_cannot_set(tmp_path) -> None:
     profile.save(tmp_path / "limits.json")
     result = CliRunner().invoke(app, ["train", "--profile", str(tmp_path / "limits.json"),
                                       "--model", "digits-cnn", "--data", "digits",
-                                      "--target-accuracy", "0.5", "--power-cap", "none"])
+                                      "--target-accuracy", "0.5", "--power-cap",
+                                      "solar:seed=1"], env={"COLUMNS": "200"})
     assert result.exit_code != 0
-    assert "sets the GPU clock" in result.output and "nvidia-smi -pl" in result.output
+    out = " ".join(result.output.split())
+    assert "following a moving cap acts on the GPU clock" in out
+    assert "under a constant cap" in out and "Traceback" not in out
     bad = CliRunner().invoke(app, ["train", "--profile", str(tmp_path / "limits.json"),
                                    "--model", "digits-cnn", "--data", "digits",
                                    "--target-accuracy", "0.5", "--power-cap", "none",

@@ -114,7 +114,7 @@ def test_a_session_is_built_from_one_config_object(spies) -> None:
     ({"power_cap_w": 0.0}, "positive number of watts"),
     ({"power_cap_w": float("nan")}, "positive number of watts"),
     ({"power_cap_w": 5.0, "power_cap": "solar:seed=1"}, "not both"),
-    ({"target_accuracy": 1.5}, r"target accuracy must be in \(0, 1\]"),
+    ({"target_accuracy": 1.5}, r"target 1.5 is outside accuracy's range \(0, 1\]"),
     ({"drift_tolerance": -0.1}, "drift_tolerance"),
     ({"max_pause_s": 0}, "max_pause_s"),
     ({"cap_policy": "sometimes"}, "unknown cap_policy"),

@@ -39,6 +39,18 @@ if TYPE_CHECKING:
     from wattcap.measure.profiling import RefreshResult
 
 
+def emulate_power_limit(dev: Device) -> None:
+    """An emulated board has no power limit of its own (a Jetson has none): for a power-limit
+    table, wattcap emulates one as NVML enforces it, and says so."""
+    from wattcap.devices import EmulatedDevice
+
+    if isinstance(dev, EmulatedDevice):
+        dev.power_limit_emulated = True
+        console.print("[dim]the emulated board has no power limit of its own: wattcap emulates "
+                      "one as NVML enforces it (each step at the highest clock whose average "
+                      "power stays under it)[/]")
+
+
 def print_device_readout(dev: Device) -> None:
     """What a dry run reads from the device: identity, clocks, sensor, memory."""
     from wattcap.devices import DeviceError
@@ -231,14 +243,10 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
              knob: str = "gpu-clock", limits_w: list[float] | None = None) -> None:
     """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
     power mode or power limits) and write the table."""
-    from wattcap.devices import EmulatedDevice
     from wattcap.measure.profiling import Profiler
 
-    if knob == "power-limit" and isinstance(dev, EmulatedDevice):
-        dev.power_limit_emulated = True  # a Jetson has none: emulated as NVML enforces one
-        console.print("[dim]the emulated board has no power limit of its own: wattcap emulates "
-                      "one as NVML enforces it (each step at the highest clock whose average "
-                      "power stays under it)[/]")
+    if knob == "power-limit":
+        emulate_power_limit(dev)
     values = {"power-mode": len(dev.power_mode_ids()),
               "power-limit": len(limits_w) if limits_w else 8}.get(knob)
     grid = len(sizes) * (values or len(dev.frequencies_hz()))

@@ -77,7 +77,7 @@ from wattcap.cli.options import (
     WorkersOpt,
 )
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
-from wattcap.core.knob import clock_only
+from wattcap.core.knob import clock_only, format_knob
 from wattcap.core.metric import ACCURACY, TargetMetric
 
 if TYPE_CHECKING:
@@ -450,7 +450,7 @@ def train(
     elif profile is None:
         fail("--profile is required (or --server URL)")
     check_weights(weights, model)
-    table = _clock_profile(profile)
+    table = _train_profile(profile, source)
     try:
         dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
     except (DeviceError, KeyError, ValueError) as err:
@@ -466,10 +466,7 @@ def train(
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
                            eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,
                            vector, metric)
-    under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
-             else f", cap {cap:g} W)" if cap else ", no cap)")
-    console.print(f"{method}: batch size {choice.batch_size} at {choice.knob_value / 1e6:.1f} "
-                  f"MHz (profile peak {choice.peak_power_w:.2f} W{under}")
+    _print_choice(method, choice, table.knob_kind, cap, source, plan_cap)
     # under a moving cap the run re-plans with the oracle's r_b for fastest, else the proxy's
     vector_path = target_efficiency if method == "fastest" else efficiency
     replan_efficiency = load_or_fail(EfficiencyVector, vector_path) \
@@ -481,7 +478,8 @@ def train(
         dev, config, choice, train_split, test_split, label=f"{model} on {data}",
         weights=weights, power_cap_w=cap, power_cap=source, efficiency=replan_efficiency,
         objective=goal, checkpoint_dir=checkpoint_dir, method=method,
-        profile=table if drift_tolerance > 0 or source is not None else None,
+        profile=table if drift_tolerance > 0 or source is not None
+        or table.knob_kind != "gpu_clock" else None,
         drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers,
         risk=risk)
     if out:
@@ -489,13 +487,24 @@ def train(
     print_run(record, plot)
 
 
-def _clock_profile(path: Path) -> ProfileTable:
-    """The profile to train with: training sets clocks, so another knob's table is refused."""
+def _print_choice(method: str, choice: Choice, kind: str, cap: float | None,
+                  source: CapSource | None, plan_cap: float | None) -> None:
+    """The method's configuration, in the profile's knob, and the cap it runs under."""
+    under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
+             else f", cap {cap:g} W)" if cap else ", no cap)")
+    knob = format_knob(kind, choice.knob_value)
+    console.print(f"{method}: batch size {choice.batch_size} at {knob} (profile peak "
+                  f"{choice.peak_power_w:.2f} W{under}")
+
+
+def _train_profile(path: Path, source: CapSource | None) -> ProfileTable:
+    """The profile to train with; one of a power limit or power mode is refused under a
+    moving cap (its re-plans act on clocks)."""
     from wattcap.core.profile import ProfileTable
 
     table = load_or_fail(ProfileTable, path)
-    if table.knob_kind != "gpu_clock":
-        fail(clock_only(table.knob_kind))
+    if table.knob_kind != "gpu_clock" and source is not None:
+        fail(clock_only(table.knob_kind, "following a moving cap"))
     return table
 
 
@@ -608,20 +617,31 @@ def _train_config(model: str, batch_size: int, target_accuracy: float, sample_bu
 
 def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split: AnyDataset,
                   test_split: AnyDataset, label: str, **session: Any) -> RunRecord:
-    """Apply the choice's frequency and train to the target; the device is restored however
-    the run ends (signals included)."""
+    """Apply the choice's frequency (or have the Session apply its power limit or power mode)
+    and train to the target; the device is restored however the run ends (signals
+    included)."""
     from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError
     from wattcap.runtime.watchdog import exit_cleanly_on_signals
     from wattcap.train.loop import train_to_accuracy
 
+    kind = getattr(session.get("profile"), "knob_kind", "gpu_clock")
+    clock = kind == "gpu_clock"
     try:
+        if not clock:  # the Session applies the limit or mode, and restores it
+            if kind == "power_limit":
+                from wattcap.cli.profile import emulate_power_limit
+
+                emulate_power_limit(dev)  # as it was profiled, on an emulated board
+            dev.check_knob(kind, choice.knob_value)
+            session["knob_value"] = choice.knob_value
         with exit_cleanly_on_signals(), dev, progress(
             f"training {label} (b={choice.batch_size}, target "
             f"{config.target_metric.value_text(config.target_accuracy)})",
             config.sample_budget, "samples",
         ) as report:
-            dev.set_frequency_hz(choice.knob_value)
+            if clock:
+                dev.set_frequency_hz(choice.knob_value)
             return train_to_accuracy(
                 config, train_split, test_split, device=dev,
                 progress=lambda status: _show_status(report, status), **session)

@@ -68,24 +68,16 @@ def knob_unit(kind: str) -> KnobUnit:
 
 
 class KnobError(WattcapError, ValueError):
-    """A knob wattcap cannot set here (training applies GPU clocks only)."""
-
-
-#: how a user sets a knob wattcap does not set itself
-SETTING_HINTS: dict[str, str] = {
-    "power_limit": "sudo nvidia-smi -pl WATTS",
-    "power_mode": "sudo nvpmodel -m ID",
-}
+    """A knob a part of wattcap cannot act on (moving caps and re-plans act on clocks)."""
 
 
 def clock_only(kind: str, what: str = "training") -> str:
-    """Why `what` (which sets the GPU clock) refuses a table of another knob, and how the
-    user sets that knob themselves."""
-    hint = SETTING_HINTS.get(kind, "")
-    return (f"{what} sets the GPU clock, and this profile varies the {knob_unit(kind).label}: "
-            "plan with it (wattcap plan), set the chosen value yourself"
-            + (f" ({hint})" if hint else "")
-            + " and train at the planned batch size without a profile")
+    """Why `what` (which acts on the GPU clock) refuses a table of another knob, and what
+    works instead."""
+    label = knob_unit(kind).label
+    return (f"{what} acts on the GPU clock, and this profile varies the {label}: train with "
+            f"it under a constant cap (the planned {label} is applied and restored), or "
+            "profile the GPU clock for this")
 
 
 def require_clock(kind: str, what: str) -> None:

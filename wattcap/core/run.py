@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.core.cap_history import CapTimeline, Segment
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.knob import KnobKind
 from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
 from wattcap.core.schema import VersionedFile
 
@@ -114,8 +115,9 @@ class RunRecord(VersionedFile):
 
     FILE_KIND = "wattcap.run"
     SCHEMA_VERSION = 5  # 3: architecture_fingerprint; 4: objective, cap_source, segments,
-    #                     timeline, paused_s, stop_reason (a moving cap); 5: target_metric
-    MIGRATIONS = {4: lambda raw: raw}  # 5 added target_metric (absent: accuracy)
+    #                     timeline, paused_s, stop_reason (a moving cap); 5: target_metric,
+    #                     knob_kind, knob_value
+    MIGRATIONS = {4: lambda raw: raw}  # 5 added fields (absent: accuracy, the GPU clock)
 
     #: the configuration of wattcap's own loop; None for a run driven by a user's loop
     config: TrainConfig | None = None
@@ -134,6 +136,10 @@ class RunRecord(VersionedFile):
     torch_device: str | None = None
     #: the clock wattcap requested (locked) at the end of the run, never a live reading
     frequency_hz: int | None = None
+    #: the knob the run was planned on (`wattcap.core.knob`) and, for a power limit (mW) or
+    #: power mode (id), the value applied; for the clock, `frequency_hz` says it
+    knob_kind: KnobKind = "gpu_clock"
+    knob_value: int | None = None
     #: the clock the hardware reported beside the power readings (on a real GPU the live
     #: clock, idle between steps): mean, min and max; None where none was read
     observed_frequency_hz: ObservedFrequency | None = None

@@ -185,6 +185,38 @@ class Device(ABC):
         accepts; returns the limit set. Put back by `restore`. Devices without one refuse."""
         raise DeviceNotSupportedError(f"{self.name} has no power limit wattcap can set")
 
+    def check_knob(self, kind: str, value: int) -> None:
+        """Refuse (DeviceNotSupportedError, saying what to do) a knob value this device cannot
+        take, before anything is changed: a power limit on a device without one, a power mode
+        it does not have. The GPU clock is checked when it is set."""
+        from wattcap.core.knob import format_knob, knob_unit
+
+        if kind == "power_limit" and self.power_limit_range_w() is None:
+            raise DeviceNotSupportedError(
+                f"{self.name} has no power limit wattcap can read or set, so "
+                f"{format_knob(kind, value)} cannot be applied: plan with a GPU-clock profile "
+                "of this device")
+        if kind == "power_mode" and value not in self.power_mode_ids():
+            modes = ", ".join(str(m) for m in self.power_mode_ids()) or "none"
+            raise DeviceNotSupportedError(
+                f"{self.name} has no {format_knob(kind, value)} (its power modes: {modes})")
+        knob_unit(kind)  # an unknown kind is a ValueError naming the known ones
+
+    def apply_knob(self, kind: str, value: int) -> int:
+        """Set a knob (`wattcap.core.knob`) to `value` in its stored unit — the GPU clock in
+        Hz, the power limit in mW, the power mode by id — and return the value applied in that
+        unit (a power limit clamped to the board's range). `restore` puts back what was
+        found."""
+        from wattcap.core.knob import knob_unit
+
+        self.check_knob(kind, value)
+        if kind == "gpu_clock":
+            return self.set_frequency_hz(value)
+        if kind == "power_limit":
+            unit = knob_unit(kind)
+            return unit.stored(self.set_power_limit_w(unit.shown(value)))
+        return self.set_power_mode(value)
+
     @property
     @abstractmethod
     def sensor_period_s(self) -> float:

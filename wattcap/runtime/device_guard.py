@@ -40,6 +40,20 @@ class DeviceGuard:
                     f"{session.power_cap_w:g} W: the watchdog will step it down")
         session.frequency_hz = frequency_hz  # the requested clock, never a live reading
 
+    def apply_knob(self, kind: str, value: int) -> None:
+        """Apply a power limit or power mode from the plan (the clock is left to the board
+        under it); the device restores what it found."""
+        from wattcap.core.knob import format_knob
+
+        session = self.session
+        applied = session.device.apply_knob(kind, value)
+        session.knob_value = applied
+        session.events.append(f"plan: {format_knob(kind, applied)} applied"
+                              + ("" if applied == value else
+                                 f" ({format_knob(kind, value)} planned, clamped to the "
+                                 "board's range)")
+                              + "; the clock is left to the board")
+
     def apply_backstop(self) -> None:
         """The hardware's own power limit set to a constant cap (clamped to the board's range),
         where the device has one and permits it: it holds average power whatever happens to
@@ -48,6 +62,8 @@ class DeviceGuard:
         device = session.device
         if session.power_cap_w is None:
             return
+        if session.knob_kind == "power_limit":
+            return  # the plan's power limit, at or under the cap, is the hardware's hold
         if session.cap_source is not None:
             session.events.append("hardware backstop off: the cap moves (the power limit "
                                   "would hold the run below a higher cap); the watchdog "
@@ -73,8 +89,8 @@ class DeviceGuard:
         margin (None without a profile, or when no measured clock of b fits under it): where a
         confirmed violation sends the clock at once."""
         session = self.session
-        if session.profile is None:
-            return None
+        if session.profile is None or session.knob_kind != "gpu_clock":
+            return None  # a table of limits or modes knows no clock: one level down
         from wattcap.algorithms.planner import with_power_margin
 
         margined = with_power_margin(session.profile, session.margin_sigmas)
@@ -135,6 +151,10 @@ class DeviceGuard:
         assert session.device is not None and session.profile is not None
         if session.model_name is None:
             session.events.append("drift monitor off: the session has no model to re-measure")
+            return None
+        if session.knob_kind != "gpu_clock":
+            session.events.append("drift monitor off: it re-measures and re-plans GPU clocks, "
+                                  "and this run's profile varies another knob")
             return None
         from wattcap.measure.profiling import Profiler
 

@@ -68,6 +68,8 @@ class RecordBuilder:
             device=device.name if device else None,
             device_kind=device.kind if device else None, torch_device=session.torch_device,
             frequency_hz=device.run_frequency_hz() if device else None,
+            knob_kind=session.knob_kind,
+            knob_value=None if session.knob_kind == "gpu_clock" else session.knob_value,
             observed_frequency_hz=self.observed_clock(),
             power_cap_w=session.power_cap_w, reached=reached_at is not None,
             samples_to_target=reached_at, time_to_accuracy_s=time_to_accuracy_s,

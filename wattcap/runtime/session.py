@@ -43,7 +43,7 @@ from wattcap.core.defaults import (
     DEFAULT_LR_REF,
     DEFAULT_MARGIN_SIGMAS,
 )
-from wattcap.core.knob import require_clock
+from wattcap.core.knob import KnobKind, knob_unit, require_clock
 from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
 from wattcap.core.objective import Objective
 from wattcap.core.progress import percent
@@ -207,6 +207,11 @@ class Session:
             stays, the default when it is given), "safe-frequency" (the baselines' rule, the
             default for them) or "fixed" (nothing changes; paused while the cap is below the
             run's configuration).
+        knob_value: with a profile of another knob than the GPU clock (a power limit in mW,
+            a power mode by id: `wattcap.core.knob`), the value to apply instead of the
+            plan's; the Session applies the planned value (the clock is left to the board)
+            and restores what it found. Moving caps, drift re-plans and efficiency="gns"
+            act on clocks and refuse such a profile.
         batch_size, frequency_hz: a given configuration; each overrides the plan's. With a
             batch size and a profile but no frequency, f*(b) under the cap is used. Without a
             profile and without a frequency the device's clock is left as it is.
@@ -255,6 +260,7 @@ class Session:
         reference_profiles: list[ProfileTable] | None = None,
         batch_size: int | None = None,
         frequency_hz: int | None = None,
+        knob_value: int | None = None,
         target_accuracy: float | None = None,
         target_metric: TargetMetric | str = "accuracy",
         sample_budget: int | None = None,
@@ -280,7 +286,7 @@ class Session:
             profile=profile, efficiency=efficiency, power_cap_w=power_cap_w,
             power_cap=power_cap, objective=objective, cap_policy=cap_policy,
             max_pause_s=max_pause_s, method=method, reference_profiles=reference_profiles,
-            batch_size=batch_size, frequency_hz=frequency_hz,
+            batch_size=batch_size, frequency_hz=frequency_hz, knob_value=knob_value,
             target_accuracy=target_accuracy, target_metric=target_metric,
             sample_budget=sample_budget, lr_ref=lr_ref,
             batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
@@ -387,6 +393,9 @@ class Session:
         self.choice: Choice | None = None
         self._batch_size: int | None = cfg.batch_size
         self.frequency_hz: int | None = cfg.frequency_hz
+        #: the profile's knob; for another than the clock, the value applied (mW, mode id)
+        self.knob_kind: KnobKind = "gpu_clock"
+        self.knob_value: int | None = cfg.knob_value
         # profile="auto" measures the device: that waits for start(); given files plan now
         self._profile_pending = cfg.profile == "auto"
         self.profile = None if self._profile_pending else _load_profile(cfg.profile)
@@ -398,7 +407,9 @@ class Session:
         run Algorithm 1 (or take the given configuration), and derive the learning rate."""
         planning = self.settings  # read once the profile is known (now, or in start())
         if self.profile is not None:
-            require_clock(self.profile.knob_kind, "a training session")
+            self._take_knob(self.profile.knob_kind, planning.frequency_hz)
+        elif planning.knob_value is not None:
+            raise SessionError("knob_value is a value of a profile's knob: give the profile")
         if self.profile is not None and self.device is not None:
             self.profile.check_matches(device=self.device.name, source="profile")
         if self.profile is not None and self.model_name is not None:
@@ -406,8 +417,16 @@ class Session:
                                        architecture_fingerprint=self.architecture_fingerprint)
         self._cap.init(planning.power_cap, planning.objective, planning.cap_policy,
                        planning.max_pause_s, batch_size_given=planning.batch_size is not None)
-        self.batch_size, self.frequency_hz = self._decide(
-            planning.batch_size, planning.frequency_hz, self._reference_profiles)
+        if self.cap_source is not None:  # its re-plans act on clocks: refused now, not later
+            require_clock(self.knob_kind, "following a moving cap")
+        self.batch_size, value = self._decide(
+            planning.batch_size,
+            planning.frequency_hz if self.knob_kind == "gpu_clock" else self.knob_value,
+            self._reference_profiles)
+        if self.knob_kind == "gpu_clock":
+            self.frequency_hz = value
+        else:  # the clock is left to the board: the limit or the mode bounds it
+            self.knob_value = value
         self.lr_ref = planning.lr_ref if planning.lr_ref is not None else (
             self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
         self.batch_size_ref = planning.batch_size_ref if planning.batch_size_ref is not None \
@@ -484,6 +503,22 @@ class Session:
         return table
 
     # -- planning --------------------------------------------------------------------------------
+    def _take_knob(self, kind: KnobKind, frequency_hz: int | None) -> None:
+        """The profile's knob; another than the clock is refused where the Session would act
+        on clocks (a given clock, the gradient-noise re-plan)."""
+        self.knob_kind = kind
+        if kind == "gpu_clock":
+            if self.settings.knob_value is not None:
+                raise SessionError("knob_value is for a profile of a power limit or power "
+                                   "mode; this profile varies the GPU clock: give frequency_hz")
+            return
+        what = knob_unit(kind).label
+        if frequency_hz is not None:
+            raise SessionError(f"this profile varies the {what}, and the clock is left to the "
+                               "board under it: give knob_value, not frequency_hz")
+        if self._gns_settings is not None:
+            require_clock(kind, 'efficiency="gns" (its re-plan)')
+
     def _decide(self, batch_size: int | None, frequency_hz: int | None,
                 reference_profiles: list[ProfileTable] | None) -> tuple[int, int | None]:
         profile = self.profile
@@ -613,6 +648,8 @@ class Session:
                 if self.frequency_hz is not None:
                     self._guard_part.apply_frequency(self.frequency_hz, "plan")
                 self._guard_part.apply_backstop()
+                if self.knob_value is not None:  # after the backstop: the plan's limit wins
+                    self._guard_part.apply_knob(self.knob_kind, self.knob_value)
                 configure_cuda_backends(device.torch_device)  # as the profile was timed
                 self._counter_start_j = device.energy_counter_j()
                 self._watch_since_s = device.now_s()  # liveness: a reading due from here on

@@ -49,6 +49,7 @@ class SessionConfig:
     reference_profiles: list[ProfileTable] | None = None
     batch_size: int | None = None
     frequency_hz: int | None = None
+    knob_value: int | None = None
     target_accuracy: float | None = None
     #: the metric reported and its direction: "accuracy" (default), "loss", "wer", "f1:100"...
     target_metric: TargetMetric | str = "accuracy"

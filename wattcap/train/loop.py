@@ -184,6 +184,7 @@ def train_to_accuracy(
     num_workers: int = 0,
     efficiency: EfficiencyVector | GnsSettings | str | None = None,
     risk: float | None = None,
+    knob_value: int | None = None,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget;
     with `config.target_metric` loss or perplexity, until the test loss (perplexity) ≤ target.
@@ -205,6 +206,10 @@ def train_to_accuracy(
     evaluation the batch size's row is re-measured and the frequency re-planned (same batch
     size). Raises WattcapFileError when the profile belongs to another device, model or
     architecture, and DataMismatchError when the data does not fit the model (task, shape).
+
+    With a `profile` of a power limit or power mode (`wattcap.core.knob`), the Session applies
+    `knob_value` (mW, mode id; default the plan's) at the start and restores what it found;
+    the clock is left to the board, and the drift monitor is off (it re-plans clocks).
 
     `efficiency="gns"` (or a `GnsSettings`, with the `profile`) measures r_b on this run's
     data: the run starts at `config.batch_size` (the measuring batch: large is best), and
@@ -248,7 +253,9 @@ def train_to_accuracy(
         efficiency=efficiency, objective=objective, cap_policy=cap_policy,
         reference_profiles=reference_profiles,
         method=method or "wattcap", batch_size=config.batch_size,
-        frequency_hz=device.requested_frequency_hz() if device is not None else None,
+        frequency_hz=device.requested_frequency_hz() if device is not None and (
+            profile is None or profile.knob_kind == "gpu_clock") else None,
+        knob_value=knob_value,
         target_accuracy=config.target_accuracy, target_metric=config.target_metric,
         sample_budget=config.sample_budget, lr_ref=config.lr_ref,
         batch_size_ref=config.batch_size_ref, watchdog=watchdog,
