@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import cap_on_average, plan
 from wattcap.cli import app
-from wattcap.core.knob import KnobError, format_knob, knob_unit
+from wattcap.core.knob import format_knob, knob_unit
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.measure.imported_tables import TableImportError, export_profile, import_profile
 
@@ -145,7 +145,7 @@ _cell = st.tuples(st.floats(1.0, 10.0), st.floats(1e-4, 1e-2))
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(_cell, min_size=3, max_size=3), min_size=2, max_size=4),
        st.lists(st.floats(0.2, 1.5), min_size=4, max_size=4),
-       st.floats(1.0, 11.0), st.sampled_from(["power_limit", "power_mode"]))
+       st.floats(1.0, 11.0), st.sampled_from(["gpu_clock", "power_limit", "power_mode"]))
 def test_the_choice_and_the_oracle_are_the_brute_force_over_every_feasible_point(
         rows: list[list[tuple[float, float]]], ratios: list[float], cap: float,
         kind: str) -> None:
@@ -164,6 +164,33 @@ def test_the_choice_and_the_oracle_are_the_brute_force_over_every_feasible_point
         choice = result.choices[method]
         assert choice.peak_power_w <= cap
         assert choice.seconds_per_sample * vector.ratio(choice.batch_size) == pytest.approx(best)
+
+
+def test_a_remeasured_row_scales_its_other_points_so_none_is_stale() -> None:
+    """The device got 50 % slower and 10 % hotter at b=8: its two re-measured points say so;
+    its third point is brought along scaled and marked predicted, with the change as its
+    uncertainty, and b=16 (not re-measured) is left as it was. With the stale point left as
+    it was, the lowest clock would look fastest under a cap between the old and new peaks."""
+    table = _table([[(3.0, 1.0e-3), (4.0, 0.8e-3), (5.0, 0.7e-3)],
+                    [(3.5, 0.9e-3), (4.5, 0.7e-3), (5.5, 0.6e-3)]], "gpu_clock")
+    values = table.knob_values
+    new = [ProfilePoint(batch_size=8, knob_value=values[j], peak_power_w=peak * 1.1,
+                        avg_power_w=peak * 0.9 * 1.1, seconds_per_sample=spp * 1.5, steps=5,
+                        readings=10)
+           for j, (peak, spp) in ((1, (4.0, 0.8e-3)), (2, (5.0, 0.7e-3)))]
+    fresh = table.remeasured(new)
+    scaled = fresh.lookup(8, values[0])
+    assert scaled is not None and scaled.predicted and scaled.steps == 0
+    assert scaled.seconds_per_sample == pytest.approx(1.5e-3)
+    assert scaled.peak_power_w == pytest.approx(3.3)
+    assert scaled.peak_power_std_w == pytest.approx(3.3 * 0.1)
+    assert fresh.lookup(8, values[1]) == new[0]
+    assert fresh.lookup(16, values[0]) == table.lookup(16, values[0])
+    # under 4.5 W the new 4.4 W point (1.2 ms) beats the scaled lowest clock (1.5 ms); the
+    # stale one (1.0 ms) would have won
+    assert fresh.frontier(4.5)[8].knob_value == values[1]
+    stale = table.merged(table.model_copy(update={"points": new}))
+    assert stale.frontier(4.5)[8].knob_value == values[0]
 
 
 def test_plan_speaks_of_the_knob_with_its_unit(tmp_path: Path) -> None:
@@ -198,8 +225,8 @@ def test_knob_units() -> None:
     assert format_knob("gpu_clock", 614_400_000) == "614.4 MHz"
     assert format_knob("power_limit", 150_500) == "power limit 150.5 W"
     assert format_knob("power_mode", 3) == "power mode 3"
-    assert [knob_unit(k).highest_is_fastest for k in ("gpu_clock", "power_limit",
-                                                      "power_mode")] == [True, False, False]
+    assert [knob_unit(k).ties_to_highest for k in ("gpu_clock", "power_limit",
+                                                   "power_mode")] == [True, False, False]
     with pytest.raises(ValueError, match="unknown knob kind 'fan'"):
         knob_unit("fan")
 

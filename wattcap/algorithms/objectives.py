@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from wattcap.core.knob import knob_unit
 from wattcap.core.objective import (
     OBJECTIVES,
     FrontPoint,
@@ -111,7 +112,8 @@ class CandidateSet:
 
     def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray,
                 knob_kind: str = "gpu_clock") -> int:
-        knob = self.knob_value[indices] if knob_kind != "gpu_clock" else -self.knob_value[indices]
+        knob = -self.knob_value[indices] if knob_unit(knob_kind).ties_to_highest \
+            else self.knob_value[indices]
         # lexsort: the last key sorts first
         order = np.lexsort((knob, -self.batch_size[indices],
                             secondary[indices], primary[indices]))

@@ -1,11 +1,12 @@
 """Selection (DESIGN §1): Algorithm 1, the two baselines and the fastest-configuration oracle.
 
 Algorithm 1: for each batch size b, f*(b) = the highest frequency with P(b, f) ≤ cap; choose
-argmin_b T(b, f*(b)) · r_b. Each row is reduced once to its Pareto staircase (descending f,
-strictly falling power), on which f*(b) is a binary search: O(|B| log |F|) per query. The knob
-need not be the clock (wattcap.core.knob): for a power limit or a power mode, where time is not
-monotone in the value, each row's best point under the cap is its fastest feasible one (the
-same staircase, built on time), and Algorithm 1 is the special case of the clock.
+argmin_b T(b, f*(b)) · r_b. Generalised to any knob (wattcap.core.knob) and to measured
+tables: each row's best point under the cap is its fastest feasible one (time need not be
+monotone in a power limit or a power mode, nor in a noisy or re-measured clock row), which is
+Algorithm 1's f*(b) for the clock where time falls as the clock rises. Each row is reduced
+once to its staircase (ascending power, the fastest point so far), on which the best point is
+a binary search: O(|B| log |F|) per query.
 
 Other objectives (energy, Zeus's cost, time with a maximum energy, energy with a deadline;
 wattcap/objectives.py) search every feasible (b, knob value). The fastest-configuration oracle
@@ -43,7 +44,7 @@ class Selector:
 
     def __init__(self, profile: ProfileTable) -> None:
         self.profile = profile
-        self._rows = {b: Staircase.of(row, profile.highest_is_fastest)
+        self._rows = {b: Staircase.of(row, profile.ties_to_highest)
                       for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:

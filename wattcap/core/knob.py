@@ -34,11 +34,12 @@ class KnobUnit:
     label: str
     #: a table's column heading for the knob's values
     column: str
-    #: True when, under a cap, the highest feasible value is taken to be the fastest
-    #: (Algorithm 1's f*(b) for the clock: time falls as the clock rises); otherwise each batch
-    #: size takes its fastest feasible value, wherever it lies (a higher power limit can be
-    #: slower: the board throttles on temperature, memory clocks move with it)
-    highest_is_fastest: bool
+    #: every knob: each batch size takes its fastest feasible value, wherever it lies (a
+    #: higher power limit can be slower: the board throttles on temperature, memory clocks
+    #: move with it). Among equally fast values, True takes the highest (the clock: Algorithm
+    #: 1's f*(b) where time falls as the clock rises), False the lowest (a power limit that does
+    #: not bind: the lowest leaves the most headroom)
+    ties_to_highest: bool
 
     def stored(self, shown: float) -> int:
         """A value in the shown unit (MHz, W, id) as stored (Hz, mW, id)."""

@@ -4,6 +4,8 @@ versioned table of them."""
 from __future__ import annotations
 
 import bisect
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -136,9 +138,9 @@ class ProfileTable(VersionedFile):
         return rows
 
     @property
-    def highest_is_fastest(self) -> bool:
-        """Whether the highest feasible knob value is the best of a row (the clock)."""
-        return knob_unit(self.knob_kind).highest_is_fastest
+    def ties_to_highest(self) -> bool:
+        """Whether, of equally fast feasible knob values, the highest is taken (the clock)."""
+        return knob_unit(self.knob_kind).ties_to_highest
 
     def describe_knob(self, value: int) -> str:
         """One of this profile's knob values with its unit ('614.4 MHz', 'power limit 150 W')."""
@@ -148,7 +150,7 @@ class ProfileTable(VersionedFile):
         """For each batch size, its best point with peak ≤ cap (`Staircase`)."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            point = Staircase.of(row, self.highest_is_fastest).best_under(power_cap_w)
+            point = Staircase.of(row, self.ties_to_highest).best_under(power_cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -178,6 +180,44 @@ class ProfileTable(VersionedFile):
             require_match("the profile", "architecture fingerprint", architecture_fingerprint,
                           self.architecture_fingerprint, source)
 
+    def remeasured(self, points: list[ProfilePoint]) -> ProfileTable:
+        """This profile with re-measured `points` replacing the same (b, knob value), and the
+        other points of each re-measured row brought along: scaled by the change measured on
+        that row (geometric mean of new over old at the re-measured values: time per sample,
+        peak and average power) and marked predicted, with the size of the change as their
+        uncertainty (the planner's margin grows with it). A derated device leaves no stale
+        point that looks faster or cooler than the device now is. Rows with no earlier
+        point at a re-measured value are merged as they are."""
+        fresh = {(p.batch_size, p.knob_value) for p in points}
+        changes: dict[int, list[tuple[float, float, float]]] = {}
+        for new in points:
+            old = self.lookup(new.batch_size, new.knob_value)
+            if old is not None:
+                changes.setdefault(new.batch_size, []).append((
+                    new.seconds_per_sample / old.seconds_per_sample,
+                    new.peak_power_w / old.peak_power_w, new.avg_power_w / old.avg_power_w))
+        kept = []
+        for point in self.points:
+            row = changes.get(point.batch_size)
+            if row is None or (point.batch_size, point.knob_value) in fresh:
+                kept.append(point)
+                continue
+            time_r, peak_r, avg_r = (math.exp(statistics.fmean(math.log(c[i]) for c in row))
+                                     for i in range(3))
+            kept.append(point.model_copy(update={
+                "seconds_per_sample": point.seconds_per_sample * time_r,
+                "peak_power_w": point.peak_power_w * peak_r,
+                "avg_power_w": point.avg_power_w * avg_r,
+                "predicted": True, "steps": 0, "readings": 0,
+                "seconds_per_sample_std": _grown_std(point.seconds_per_sample_std,
+                                                     point.seconds_per_sample, time_r),
+                "peak_power_std_w": _grown_std(point.peak_power_std_w, point.peak_power_w,
+                                               peak_r),
+                "avg_power_std_w": _grown_std(point.avg_power_std_w, point.avg_power_w, avg_r),
+            }))
+        return self.model_copy(update={"points": kept}).merged(
+            self.model_copy(update={"points": points}))
+
     def merged(self, newer: ProfileTable) -> ProfileTable:
         """This profile with `newer`'s points replacing the same (b, f)."""
         if (newer.device, newer.model, newer.input_shape) != (
@@ -187,6 +227,11 @@ class ProfileTable(VersionedFile):
         keep = {(p.batch_size, p.knob_value): p for p in self.points}
         keep.update({(p.batch_size, p.knob_value): p for p in newer.points})
         return self.model_copy(update={"points": list(keep.values())})
+
+
+def _grown_std(std: float | None, value: float, ratio: float) -> float:
+    """A scaled value's uncertainty: its own (scaled), and the scaling's size |ratio - 1|."""
+    return math.hypot((std or 0.0) * ratio, value * ratio * abs(ratio - 1.0))
 
 
 def portable_model_name(name: str) -> str | None:
@@ -201,39 +246,31 @@ def portable_model_name(name: str) -> str | None:
 @dataclass
 class Staircase:
     """One row reduced to the points no other beats: the best feasible point of the row under
-    a cap is `best_under(cap)`, a binary search. For the GPU clock (Algorithm 1) the best is
-    f*(b), the highest clock whose peak power is under the cap; for a knob whose time is not
-    monotone in its value (a power limit, a power mode) it is the fastest point under the cap.
-    This is the one place f*(b) is computed (ProfileTable.frontier and the planner's Selector
-    both use it)."""
+    a cap is `best_under(cap)`, a binary search. The best is the fastest point whose peak
+    power is under the cap, whatever the knob (time need not be monotone in a power limit or
+    a power mode); for the GPU clock, where time falls as the clock rises, it is Algorithm 1's
+    f*(b), the highest clock under the cap. Equally fast points go to the highest value
+    (`ties_to_highest`, the clock) or the lowest (a limit that does not bind leaves the most
+    headroom). This is the one place f*(b) is computed (ProfileTable.frontier and the
+    planner's Selector both use it)."""
 
     powers_w: list[float]  # ascending
     points: list[ProfilePoint]  # same order: the best point at or under each power
 
     @classmethod
-    def of(cls, row: list[ProfilePoint], highest_is_fastest: bool = True) -> Staircase:
+    def of(cls, row: list[ProfilePoint], ties_to_highest: bool = True) -> Staircase:
+        # ascending power, each entry the best of every point up to its power
+        sign = -1 if ties_to_highest else 1
+        powers_w: list[float] = []
         kept: list[ProfilePoint] = []
-        if highest_is_fastest:
-            lowest = float("inf")
-            for point in sorted(row, key=lambda p: -p.knob_value):
-                if point.peak_power_w < lowest:
-                    kept.append(point)
-                    lowest = point.peak_power_w
-            kept.reverse()  # ascending power, ascending knob value
-        else:
-            # ascending power, each entry the best of every point up to its power: the
-            # fastest, and among equally fast ones the lowest knob value (a limit that does not
-            # bind is as fast as any higher one; the lowest leaves the most headroom)
-            powers_w: list[float] = []
-            best: ProfilePoint | None = None
-            for point in sorted(row, key=lambda p: p.peak_power_w):
-                if best is None or (point.seconds_per_sample, point.knob_value) < (
-                        best.seconds_per_sample, best.knob_value):
-                    best = point
-                powers_w.append(point.peak_power_w)
-                kept.append(best)
-            return cls(powers_w, kept)
-        return cls([p.peak_power_w for p in kept], kept)
+        best: ProfilePoint | None = None
+        for point in sorted(row, key=lambda p: (p.peak_power_w, sign * p.knob_value)):
+            if best is None or (point.seconds_per_sample, sign * point.knob_value) < (
+                    best.seconds_per_sample, sign * best.knob_value):
+                best = point
+            powers_w.append(point.peak_power_w)
+            kept.append(best)
+        return cls(powers_w, kept)
 
     def best_under(self, cap_w: float | None) -> ProfilePoint | None:
         """The row's best point with peak power at or under the cap (None: no cap)."""

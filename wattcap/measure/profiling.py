@@ -626,9 +626,10 @@ def refresh_profile(
     size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
     cap the table was pruned for, else no cap: the highest measured frequency). A frontier
     point that now breaks the cap is followed down its row until a frequency is under it
-    again. Returns the merged table (mode "refresh": the new points replace the old ones) and
-    the changes. The device's settings are restored afterwards; `source` names the table in
-    error messages.
+    again. Returns the merged table (mode "refresh": the new points replace the old ones, and
+    the other points of a re-measured row are scaled by the change measured on it, marked
+    predicted: `ProfileTable.remeasured`) and the changes. The device's settings are restored
+    afterwards; `source` names the table in error messages.
 
     Raises WattcapFileError when the table was made for another device, model or power mode.
     """
@@ -646,8 +647,7 @@ def refresh_profile(
     frequencies = device.frequencies_hz()
     with exit_cleanly_on_signals():
         measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
-    newer = table.model_copy(update={"points": measured})
-    merged = table.merged(newer).model_copy(update={
+    merged = table.remeasured(measured).model_copy(update={
         "mode": "refresh",
         "power_cap_w": cap,
         "points_measured": table.points_measured + len(measured),

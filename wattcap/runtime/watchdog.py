@@ -441,9 +441,7 @@ class DriftMonitor:
         applied_hz = self.device.set_frequency_hz(to_hz)
         if self.watchdog is not None:
             self.watchdog.set_ceiling_hz(applied_hz)
-        self.reference = self.reference.merged(
-            self.reference.model_copy(update={"points": points})
-        )
+        self.reference = self.reference.remeasured(points)
         what = []
         if abs(event.time_change) > self.time_tolerance:
             what.append(f"time per sample {event.expected_seconds_per_sample * 1e3:.3f} -> "
@@ -479,6 +477,4 @@ class DriftMonitor:
     def adopt(self, replans: list[Replan]) -> None:
         """Take the re-measured points of earlier re-plans (a resumed run) as the reference."""
         for replan in replans:
-            self.reference = self.reference.merged(
-                self.reference.model_copy(update={"points": replan.points})
-            )
+            self.reference = self.reference.remeasured(replan.points)
