@@ -71,7 +71,9 @@ def write_trace(folder: Path, profile: ProfileTable, proxy: EfficiencyVector,
         proxy=TraceRuns(file="proxy.csv", dataset=proxy.dataset, target=proxy.target_accuracy),
         targets=[TraceRuns(file=f"target-{name}.csv", dataset=name,
                            target=vector.target_accuracy)
-                 for name, vector in targets.items()])
+                 for name, vector in targets.items()],
+        # a power limit holds average power: the caps of such a device do too
+        cap_on="average" if profile.knob_kind == "power_limit" else "peak")
     return manifest.save(folder / "trace.json")
 
 
@@ -133,9 +135,8 @@ def main() -> None:
         for device in DEVICES:
             profile = profile_for(device, comparison.model, knob)
             path = write_trace(out / f"{device}-{knob}", profile, proxy, targets)
-            on_average = knob == "power_limit"
-            replayed = replay_trace(load_trace(path), caps_for(profile, on_average),
-                                    cap_on="average" if on_average else "peak")
+            trace = load_trace(path)
+            replayed = replay_trace(trace, caps_for(profile, trace.manifest.cap_on == "average"))
             for method, values in ratios(replayed).items():
                 found[method] += values
         cells = []

@@ -172,3 +172,37 @@ def test_a_missed_seed_costs_its_budget_and_a_restart(tmp_path: Path) -> None:
     assert fastest.expected_time_s < b16
     ours = comparison.get("a100-pcie", None, "my-data", "wattcap")
     assert ours is not None and comparison.over_fastest_pct(ours) is not None
+
+
+def test_a_trace_says_its_caps_hold_average_power_and_the_command_can_too(
+        tmp_path: Path) -> None:
+    """A power-limited GPU's caps hold average power: the manifest says so (cap_on), every
+    choice keeps its average under the cap while its peak may pass it, and the report says
+    what the caps held; --cap-on overrides the manifest, and a trained comparison (emulated
+    Jetsons) refuses it."""
+    path = _power_limit_trace(tmp_path)
+    manifest = json.loads(path.read_text())
+    manifest["cap_on"] = "average"
+    path.write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", "160",
+                                 "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.cap_on == "average"
+    table = load_trace(path).profile
+    fastest = comparison.get("a100-pcie", 160.0, "my-data", "fastest")
+    assert fastest is not None and (fastest.batch_size, fastest.knob_value) == (64, 150_000)
+    point = table.lookup(64, 150_000)
+    assert point is not None and point.avg_power_w <= 160.0 < point.peak_power_w
+    assert "The caps hold average power" in (out / "report.md").read_text()
+    # overriding the manifest: at 160 W no peak fits under the cap with its margin (the
+    # table's peaks are of 1 s averages: a wide one), said; at 210 W every choice's peak fits
+    assert replay_trace(load_trace(path), [160.0], cap_on="peak").results == []
+    peak = replay_trace(load_trace(path), [210.0], cap_on="peak")
+    assert peak.cap_on == "peak" and peak.results
+    for r in peak.results:
+        assert table.lookup(r.batch_size, r.knob_value).peak_power_w <= 210.0
+    refused = runner.invoke(app, ["compare", "--cap-on", "average", "--out",
+                                  str(tmp_path / "x")])
+    assert refused.exit_code != 0 and "--cap-on average is for a trace" in refused.output

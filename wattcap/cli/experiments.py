@@ -24,6 +24,8 @@ from wattcap.cli.inputs import (
     resolve_model,
 )
 from wattcap.cli.options import (
+    CapOn,
+    CapOnOpt,
     InputShapeOpt,
     ModelOpt,
     NumClassesOpt,
@@ -198,6 +200,7 @@ def compare(
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
+    cap_on: CapOnOpt = None,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
@@ -209,8 +212,11 @@ def compare(
 
     check_risk(risk)
     if device is not None and device.startswith("trace:"):
-        _compare_trace(out, Path(device.partition(":")[2]), power_caps, risk)
+        _compare_trace(out, Path(device.partition(":")[2]), power_caps, risk, cap_on)
         return
+    if cap_on == CapOn.AVERAGE:
+        fail("--cap-on average is for a trace (--device trace:FILE): the emulated Jetsons' "
+             "caps hold peak power")
     console = make_console()
     target_list = _split(targets)
     proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
@@ -250,7 +256,8 @@ def compare(
     _report(out, comparison, console, weights_path)
 
 
-def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | None) -> None:
+def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | None,
+                   cap_on: CapOn | None = None) -> None:
     """compare --device trace:FILE: every method planned from the trace's table and proxy
     runs, scored on its target runs; nothing is trained (wattcap.experiments.trace)."""
     from wattcap.core.schema import WattcapFileError
@@ -268,7 +275,7 @@ def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | 
     except (WattcapFileError, ValueError) as err:
         fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
-    comparison = replay_trace(trace, caps, risk)
+    comparison = replay_trace(trace, caps, risk, None if cap_on is None else cap_on.value)
     comparison.save(out / "comparison.json")
     write_csv(comparison, out / "results.csv")
     trace.profile.save(out / "profile-trace.json")

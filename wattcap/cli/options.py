@@ -8,6 +8,7 @@ command. Only typer loads here.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -163,6 +164,17 @@ ProfileKnobOpt = Annotated[str, typer.Option(
 PowerLimitsOpt = Annotated[str | None, typer.Option(
     help="With --knob power-limit: the limits to measure, in W (e.g. 150,200,250); default: 8 "
     "spread over the range the board accepts.")]
+class CapOn(str, Enum):
+    """What a power cap holds."""
+
+    PEAK = "peak"
+    AVERAGE = "average"
+
+
+CapOnOpt = Annotated[CapOn | None, typer.Option(
+    help="What the cap holds: peak power (a Jetson's supply; the default) or average power "
+    "(what a GPU power limit enforces, a site's budget). A trace's manifest may set it "
+    "(cap_on).")]
 RiskOpt = Annotated[float | None, typer.Option(
     help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
     "batch size whose r_b is poorly known) instead of its value.")]

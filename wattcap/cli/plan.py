@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,6 +19,8 @@ from wattcap.cli.common import (
 from wattcap.cli.inputs import check_risk
 from wattcap.cli.options import (
     SERVER,
+    CapOn,
+    CapOnOpt,
     CostMaxPowerOpt,
     DeadlineOpt,
     DeviceNameOpt,
@@ -44,13 +45,6 @@ from wattcap.core.knob import knob_number, knob_unit
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
     from wattcap.core.plan import Plan
-
-
-class CapOn(str, Enum):
-    """What a power cap holds."""
-
-    PEAK = "peak"
-    AVERAGE = "average"
 
 
 def make_plan(
@@ -208,9 +202,7 @@ def plan_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the Plan file.")] = None,
     margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
-    cap_on: Annotated[CapOn, typer.Option(
-        help="What the cap holds: peak power (a Jetson's supply; the default) or average "
-        "power (what a GPU power limit enforces, a site's budget).")] = CapOn.PEAK,
+    cap_on: CapOnOpt = None,
     extrapolate: Annotated[bool, typer.Option(
         "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
         "their r_b extrapolated from its large-batch relation (flagged in the notes).")] = False,
@@ -242,7 +234,8 @@ def plan_command(
     goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
-                       cap_on=cap_on.value, extrapolate=extrapolate, risk=risk)
+                       cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
+                       risk=risk)
     if out:
         result.save(out)
     if plot:

@@ -18,7 +18,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -81,11 +81,6 @@ class MethodResult(BaseModel):
     @property
     def time_std_s(self) -> float:
         return _std(self.time_s)
-
-    @property
-    def energy_mean_j(self) -> float | None:
-        """Mean energy to accuracy; None unless every seed reached the target."""
-        return _mean_if_all(self.energy_j)
 
     @property
     def energy_std_j(self) -> float:
@@ -157,7 +152,8 @@ class Comparison(VersionedFile):
 
     FILE_KIND = "wattcap.comparison"
     #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
-    #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts)
+    #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
+    #: cap_on
     SCHEMA_VERSION = 4
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
                                                   3: lambda raw: raw}
@@ -180,6 +176,8 @@ class Comparison(VersionedFile):
     knob_kind: KnobKind = "gpu_clock"
     #: what the numbers are, for a replayed trace (its manifest's label); None: trained here
     trace_label: str | None = None
+    #: what the caps held: "peak" power, or "average" (a trace of a power-limited GPU)
+    cap_on: Literal["peak", "average"] = "peak"
 
     def describe_knob(self, value: int) -> str:
         """A knob value of this comparison with its unit."""

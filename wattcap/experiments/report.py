@@ -204,6 +204,8 @@ def write_report(
             f"Replayed from a trace, nothing trained: {comparison.trace_label}. Each time is "
             "the table's time per sample at the method's choice times the samples that seed "
             "needed on the target; energy uses the table's average power.")
+        + (" The caps hold average power (a power limit's, a site's budget), not peaks."
+           if comparison.cap_on == "average" else "")
     )
     md = [f"# wattcap comparison: {comparison.model}", "", intro, "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -9,19 +9,24 @@ named by a small JSON manifest (`TraceManifest`, kind "wattcap.trace"):
      "device": "a100-pcie", "model": "resnet50",
      "profile": {"file": "profile.csv", "power_sampling": "average:1"},
      "proxy": {"file": "proxy-runs.csv", "dataset": "imagenet-subset", "target": 0.7},
-     "targets": [{"file": "target-runs.csv", "dataset": "my-data", "target": 0.8}]}
+     "targets": [{"file": "target-runs.csv", "dataset": "my-data", "target": 0.8}],
+     "cap_on": "average"}
 
-Files are read relative to the manifest. Every method is planned under each cap from the table
-and the proxy's r_b, as `compare` plans, and scored on the target's measured runs: a seed's
-time is T(b, knob) from the table times the samples that seed needed; a seed that missed the
-target has no time, and a batch size the target never ran gives its method no time (said, not
-invented). The oracle is the brute force over the target's measured means.
+Files are read relative to the manifest; `cap_on` (optional) says what the device's caps hold,
+peak power (the default) or average power (a power-limited GPU), and `--cap-on` overrides it.
+Every method is planned under each cap from the table and the proxy's r_b, as `compare`
+plans, and scored on the target's measured runs: a seed's time is T(b, knob) from the table
+times the samples that seed needed; a seed that missed the target costs its budget at the same
+T and a restart (`wattcap.algorithms.restarts`), and a batch size the target never ran gives
+its method no time (said, not invented). The oracle is the brute force over the target's
+measured means, with restarts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -72,6 +77,9 @@ class TraceManifest(VersionedFile):
     profile: TraceTable
     proxy: TraceRuns
     targets: list[TraceRuns]
+    #: what the device's caps hold: "peak" power (a Jetson's supply) or "average" (what a GPU
+    #: power limit enforces); None: peak, unless the command says otherwise
+    cap_on: Literal["peak", "average"] | None = None
 
 
 @dataclass
@@ -130,9 +138,11 @@ def measured_oracle(vector: EfficiencyVector) -> EfficiencyVector | None:
 
 
 def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = None,
-                 cap_on: str = "peak") -> Comparison:
+                 cap_on: Literal["peak", "average"] | None = None) -> Comparison:
     """Every method under every cap, scored on the target's measured runs (no training);
-    `cap_on` "average": the cap holds average power (what a power limit enforces)."""
+    `cap_on` "average": the cap holds average power (what a power limit enforces); None: the
+    manifest's, else peak."""
+    cap_on = cap_on or trace.manifest.cap_on or "peak"
     results: list[MethodResult] = []
     infeasible: list[str] = []
     device = trace.manifest.device
@@ -156,7 +166,7 @@ def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = 
         target_accuracy=next(iter(trace.targets.values())).target_accuracy,
         proxy_target_accuracy=trace.proxy.target_accuracy, results=results,
         infeasible=infeasible, risk=risk, knob_kind=trace.profile.knob_kind,
-        trace_label=trace.manifest.label)
+        trace_label=trace.manifest.label, cap_on=cap_on)
 
 
 def _scored(result: Plan, vector: EfficiencyVector, device: str,
