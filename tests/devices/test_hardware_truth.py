@@ -320,3 +320,30 @@ def test_profiling_power_limits_on_nvml_sets_each_limit_and_puts_the_found_one_b
     with pytest.raises(ValueError, match="outside what"):
         profiler.run_power_limits([150.0])
     device.close()
+
+
+def test_training_with_a_power_limit_plan_on_nvml_sets_the_limit_and_puts_it_back(
+    monkeypatch: pytest.MonkeyPatch, wattcap_state_dir: str,
+) -> None:
+    """A power-limit plan on a datacenter GPU (issue 28 item 2): the Session sets the planned
+    limit through NVML before the first step, locks no clock (the board runs under the
+    limit), and the limit found is back afterwards; the record says what it ran at."""
+    from wattcap.measure.profiling import Profiler
+
+    nvml, _, device = _gpu_and_device(monkeypatch, power_limit_mw=450_000,
+                                      power_limit_constraints_mw=(200_000, 700_000))
+    gpu = nvml.gpus[0]
+    table = Profiler(device, "digits-cnn", batch_sizes=(8, 16),
+                     step_factory=lambda b, d: (lambda: None),
+                     min_readings=1).run_power_limits([250.0, 600.0])
+    assert gpu.power_limit_mw == 450_000
+    config, train, test = small_run()
+    locks_before, limits_before = len(gpu.lock_history), len(gpu.power_limit_history)
+    record = train_to_accuracy(config, train, test, device=device, profile=table,
+                               knob_value=250_000)
+    assert gpu.power_limit_history[limits_before] == 250_000  # the plan's limit, first
+    assert gpu.power_limit_mw == 450_000  # the limit found is back
+    assert len(gpu.lock_history) == locks_before  # the clock was left to the board
+    assert (record.knob_kind, record.knob_value) == ("power_limit", 250_000)
+    assert any("power limit 250 W applied" in event for event in record.events)
+    device.close()

@@ -234,3 +234,33 @@ def test_the_emulated_power_limit_holds_the_average_and_profiles_as_a_knob(
     bad = CliRunner().invoke(app, ["profile", "--model", "digits-cnn", "--knob", "power-limit",
                                    "--power-limits", "2,x", "--out", str(out)])
     assert bad.exit_code != 0 and "--power-limits takes watts" in bad.output
+
+
+def test_training_with_a_power_mode_plan_switches_the_mode_and_puts_it_back(
+        board: FakeBoard, wattcap_state_dir: str) -> None:
+    """A power-mode plan on a Jetson (issue 28 item 2): the Session runs `nvpmodel -m ID` for
+    the planned mode at the start, locks no clock inside it (the mode bounds the clock), and
+    the mode found is back when the session closes; the record says which mode it ran in."""
+    from wattcap.core.profile import ProfilePoint, ProfileTable
+    from wattcap.runtime.session import Session
+
+    device = JetsonDevice(board.root)
+    points = [ProfilePoint(batch_size=8, knob_value=mode, peak_power_w=peak, avg_power_w=peak,
+                           seconds_per_sample=spp, steps=5, readings=10)
+              for mode, peak, spp in ((0, 9.0, 1.0e-3), (1, 6.0, 1.6e-3))]
+    table = ProfileTable(device=device.name, device_kind="jetson", sensor_rail="VDD_IN",
+                         sensor_period_s=0.05, model="digits-cnn", input_shape=[1, 8, 8],
+                         batch_sizes=[8], knob_kind="power_mode", knob_values=[0, 1],
+                         max_batch_size=8, mode="exhaustive", points=points,
+                         points_measured=2, profiling_device_s=1.0, power_noise_w=0.0)
+    found = _devfreq(board)
+    session = Session(device, profile=table, power_cap_w=7.0, margin_sigmas=0,
+                      handle_signals=False)
+    assert (session.batch_size, session.knob_value) == (8, 1)  # 15W breaks the cap
+    session.start()
+    assert _calls(board) == ["-m 1"] and device.power_mode == "7W"
+    assert _devfreq(board)["governor"] == found["governor"]  # no clock lock inside the mode
+    record = session.close()
+    assert _calls(board) == ["-m 1", "-m 0"] and device.power_mode == "15W"
+    assert _devfreq(board) == found
+    assert record is not None and (record.knob_kind, record.knob_value) == ("power_mode", 1)
