@@ -102,6 +102,9 @@ def test_a_proxy_estimate_to_a_loss_target_reads_samples_where_the_loss_falls(
     assert vector.target_metric == LOSS and vector.target_accuracy == 0.6
     for b in (8, 32):
         assert vector.entry(b).reachable
+    from wattcap.experiments.tables import efficiency_table
+
+    assert "proxy target loss <= 0.6, given" in str(efficiency_table(vector).title)
     # the same runs read against accuracy 0.6 (reached early, growing) give other samples
     accuracy = estimate_efficiency("digits-cnn", "digits", 0.6, batch_sizes=(8, 32), seeds=1,
                                    sample_budget=4096, data=digits_splits, **FROM_SCRATCH)

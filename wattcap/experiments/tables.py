@@ -15,8 +15,11 @@ def efficiency_table(vector: EfficiencyVector) -> Table:
     if vector.noise_scale is not None:
         return _gns_table(vector)
     how = "given" if vector.target_accuracy_source == "given" else vector.target_accuracy_rule
-    table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target "
-                        f"{vector.target_accuracy:.2%}, {how}; {len(vector.seeds)} seed(s))")
+    metric = vector.target_metric
+    target = (f"{vector.target_accuracy:.2%}" if metric.is_accuracy
+              else metric.describe(vector.target_accuracy))
+    table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target {target}, "
+                        f"{how}; {len(vector.seeds)} seed(s))")
     for column in ("batch", "samples to target per seed", "E(b) used", "r_b", "95% interval",
                    "from"):
         table.add_column(column, justify="right")
