@@ -206,3 +206,20 @@ def test_a_trace_says_its_caps_hold_average_power_and_the_command_can_too(
     refused = runner.invoke(app, ["compare", "--cap-on", "average", "--out",
                                   str(tmp_path / "x")])
     assert refused.exit_code != 0 and "--cap-on average is for a trace" in refused.output
+
+
+def test_a_trace_of_a_falling_metric_reports_its_target_in_that_metric(tmp_path: Path) -> None:
+    path = _power_limit_trace(tmp_path)
+    manifest = json.loads(path.read_text())
+    manifest["targets"][0].update({"metric": "wer", "target": 0.2})
+    manifest["proxy"].update({"metric": "f1:100", "target": 70})
+    path.write_text(json.dumps(manifest))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", "none",
+                                 "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.target_metric.name == "wer" and comparison.proxy_target_metric.high == 100
+    report = (out / "report.md").read_text()
+    assert "target wer <= 0.2" in report and "its own target f1 >= 70" in report
+    assert "target accuracy 20%" not in report

@@ -57,6 +57,10 @@ class TargetMetric(BaseModel):
         """A value as a person reads it: '85%' for accuracy, 'loss 0.412' otherwise."""
         return f"{value:.0%}" if self.is_accuracy else f"{self.name} {value:.4g}"
 
+    def target_text(self, target: float, digits: int = 0) -> str:
+        """A target as a sentence reads it: 'accuracy 90%', 'wer <= 0.15'."""
+        return f"accuracy {target:.{digits}%}" if self.is_accuracy else self.describe(target)
+
     def describe(self, target: float) -> str:
         """'accuracy >= 0.8', 'wer <= 0.15'."""
         return f"{self.name} {'>=' if self.direction == 'higher' else '<='} {target:g}"

@@ -30,6 +30,7 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.files import write_file
 from wattcap.core.knob import KnobKind, format_knob
+from wattcap.core.metric import ACCURACY, TargetMetric
 from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
 from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
@@ -153,7 +154,7 @@ class Comparison(VersionedFile):
     FILE_KIND = "wattcap.comparison"
     #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
     #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
-    #: cap_on
+    #: cap_on, target_metric, proxy_target_metric
     SCHEMA_VERSION = 4
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
                                                   3: lambda raw: raw}
@@ -178,6 +179,10 @@ class Comparison(VersionedFile):
     trace_label: str | None = None
     #: what the caps held: "peak" power, or "average" (a trace of a power-limited GPU)
     cap_on: Literal["peak", "average"] = "peak"
+    #: the metrics of the targets' and the proxy's targets (a trace's runs may be to a word
+    #: error rate or F1 on 0-100; a trained comparison's are accuracy)
+    target_metric: TargetMetric = ACCURACY
+    proxy_target_metric: TargetMetric = ACCURACY
 
     def describe_knob(self, value: int) -> str:
         """A knob value of this comparison with its unit."""

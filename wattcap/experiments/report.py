@@ -110,9 +110,9 @@ def bar_chart(comparison: Comparison, out: Path, field: str) -> Path:
         ax.set_xlim(-0.5, len(panel) - 0.5)  # bars of unreached runs are NaN: keep their room
         ax.set_ylabel(label)
         ax.set_xlabel("Scenario (device, power cap)")
-        ax.set_title(f"Target {target}: {quantity} of {comparison.model} to "
-                     f"{comparison.target_accuracy:.0%} accuracy, mean ± std over "
-                     f"{comparison.seeds} seed(s)")
+        goal = comparison.target_metric.target_text(comparison.target_accuracy)
+        ax.set_title(f"Target {target}: {quantity} of {comparison.model} to {goal}, mean ± "
+                     f"std over {comparison.seeds} seed(s)")
         ax.legend(title="method", fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     path = out / f"bars-{field}.png"
@@ -187,10 +187,12 @@ def write_report(
     under "Made from"."""
     header, rows = table_rows(comparison)
     proxy_target = ("" if comparison.proxy_target_accuracy is None else
-                    f" (its own target accuracy {comparison.proxy_target_accuracy:.2%})")
+                    " (its own target " + comparison.proxy_target_metric.target_text(
+                        comparison.proxy_target_accuracy, digits=2) + ")")
+    goal = comparison.target_metric.target_text(comparison.target_accuracy)
     intro = (
         f"Model **{comparison.model}**, proxy **{comparison.proxy}**{proxy_target}, targets "
-        f"{', '.join(comparison.targets)}, target accuracy {comparison.target_accuracy:.0%}, "
+        f"{', '.join(comparison.targets)}, target {goal}, "
         f"{comparison.seeds} seed(s) behind every number. Each cell: the chosen batch size and "
         f"{knob_unit(comparison.knob_kind).label}, then the measured time-to-accuracy (device "
         "seconds) and energy "

@@ -166,7 +166,9 @@ def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = 
         target_accuracy=next(iter(trace.targets.values())).target_accuracy,
         proxy_target_accuracy=trace.proxy.target_accuracy, results=results,
         infeasible=infeasible, risk=risk, knob_kind=trace.profile.knob_kind,
-        trace_label=trace.manifest.label, cap_on=cap_on)
+        trace_label=trace.manifest.label, cap_on=cap_on,
+        target_metric=next(iter(trace.targets.values())).target_metric,
+        proxy_target_metric=trace.proxy.target_metric)
 
 
 def _scored(result: Plan, vector: EfficiencyVector, device: str,
