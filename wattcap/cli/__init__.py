@@ -4,17 +4,17 @@ Modules: `options` (every option more than one command takes, as one `Annotated`
 `common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
 (the one handler of `WattcapError`), `devices`, `profile` (profile, plot-profile), `files`
 (migrate, import, export), `plan`, `train` (pretrain, estimate, train), `demo`,
-`experiments` (compare, sensitivity) and `server` (serve, push, pull and the `--server`
-helpers). Each imports only typer, rich and light wattcap modules at load time; torch loads
-inside the commands that train or measure, so `wattcap --help` and the light commands start
-fast. No library module imports this package.
+`experiments` (compare, sensitivity), `fleet` (fleet plan) and `server` (serve, push, pull
+and the `--server` helpers). Each imports only typer, rich and light wattcap modules at load
+time; torch loads inside the commands that train or measure, so `wattcap --help` and the
+light commands start fast. No library module imports this package.
 """
 
 from __future__ import annotations
 
 import typer
 
-from wattcap.cli import demo, devices, experiments, files, plan, profile, server, train
+from wattcap.cli import demo, devices, experiments, files, fleet, plan, profile, server, train
 from wattcap.cli.errors import WattcapGroup
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ app.command("train")(train.train)
 app.command("demo")(demo.demo)
 app.command("compare")(experiments.compare)
 app.command("sensitivity")(experiments.sensitivity)
+app.add_typer(fleet.fleet_app, name="fleet")
 # serve / push / pull: fastapi, uvicorn and httpx (the optional wattcap[server] extra) load when
 # a server command runs, so the core CLI works without them.
 app.command("serve")(server.serve)

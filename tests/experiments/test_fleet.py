@@ -1,0 +1,108 @@
+"""A fleet is a file, planned per client (issue 29: the file and the plans; the federation on
+Flower is not built yet)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.planner import with_power_margin
+from wattcap.cli import app
+from wattcap.core.profile import ProfileTable
+from wattcap.experiments.fleet import plan_fleet_file
+
+runner = CliRunner()
+MODEL = "digits-cnn"
+
+
+def _fleet(folder: Path, clients: list[dict] | None = None) -> Path:
+    vector = vector_from_samples(
+        {b: [900.0 * (1 + b / 40), 950.0 * (1 + b / 40)] for b in (4, 8, 16, 32, 64, 128)},
+        sample_budget=20_000, use_fit=False, model=MODEL, input_shape=[1, 8, 8],
+        dataset="digits-rotated", task="image-classification", target_accuracy=0.8,
+        seeds=[0, 1])
+    vector.save(folder / "efficiency-proxy.json")
+    link = {"bandwidth_mbps": 10.0, "latency_s": 0.05}
+    clients = clients if clients is not None else [
+        {"name": "nano-a", "device": "emulated:jetson-nano", "power_cap": 4.0,
+         "data": {"dataset": "digits", "labels": [0, 1, 2]},
+         "link": {**link, "energy_j_per_mb": 2.0}},
+        {"name": "tx2", "device": "emulated:jetson-tx2nx", "power_cap": 6.0,
+         "data": {"dataset": "digits", "labels": [3, 4, 5, 6]}, "link": link},
+        {"name": "nano-b", "device": "emulated:jetson-nano", "power_cap": None,
+         "data": {"dataset": "digits", "fraction": 0.3},
+         "link": {"bandwidth_mbps": 0.5, "latency_s": 0.2}},
+    ]
+    path = folder / "fleet.json"
+    path.write_text(json.dumps({"kind": "wattcap.fleet", "schema_version": 1, "model": MODEL,
+                                "efficiency": "efficiency-proxy.json",
+                                "samples_per_round": 2048, "clients": clients}))
+    return path
+
+
+def test_a_three_client_fleet_is_planned_under_every_clients_cap(tmp_path: Path) -> None:
+    path = _fleet(tmp_path)
+    result = plan_fleet_file(path)
+    plans = result.plans
+    assert set(plans) == {"uniform", "own", "fleet"}
+    fleet = plans["fleet"]
+    assert fleet.time_s <= plans["uniform"].time_s and fleet.time_s <= plans["own"].time_s
+    assert sum(c.samples for c in fleet.clients) == pytest.approx(2048)
+    # every client at a point its profile, with the planner's margin, keeps under its cap
+    for c in fleet.clients:
+        cap = result.caps_w[c.name]
+        device = "jetson-tx2nx" if c.name == "tx2" else "jetson-nano"
+        table = ProfileTable.load(tmp_path / "fleet-profiles" / f"{device}-{MODEL}.json")
+        point = with_power_margin(table, 2.0).lookup(c.batch_size, c.knob_value)
+        assert point is not None and (cap is None or point.peak_power_w <= cap)
+    # nano-b's slow link alone outlasts the others' whole round: the fleet plan leaves it out
+    # (the uniform plan waits for it every round)
+    assert result.comm_s["nano-b"] > 5 * result.comm_s["nano-a"]
+    assert fleet.left_out == ["nano-b"]
+    assert plans["uniform"].round_s >= result.comm_s["nano-b"] > fleet.round_s
+    # nano-a's link costs 2 J per MB each way, every round it takes part in
+    assert result.link_j["nano-a"] > 0 == result.link_j["tx2"]
+    assert result.link_energy_j("fleet") == pytest.approx(fleet.rounds * result.link_j["nano-a"])
+    out = runner.invoke(app, ["fleet", "plan", str(path)], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "uniform" in out.output and "the fleet plan, per client" in out.output
+    assert "Traceback" not in out.output
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"device": "emulated:jetson-nanoo"}, "client nano-a: unknown emulated device"),
+    ({"device": "gpu0"}, "client nano-a: unknown device 'gpu0'"),
+    ({"power_cap": -3}, "client nano-a: power cap must be a positive number of watts"),
+    ({"data": {"dataset": "digits", "labels": [42]}},
+     "client nano-a: empty data shard: digits has no samples with labels [42]"),
+    ({"data": {"dataset": "nope"}}, "client nano-a: unknown dataset 'nope'"),
+    ({"device": "nvml:0"}, "client nano-a: device 'nvml:0' needs its measured profile"),
+])
+def test_a_bad_fleet_file_is_refused_in_one_line(tmp_path: Path, edit: dict,
+                                                 message: str) -> None:
+    client = {"name": "nano-a", "device": "emulated:jetson-nano", "power_cap": 4.0,
+              "data": {"dataset": "digits"}, "link": {"bandwidth_mbps": 10.0}}
+    path = _fleet(tmp_path, [{**client, **edit}])
+    out = runner.invoke(app, ["fleet", "plan", str(path)], env={"COLUMNS": "300"})
+    assert out.exit_code != 0
+    flat = " ".join(out.output.split())
+    assert message in flat and "Traceback" not in out.output
+
+
+def test_a_fleet_file_in_yaml_and_a_malformed_one(tmp_path: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    path = _fleet(tmp_path)
+    raw = json.loads(path.read_text())
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump(raw))
+    assert set(plan_fleet_file(tmp_path / "fleet.yaml").plans) == {"uniform", "own", "fleet"}
+    (tmp_path / "broken.yaml").write_text("clients: [\n")
+    out = runner.invoke(app, ["fleet", "plan", str(tmp_path / "broken.yaml")])
+    assert out.exit_code != 0 and "not valid YAML" in out.output
+    raw["clients"] = []
+    (tmp_path / "empty.json").write_text(json.dumps(raw))
+    out = runner.invoke(app, ["fleet", "plan", str(tmp_path / "empty.json")])
+    assert out.exit_code != 0 and "clients" in out.output

@@ -1,0 +1,203 @@
+"""A fleet file checked and planned (issue 29: the fleet file and the plans; the federation on
+Flower is not built yet).
+
+`check_fleet` refuses what cannot work, one line per problem naming the client (an unknown
+device, a cap that is not a positive number of watts, a shard with no samples, a missing file,
+two clients of one name). `plan_fleet_file` builds each client's options from its profile (a
+measured one, or the emulated device profiled on first use and cached beside the fleet file)
+under its cap with the planner's margin, its single-device plans (baseline-1: the largest batch
+at the safe knob value; wattcap: its own choice), its communication time per round from the
+model's size and its link, and returns the uniform, own and fleet plans
+(`wattcap.algorithms.fleet`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wattcap.algorithms.efficiency import ratios_for_batch_sizes
+from wattcap.algorithms.fleet import FleetClient, FleetPlan, plan_fleet
+from wattcap.algorithms.planner import plan, with_power_margin
+from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.errors import WattcapError
+from wattcap.core.fleet import FleetClientSpec, FleetFile
+from wattcap.core.knob import KnobKind
+from wattcap.core.plan import InfeasibleCapError
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.schema import WattcapFileError
+
+#: bytes per parameter sent each way every round (float32 weights and updates)
+BYTES_PER_PARAMETER = 4
+
+
+class FleetError(WattcapError, ValueError):
+    """A fleet that cannot be planned or run, in one line naming the client."""
+
+
+def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
+    from wattcap.devices.spec import list_specs
+
+    device = client.device
+    if device.startswith("emulated:"):
+        spec = device.partition(":")[2]
+        if spec in list_specs() or (folder / spec).is_file():
+            return None
+        return (f"unknown emulated device {spec!r} (known: {', '.join(list_specs())}, or a "
+                "spec file)")
+    if device in ("jetson",) or device.startswith("nvml"):
+        return None if client.profile else (f"device {device!r} needs its measured profile "
+                                            "(profile: FILE): it is not profiled from here")
+    return (f"unknown device {device!r}: expected emulated:SPEC, jetson or nvml:N (with a "
+            "profile)")
+
+
+def _shard_size(client: FleetClientSpec) -> int:
+    """The samples of the client's shard; KeyError for an unknown dataset."""
+    from wattcap.data import get_dataset
+
+    data = get_dataset(client.data.dataset, seed=client.data.seed)
+    labels = np.asarray(data.y)
+    held = labels.size if client.data.labels is None else int(
+        np.isin(labels, client.data.labels).sum())
+    return int(held * client.data.fraction)
+
+
+def check_fleet(fleet: FleetFile, folder: Path) -> None:
+    """Refuse a fleet that cannot be planned (FleetError, the first problem in one line)."""
+    names = [c.name for c in fleet.clients]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise FleetError(f"fleet: client names must differ; twice: {', '.join(twice)}")
+    if not (folder / fleet.efficiency).is_file():
+        raise FleetError(f"fleet: efficiency file {fleet.efficiency} not found (next to the "
+                         "fleet file; `wattcap estimate` writes one)")
+    for client in fleet.clients:
+        problem = _device_problem(client, folder)
+        if problem is None and client.power_cap is not None and not client.power_cap > 0:
+            problem = (f"power cap must be a positive number of watts (or null: no cap), "
+                       f"got {client.power_cap:g}")
+        if problem is None and client.profile and not (folder / client.profile).is_file():
+            problem = f"profile {client.profile} not found"
+        if problem is None:
+            try:
+                size = _shard_size(client)
+            except KeyError as err:
+                problem = str(err).strip("'\"")
+            else:
+                if size < 1:
+                    labels = client.data.labels
+                    problem = (f"empty data shard: {client.data.dataset}"
+                               + (f" has no samples with labels {labels}" if labels else "")
+                               + (f" at fraction {client.data.fraction:g}"
+                                  if labels is None else ""))
+        if problem is not None:
+            raise FleetError(f"client {client.name}: {problem}")
+
+
+def _profile(client: FleetClientSpec, model: str, folder: Path) -> ProfileTable:
+    """The client's measured profile, or its emulated device profiled once and kept beside
+    the fleet file (`fleet-profiles/`)."""
+    if client.profile:
+        return ProfileTable.load(folder / client.profile)
+    from wattcap.devices import get_device
+    from wattcap.measure.profiling import Profiler
+
+    device = get_device(client.device)
+    cache = folder / "fleet-profiles" / f"{device.name}-{model.replace('/', '_')}.json"
+    if cache.is_file():
+        try:
+            return ProfileTable.load(cache)
+        except WattcapFileError:
+            pass  # half-written: profile again
+    table = Profiler(device, model).run(exhaustive=True)
+    table.save(cache)
+    return table
+
+
+def _payload_bytes(model: str) -> int:
+    from wattcap.models import get_model_spec
+
+    net = get_model_spec(model).build()
+    return BYTES_PER_PARAMETER * sum(p.numel() for p in net.parameters())
+
+
+@dataclass
+class FleetPlans:
+    """A fleet file's plans, with what they were made from."""
+
+    fleet: FleetFile
+    plans: dict[str, FleetPlan]
+    #: per client: its cap and its communication seconds per round
+    caps_w: dict[str, float | None]
+    comm_s: dict[str, float]
+    #: per client: the knob its profile varies (`wattcap.core.knob`)
+    knob_kinds: dict[str, KnobKind]
+    #: per client: joules its link spends per round (the model down, the update up)
+    link_j: dict[str, float]
+
+    def link_energy_j(self, method: str) -> float:
+        """The links' energy to target of a method's plan (clients left out send nothing)."""
+        found = self.plans[method]
+        return found.rounds * sum(self.link_j[c.name] for c in found.clients)
+
+
+def _client(spec: FleetClientSpec, table: ProfileTable, efficiency: EfficiencyVector,
+            comm_s: float) -> FleetClient:
+    try:
+        single = plan(table, spec.power_cap, efficiency=efficiency)
+    except InfeasibleCapError as err:
+        raise FleetError(f"client {spec.name}: {err}") from None
+    margined = with_power_margin(table, DEFAULT_MARGIN_SIGMAS)
+    options = tuple(p for p in margined.points
+                    if spec.power_cap is None or p.peak_power_w <= spec.power_cap)
+    measured = {(p.batch_size, p.knob_value): p for p in table.points}
+
+    def point_of(method: str) -> ProfilePoint:
+        choice = single.choices.get(method) or single.choices["wattcap"]
+        return measured[(choice.batch_size, choice.knob_value)]
+
+    # the options carry the measured points (the cap was checked on the margined peaks)
+    feasible = tuple(measured[(p.batch_size, p.knob_value)] for p in options)
+    return FleetClient(spec.name, feasible, comm_s, point_of("baseline-1"), point_of("wattcap"))
+
+
+def plan_fleet_file(path: str | Path) -> FleetPlans:
+    """Check a fleet file and plan it (uniform, own, fleet); FleetError or WattcapFileError in
+    one line for what cannot be planned."""
+    path = Path(path)
+    fleet = FleetFile.load(path)
+    folder = path.parent
+    check_fleet(fleet, folder)
+    efficiency = EfficiencyVector.load(folder / fleet.efficiency)
+    payload = _payload_bytes(fleet.model)
+    clients: list[FleetClient] = []
+    caps: dict[str, float | None] = {}
+    comm: dict[str, float] = {}
+    knobs: dict[str, KnobKind] = {}
+    link: dict[str, float] = {}
+    for spec in fleet.clients:
+        table = _profile(spec, fleet.model, folder)
+        table.check_matches(model=fleet.model, source=f"client {spec.name}'s profile")
+        comm[spec.name] = spec.link.round_trip_s(payload)
+        caps[spec.name] = spec.power_cap
+        knobs[spec.name] = table.knob_kind
+        link[spec.name] = spec.link.round_trip_j(payload)
+        clients.append(_client(spec, table, efficiency, comm[spec.name]))
+    sizes = sorted({p.batch_size for c in clients for p in c.options})
+    ratios, _, _ = ratios_for_batch_sizes(efficiency, sizes)
+    known = {b: r for b, r in ratios.items() if r is not None}
+    reference = efficiency.samples(efficiency.reference_batch_size)
+    if reference is None:
+        raise FleetError(f"{fleet.efficiency}: no samples to target at its reference batch size")
+    try:
+        plans = plan_fleet(clients, known, fleet.samples_per_round, reference)
+    except ValueError as err:
+        raise FleetError(str(err)) from None
+    return FleetPlans(fleet, plans, caps, comm, knobs, link)
+
+
+__all__ = ["FleetError", "FleetPlans", "check_fleet", "plan_fleet_file"]
