@@ -44,13 +44,16 @@ def _clients_table(result: object) -> Table:
     for column in ("client", "cap", "batch", "knob", "samples", "compute (s)", "link (s)",
                    "waits (s)"):
         table.add_column(column, justify="left" if column == "client" else "right")
+    def cap_text(name: str) -> str:
+        cap = result.caps_w[name]
+        return "none" if cap is None else f"{cap:g} W"
+
     for c in fleet.clients:
-        cap = result.caps_w[c.name]
-        table.add_row(c.name, "none" if cap is None else f"{cap:g} W", str(c.batch_size),
+        table.add_row(c.name, cap_text(c.name), str(c.batch_size),
                       format_knob(result.knob_kinds[c.name], c.knob_value), f"{c.samples:.0f}",
                       f"{c.compute_s:.2f}", f"{c.comm_s:.2f}", f"{fleet.round_s - c.busy_s:.2f}")
     for name in fleet.left_out:
-        table.add_row(name, "", "—", "—", "0", "—", f"{result.comm_s[name]:.2f}",
+        table.add_row(name, cap_text(name), "—", "—", "0", "—", f"{result.comm_s[name]:.2f}",
                       "sits the rounds out")
     return table
 
