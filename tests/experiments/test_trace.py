@@ -68,6 +68,19 @@ def _power_limit_trace(folder: Path, target_sizes: tuple[int, ...] = (16, 64)) -
     return path
 
 
+def _replayed(folder: Path, edit, caps: str) -> tuple[Path, Path, Comparison]:  # noqa: ANN001
+    """The power-limit trace with its manifest edited, replayed by `compare` under `caps`."""
+    path = _power_limit_trace(folder)
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+    out = folder / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", caps,
+                                 "--out", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return path, out, Comparison.load(out / "comparison.json")
+
+
 def test_a_power_limit_trace_replays_with_its_knob(tmp_path: Path) -> None:
     path = _power_limit_trace(tmp_path)
     trace = load_trace(path)
@@ -180,15 +193,7 @@ def test_a_trace_says_its_caps_hold_average_power_and_the_command_can_too(
     choice keeps its average under the cap while its peak may pass it, and the report says
     what the caps held; --cap-on overrides the manifest, and a trained comparison (emulated
     Jetsons) refuses it."""
-    path = _power_limit_trace(tmp_path)
-    manifest = json.loads(path.read_text())
-    manifest["cap_on"] = "average"
-    path.write_text(json.dumps(manifest))
-    out = tmp_path / "out"
-    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", "160",
-                                 "--out", str(out)], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
-    comparison = Comparison.load(out / "comparison.json")
+    path, out, comparison = _replayed(tmp_path, lambda m: m.update(cap_on="average"), "160")
     assert comparison.cap_on == "average"
     table = load_trace(path).profile
     fastest = comparison.get("a100-pcie", 160.0, "my-data", "fastest")
@@ -209,16 +214,11 @@ def test_a_trace_says_its_caps_hold_average_power_and_the_command_can_too(
 
 
 def test_a_trace_of_a_falling_metric_reports_its_target_in_that_metric(tmp_path: Path) -> None:
-    path = _power_limit_trace(tmp_path)
-    manifest = json.loads(path.read_text())
-    manifest["targets"][0].update({"metric": "wer", "target": 0.2})
-    manifest["proxy"].update({"metric": "f1:100", "target": 70})
-    path.write_text(json.dumps(manifest))
-    out = tmp_path / "out"
-    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", "none",
-                                 "--out", str(out)], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
-    comparison = Comparison.load(out / "comparison.json")
+    def falling(manifest: dict) -> None:
+        manifest["targets"][0].update({"metric": "wer", "target": 0.2})
+        manifest["proxy"].update({"metric": "f1:100", "target": 70})
+
+    _, out, comparison = _replayed(tmp_path, falling, "none")
     assert comparison.target_metric.name == "wer" and comparison.proxy_target_metric.high == 100
     report = (out / "report.md").read_text()
     assert "target wer <= 0.2" in report and "its own target f1 >= 70" in report
