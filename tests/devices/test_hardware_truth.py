@@ -303,6 +303,8 @@ def test_profiling_power_limits_on_nvml_sets_each_limit_and_puts_the_found_one_b
     fight the limit), and the limit found is restored."""
     from wattcap.measure.profiling import Profiler
 
+    # the sensor-noise window in real time on the fake's sensor period: 10 readings, not 100
+    monkeypatch.setattr("wattcap.measure.profiling.NOISE_READINGS", 10)
     nvml, _, device = _gpu_and_device(monkeypatch, power_limit_mw=450_000,
                                       power_limit_constraints_mw=(200_000, 700_000))
     gpu = nvml.gpus[0]
@@ -328,15 +330,22 @@ def test_training_with_a_power_limit_plan_on_nvml_sets_the_limit_and_puts_it_bac
     """A power-limit plan on a datacenter GPU (issue 28 item 2): the Session sets the planned
     limit through NVML before the first step, locks no clock (the board runs under the
     limit), and the limit found is back afterwards; the record says what it ran at."""
-    from wattcap.measure.profiling import Profiler
+    from wattcap.core.profile import ProfilePoint, ProfileTable
 
     nvml, _, device = _gpu_and_device(monkeypatch, power_limit_mw=450_000,
                                       power_limit_constraints_mw=(200_000, 700_000))
     gpu = nvml.gpus[0]
-    table = Profiler(device, "digits-cnn", batch_sizes=(8, 16),
-                     step_factory=lambda b, d: (lambda: None),
-                     min_readings=1).run_power_limits([250.0, 600.0])
-    assert gpu.power_limit_mw == 450_000
+    # the table as `profile --knob power-limit` writes it (profiling it is tested above)
+    points = [ProfilePoint(batch_size=16, knob_value=limit_mw, peak_power_w=limit_mw / 1e3,
+                           avg_power_w=limit_mw / 1e3 - 20, seconds_per_sample=spp, steps=5,
+                           readings=10)
+              for limit_mw, spp in ((250_000, 2e-4), (600_000, 1e-4))]
+    table = ProfileTable(device=device.name, device_kind="nvml", sensor_rail="board",
+                         sensor_period_s=device.sensor_period_s, model="digits-cnn",
+                         input_shape=[1, 8, 8], batch_sizes=[16], knob_kind="power_limit",
+                         knob_values=[250_000, 600_000], max_batch_size=16, mode="exhaustive",
+                         points=points, points_measured=2, profiling_device_s=1.0,
+                         power_noise_w=0.5, max_power_limit_w=700.0)
     config, train, test = small_run()
     locks_before, limits_before = len(gpu.lock_history), len(gpu.power_limit_history)
     record = train_to_accuracy(config, train, test, device=device, profile=table,
