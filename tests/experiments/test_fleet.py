@@ -78,7 +78,8 @@ def test_a_three_client_fleet_is_planned_under_every_clients_cap(tmp_path: Path)
     ({"device": "gpu0"}, "client nano-a: unknown device 'gpu0'"),
     ({"power_cap": -3}, "client nano-a: power cap must be a positive number of watts"),
     ({"data": {"dataset": "digits", "labels": [42]}},
-     "client nano-a: empty data shard: digits has no samples with labels [42]"),
+     "client nano-a: empty data shard: digits has no samples with labels [42] (its labels, "
+     "by index (class): 0 (0), 1 (1)"),
     ({"data": {"dataset": "nope"}}, "client nano-a: unknown dataset 'nope'"),
     ({"device": "nvml:0"}, "client nano-a: device 'nvml:0' needs its measured profile"),
 ])
@@ -106,3 +107,20 @@ def test_a_fleet_file_in_yaml_and_a_malformed_one(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_text(json.dumps(raw))
     out = runner.invoke(app, ["fleet", "plan", str(tmp_path / "empty.json")])
     assert out.exit_code != 0 and "clients" in out.output
+
+
+def test_the_bundled_example_fleet_plans(tmp_path: Path) -> None:
+    """examples/fleet: two Nanos with the demo's profile, a TX2 NX profiled on first use (in a
+    copy of the folder, so the checkout is left as it was)."""
+    import shutil
+
+    pytest.importorskip("yaml")
+    example = Path(__file__).resolve().parents[2] / "examples" / "fleet"
+    folder = tmp_path / "fleet"
+    shutil.copytree(example, folder)
+    result = plan_fleet_file(folder / "fleet.yaml")
+    assert [c.name for c in result.fleet.clients] == ["camera-1", "camera-2", "robot"]
+    plans = result.plans
+    assert plans["fleet"].time_s <= min(plans["uniform"].time_s, plans["own"].time_s)
+    assert (folder / "fleet-profiles" / "jetson-tx2nx-digits32-cnn.json").is_file()
+    assert not (example / "fleet-profiles").exists()

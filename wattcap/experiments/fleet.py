@@ -55,15 +55,20 @@ def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
             "profile)")
 
 
-def _shard_size(client: FleetClientSpec) -> int:
-    """The samples of the client's shard; KeyError for an unknown dataset."""
+def _shard_size(client: FleetClientSpec) -> tuple[int, str]:
+    """The samples of the client's shard, and the labels its dataset has (for a message);
+    KeyError for an unknown dataset."""
     from wattcap.data import get_dataset
 
     data = get_dataset(client.data.dataset, seed=client.data.seed)
     labels = np.asarray(data.y)
     held = labels.size if client.data.labels is None else int(
         np.isin(labels, client.data.labels).sum())
-    return int(held * client.data.fraction)
+    present = [int(v) for v in np.unique(labels)]
+    names = getattr(data, "classes", None)
+    known = ", ".join(f"{v} ({names[v]})" if names and v < len(names) else str(v)
+                      for v in present)
+    return int(held * client.data.fraction), known
 
 
 def check_fleet(fleet: FleetFile, folder: Path) -> None:
@@ -84,14 +89,15 @@ def check_fleet(fleet: FleetFile, folder: Path) -> None:
             problem = f"profile {client.profile} not found"
         if problem is None:
             try:
-                size = _shard_size(client)
+                size, known = _shard_size(client)
             except KeyError as err:
                 problem = str(err).strip("'\"")
             else:
                 if size < 1:
                     labels = client.data.labels
                     problem = (f"empty data shard: {client.data.dataset}"
-                               + (f" has no samples with labels {labels}" if labels else "")
+                               + (f" has no samples with labels {labels} (its labels, by "
+                                  f"index (class): {known})" if labels else "")
                                + (f" at fraction {client.data.fraction:g}"
                                   if labels is None else ""))
         if problem is not None:
