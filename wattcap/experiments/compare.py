@@ -108,10 +108,12 @@ class MethodResult(BaseModel):
     def _expected(self, values: list[float | None], budgets: list[float | None]
                   ) -> float | None:
         reached = [v for v in values if v is not None]
-        missed = [b for v, b in zip(values, budgets, strict=False) if v is None]
-        if len(reached) + len(missed) < len(values) or None in missed:
+        if len(reached) == len(values):
+            return expected_with_restarts(reached, [])
+        costs = [b for v, b in zip(values, budgets, strict=False) if v is None and b is not None]
+        if len(costs) != len(values) - len(reached):
             return None  # a missed seed without its budget's cost (an earlier file)
-        return expected_with_restarts(reached, [m for m in missed if m is not None])
+        return expected_with_restarts(reached, costs)
 
     def missed_label(self, digits: int = 2) -> str:
         """For a result where seeds missed the target: '1.50 s expected with restarts (1 of 3
