@@ -70,6 +70,11 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
                      f"{device.current_frequency_hz() / 1e6:g} MHz, power "
                      f"{device.read_power_w():.1f} W on {device.sensor_rail}, energy counter "
                      f"{device.energy_counter_j()} J")
+        limit_w, limit_range_w = device.power_limit_w(), device.power_limit_range_w()
+        lines.append(f"power limit: {limit_w} W, the board's range {limit_range_w} W (the "
+                     f"power-limit knob's span); PCI {device.pci_bus_id()} -> "
+                     f"{device.torch_device}; clock event reasons now: "
+                     f"{', '.join(device.clock_event_reasons()) or 'none'}")
         profiler = Profiler(device, model, batch_sizes=tuple(batch_sizes))
         for b in batch_sizes:
             point = profiler.measure(b, device.pinned_hz)

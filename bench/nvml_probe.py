@@ -77,8 +77,8 @@ def _print_readout(device: ReadOnlyNvmlDevice) -> None:
     nvml = device._nvml
     print(f"GPU {device.index}: {device.gpu_name}")
     print(f"  supported graphics clocks: {_clock_list(device.supported_hz)}")
-    print(f"  live graphics clock now: {device.current_frequency_hz() / 1e6:g} MHz (idle "
-          "clock when no work runs)")
+    print(f"  live graphics clock now: {device.current_frequency_hz() / 1e6:g} MHz (no work "
+          "running: the idle clock, or the last load's until the driver lowers it)")
     limit_w = device.power_limit_w()
     print(f"  power limit: {limit_w:g} W" if limit_w is not None else "  power limit: unknown")
     instant_mw = device._read_instant_power_mw()
@@ -112,20 +112,24 @@ def _profile(device: ReadOnlyNvmlDevice, model: str, batch_sizes: list[int],
               f"{'samples/s':>10} {'J/sample ctr':>12} {'J/sample avg':>12}")
     print(header)
     for b in batch_sizes:
-        clocks_seen.clear()
-        before_j = device.energy_counter_j()
         try:
+            # A first window builds the step and warms it up (building, cuDNN autotuning and
+            # the adaptive warm-up would dominate the counter); the second is the one shown.
+            profiler.measure(b, device.pinned_hz)
+            clocks_seen.clear()
+            before_j = device.energy_counter_j()
             with device.sensor_ticks(watch_clock):
                 point = profiler.measure(b, device.pinned_hz)
+            after_j = device.energy_counter_j()
         except DeviceOutOfMemoryError:
             print(f"{b:>5} does not fit in GPU memory")
             continue
-        after_j = device.energy_counter_j()
         clocks = (f"{min(clocks_seen) // 1_000_000}-{max(clocks_seen) // 1_000_000}"
                   if clocks_seen else "?")
-        # The counter covers the whole window, warm-up steps included (each batch size is
-        # measured once here, so it is warmed up once); readings × time cover measured steps.
-        samples = (point.steps + profiler.warmup_steps) * b
+        # The counter spans the window's measured steps and the host's gaps between them
+        # (launches, the loop); readings × step time cover the steps alone: a counter well
+        # above the readings says the gaps cost energy that time per sample does not show.
+        samples = point.steps * b
         counter = (f"{(after_j - before_j) / samples:.4f}"
                    if before_j is not None and after_j is not None else "n/a")
         print(f"{b:>5} {clocks:>11} {point.peak_power_w:>7.1f} {point.avg_power_w:>7.1f} "

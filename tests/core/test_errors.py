@@ -28,7 +28,14 @@ def _exception_classes() -> dict[str, type[BaseException]]:
             continue
         if info.name.startswith("wattcap.integrations."):  # optional extras: imported below
             continue
-        module = importlib.import_module(info.name)
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as err:
+            # a module of an optional extra (wattcap.server needs the `server` extra's fastapi)
+            # on a machine without it: its errors are checked where the extra is installed
+            if err.name is None or err.name.split(".")[0] == "wattcap":
+                raise
+            continue
         for name, value in vars(module).items():
             if (inspect.isclass(value) and issubclass(value, BaseException)
                     and value.__module__ == module.__name__):

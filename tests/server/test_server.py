@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -40,6 +41,9 @@ from wattcap.models.weights import file_sha256, save_weights
 from wattcap.server import CHECKSUM_HEADER
 from wattcap.server.client import ServerError, WattcapClient
 
+# the real server needs the `server` extra
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("fastapi") is None,
+                                reason="needs the server extra (fastapi)")
 TOKEN = "test-token-0123456789"
 MODEL = "digits-cnn"
 DEVICE = "jetson-nano"

@@ -34,6 +34,19 @@ from wattcap.server.validate import (
 MODEL = "digits-cnn"
 
 
+def _has_server_extra() -> bool:
+    try:
+        import fastapi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+#: the app's tests need the `server` extra; the checks and the store above it do not
+needs_server_extra = pytest.mark.skipif(not _has_server_extra(),
+                                        reason="needs the server extra (fastapi)")
+
+
 def _weights(model: str = MODEL, num_classes: int = 10, seed: int = 0,
              metadata: dict[str, str] | None = None) -> bytes:
     from safetensors.torch import save
@@ -183,6 +196,7 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     store.close()
 
 
+@needs_server_extra
 def test_jobs_left_running_by_a_dead_server_are_marked_interrupted(tmp_path: Path) -> None:
     from wattcap.server.app import ServerSettings, create_app
 
@@ -201,6 +215,7 @@ def test_jobs_left_running_by_a_dead_server_are_marked_interrupted(tmp_path: Pat
 
 
 # -- app in-process --------------------------------------------------------------------------
+@needs_server_extra
 @pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 def test_a_server_without_token_is_read_only_and_documents_its_api(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
@@ -228,6 +243,7 @@ def test_a_server_without_token_is_read_only_and_documents_its_api(tmp_path: Pat
     app.state.store.close()
 
 
+@needs_server_extra
 def test_settings_refuse_private_reads_without_a_token(tmp_path: Path) -> None:
     from wattcap.server.app import ServerSettings
 
