@@ -125,3 +125,32 @@ def test_train_takes_risk_and_refuses_a_power_limit_under_a_moving_cap(tmp_path)
                                    "--target-accuracy", "0.5", "--power-cap", "none",
                                    "--risk", "2"])
     assert bad.exit_code != 0 and "--risk must be a quantile" in bad.output
+
+
+def test_a_batch_size_whose_proxy_seeds_missed_is_planned_with_restarts() -> None:
+    """b=32 reached the target in 2 of 3 seeds, each in 700 samples. Counting the miss at its
+    budget (the floor the data proves: 2133 samples) it would still be the faster plan at
+    0.4 ms/sample; but a run that misses spends its 5000-sample budget and starts again:
+    700 + (1/3)/(2/3) * 5000 = 3200 samples expected, and b=8 (1000 samples) is faster."""
+    def vector(b32: list[float | None]):
+        return vector_from_samples({8: [1000, 1000, 1000], 32: b32, 128: [2000, 2000, 2000]},
+                                   sample_budget=5000, use_fit=False, model="m",
+                                   input_shape=[], dataset="proxy",
+                                   task="image-classification", target_accuracy=0.8,
+                                   seeds=[0, 1, 2])
+
+    seconds = {8: 1.0e-3, 32: 0.4e-3, 128: 1.0e-3}
+    missed = vector([700, None, 700])
+    floor = missed.entry(32).samples
+    assert floor == pytest.approx((700 + 5000 + 700) / 3)
+    assert seconds[32] * floor < seconds[8] * 1000  # the floor alone would choose b=32
+    chosen = plan(_profile(seconds), None, efficiency=missed, margin_sigmas=0)
+    wattcap = chosen.choices["wattcap"]
+    assert wattcap.batch_size == 8
+    note = next(n for n in chosen.notes if n.startswith("r_b with restarts"))
+    assert "b=32 (2/3 seeds)" in note and "b=8 " not in note
+    # where every seed reached it, b=32 (700 samples at 0.4 ms) is the plan, with no such note
+    reached = plan(_profile(seconds), None, efficiency=vector([700, 700, 700]),
+                   margin_sigmas=0)
+    assert reached.choices["wattcap"].batch_size == 32
+    assert not any(n.startswith("r_b with restarts") for n in reached.notes)

@@ -22,6 +22,7 @@ from statistics import NormalDist
 
 from wattcap.algorithms.efficiency import ratio_log_spread, ratios_for_batch_sizes
 from wattcap.algorithms.objectives import CandidateSet
+from wattcap.algorithms.restarts import planned_samples_with_restarts
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS, INSTANT_POWER_PERIOD_S
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_unit
@@ -194,6 +195,30 @@ def _at_risk(efficiency: EfficiencyVector, ratios: dict[int, float | None],
             "minimises that quantile of the time to target, not its median")
 
 
+def _with_restarts(efficiency: EfficiencyVector, ratios: dict[int, float | None],
+                   samples: dict[int, float]) -> str | None:
+    """Where some of the proxy's seeds missed the target within their budget, r_b (and
+    samples) become the expected cost with restarts, in place: the reaching seeds' mean plus
+    (1 - p) / p missed budgets, never below the estimate it replaces. The note that says so."""
+    changed = []
+    reference = efficiency.entry(efficiency.reference_batch_size)
+    for entry in efficiency.entries:
+        b = entry.batch_size
+        expected = planned_samples_with_restarts(entry.samples_per_seed, entry.budget_per_seed)
+        ratio = ratios.get(b)
+        if (expected is None or ratio is None or reference is None or samples[b] <= 0
+                or expected <= samples[b]):
+            continue
+        ratios[b], samples[b] = ratio * expected / samples[b], expected
+        reached = sum(s is not None for s in entry.samples_per_seed)
+        changed.append(f"b={b} ({reached}/{len(entry.samples_per_seed)} seeds)")
+    if not changed:
+        return None
+    return ("r_b with restarts where some proxy seeds missed the target within their budget: "
+            f"{', '.join(changed)} — the expected cost is the reaching seeds' mean plus "
+            "(1 - p)/p budgets, as a run that misses is restarted")
+
+
 def _ratios(
     profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = False,
     predict: bool = True, risk: float | None = None,
@@ -214,6 +239,9 @@ def _ratios(
     if predict:
         ratios, samples, predicted = ratios_for_batch_sizes(efficiency, profile.batch_sizes,
                                                             extrapolate)
+        restarts = _with_restarts(efficiency, ratios, samples)
+        if restarts is not None:
+            predicted.append(restarts)
         if risk is not None:
             predicted.append(_at_risk(efficiency, ratios, samples, risk))
         return ratios, samples, notes + predicted

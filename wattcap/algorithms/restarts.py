@@ -38,4 +38,18 @@ def samples_with_restarts(per_seed: Sequence[float | None],
             for s, budget in zip(per_seed, budgets, strict=True)]
 
 
-__all__ = ["expected_with_restarts", "samples_with_restarts"]
+def planned_samples_with_restarts(per_seed: Sequence[float | None],
+                                  budgets: Sequence[float]) -> float | None:
+    """What a plan should expect a run of this batch size to cost in samples when the proxy's
+    seeds reached the target only in part: the reaching seeds' mean plus (1 - p) / p of the
+    missed seeds' mean budget (a run with the proxy's budget that misses is restarted). None
+    when every seed reached it (nothing to add) or none did (restarts are not known to help;
+    the fit's extrapolation stays, flagged)."""
+    reached = [float(s) for s in per_seed if s is not None]
+    missed = [float(b) for s, b in zip(per_seed, budgets, strict=True) if s is None]
+    if not reached or not missed:
+        return None
+    return expected_with_restarts(reached, missed)
+
+
+__all__ = ["expected_with_restarts", "planned_samples_with_restarts", "samples_with_restarts"]
