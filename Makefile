@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	# the exact CPU torch lives only in constraints-cpu.txt: pip takes the local CPU wheel; a
 	# loose requirement would pull a CUDA build. pyproject.toml has lower bounds only.
 	$(PY) -m pip install --quiet -c constraints-cpu.txt torch
-	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev,server,nvml,lightning,hf,ray]"
+	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev,server,nvml,lightning,hf,ray,fleet]"
 	touch $(STAMP)
 
 venv: $(STAMP)

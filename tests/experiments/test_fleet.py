@@ -1,5 +1,5 @@
-"""A fleet is a file, planned per client (issue 29: the file and the plans; the federation on
-Flower is not built yet)."""
+"""A fleet is a file, planned per client (issue 29: the file and the plans; the federation:
+test_federation.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`wattcap fleet plan FLEET`: a fleet file checked and planned (issue 29; the federation on
-Flower is not built yet)."""
+"""`wattcap fleet plan FLEET`: a fleet file checked and planned; `wattcap fleet simulate FLEET`:
+its federation run on Flower's simulation engine (issue 29)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from wattcap.cli.common import console, fail
+from wattcap.cli.options import SeedsOpt
 
 fleet_app = typer.Typer(help="A fleet of power-capped devices training one model (federated): "
                         "its plans per client.", no_args_is_help=True)
@@ -76,5 +77,91 @@ def plan_command(
     console.print(_methods_table(result))
     console.print(_clients_table(result))
     console.print("[dim]predicted from each client's profile and the proxy's r_b (rounds = "
-                  "samples to target x the samples' mean r_b / samples per round); the "
-                  "federation itself (Flower) is not built yet[/]")
+                  "samples to target x the samples' mean r_b / samples per round); `wattcap "
+                  "fleet simulate` runs the federation[/]")
+
+
+def _runs_table(runs: list) -> Table:
+    from wattcap.experiments.fleet_report import MethodSummary, summarize
+
+    summaries = summarize(runs)
+    table = Table(title="federation to the target (emulated devices; mean ± std over seeds "
+                  "that reached it)")
+    for column in ("method", "reached", "rounds", "time to target (s)", "energy (J)",
+                   "vs fleet"):
+        table.add_column(column, justify="left" if column == "method" else "right")
+    fleet_time = next((m.time_s[0] for m in summaries if m.method == "fleet"), None)
+    for m in summaries:
+        table.add_row(m.method, f"{m.reached}/{m.runs}", MethodSummary.text(m.rounds),
+                      MethodSummary.text(m.time_s, 2), MethodSummary.text(m.energy_j),
+                      f"{m.time_s[0] / fleet_time:.2f}x" if fleet_time else "—")
+    return table
+
+
+def _energy_table(runs: list) -> Table:
+    table = Table(title="energy by client (J, training + link, first seed)")
+    methods = list(dict.fromkeys(r.method for r in runs))
+    first = {m: next(r for r in runs if r.method == m) for m in methods}
+    table.add_column("client")
+    for m in methods:
+        table.add_column(m, justify="right")
+    names = list(dict.fromkeys(n for r in first.values() for n in r.energy_by_client_j()))
+    for name in names:
+        table.add_row(name, *(f"{first[m].energy_by_client_j().get(name, 0.0):.1f}"
+                              for m in methods))
+    return table
+
+
+@fleet_app.command("simulate")
+def simulate_command(
+    fleet: Annotated[Path, typer.Argument(help="The fleet file (YAML or JSON).")],
+    method: Annotated[str, typer.Option(
+        help="Comma-separated methods: uniform, own, fleet.")] = "uniform,own,fleet",
+    seeds: SeedsOpt = 1,
+    engine: Annotated[str, typer.Option(
+        help="flower: Flower's simulation engine (needs the fleet extra); local: the same "
+        "rounds in this process, without Flower.")] = "flower",
+    out: Annotated[Path, typer.Option(
+        help="Folder for each run's record (JSON) and timeline plot.")] = Path("fleet-runs"),
+) -> None:
+    """Run the fleet's federation to its target accuracy with each method's plans, re-planned
+    every round under each client's cap; stragglers past the round's deadline and dropouts are
+    left out of the average. Prints time and energy to the target per method."""
+    from wattcap.core.schema import WattcapFileError
+    from wattcap.experiments.federation import (
+        FEDERATION_METHODS,
+        FederationError,
+        local_transport,
+        run_federation,
+    )
+    from wattcap.experiments.fleet import FleetError, load_fleet
+    from wattcap.experiments.fleet_report import plot_timeline
+
+    methods = [m.strip() for m in method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in FEDERATION_METHODS]
+    if unknown or engine not in ("flower", "local"):
+        fail(f"--method takes {', '.join(FEDERATION_METHODS)}; --engine flower or local"
+             + (f" (got {', '.join(unknown)})" if unknown else f" (got {engine})"))
+    try:
+        load_fleet(fleet)  # refuses a bad file in one line before any engine starts
+        if engine == "flower":
+            try:
+                from wattcap.integrations.flower import simulate
+            except ImportError:
+                fail("--engine flower needs Flower: pip install 'wattcap[fleet]' (or --engine "
+                     "local)")
+        runs = []
+        for m in methods:
+            for seed in range(seeds):
+                run = (simulate(fleet, m, seed) if engine == "flower" else
+                       run_federation(fleet, m, local_transport, seed=seed))
+                stem = f"{m}-seed{seed}"
+                run.save(out / f"{stem}.json")
+                plot_timeline(run, out / f"{stem}-timeline.png")
+                runs.append(run)
+    except (FleetError, FederationError, WattcapFileError) as err:
+        fail(str(err))
+    console.print(_runs_table(runs))
+    console.print(_energy_table(runs))
+    console.print(f"[dim]records and timelines in {out}/; idle power while waiting is not "
+                  "counted in the energy[/]")

@@ -2,17 +2,25 @@
 its power cap, its data shard, its link and (optionally) its measured profile.
 
     kind: wattcap.fleet
-    schema_version: 1
+    schema_version: 2
     model: digits32-cnn
     efficiency: efficiency-proxy.json      # the proxy's r_b (wattcap estimate)
     samples_per_round: 2048
+    target_accuracy: 0.8                   # the global model's, on the dataset's test split
+    max_rounds: 40                         # a federation that has not reached it stops here
+    deadline_slack: 0.25                   # a round closes at its planned time x 1.25
     clients:
       - name: cam-1
         device: emulated:jetson-nano       # any wattcap device ("jetson", "nvml:0" need a profile)
-        power_cap: 4.5                     # W; null: no cap
+        power_cap: 4.5                     # W, a cap source ("solar:seed=3", "battery:...",
+                                           # "schedule:FILE"), or null: no cap
         data: {dataset: digits-5-9-32, labels: [5, 6], fraction: 0.5}
         link: {bandwidth_mbps: 10, latency_s: 0.05, energy_j_per_mb: 0.1}
         profile: profiles/cam-1.json       # optional: else profiled on first use (emulated)
+        dropout: 0.1                       # chance of dropping out of a round (simulation)
+
+A cap source is read at each round's start (the fleet's elapsed time) and the client
+re-planned; schema 1 files (no federation fields) load with the defaults.
 
 JSON works as well as YAML (YAML needs PyYAML). Paths are read relative to the fleet file.
 Device names, shards and caps that cannot work are refused when the fleet is checked
@@ -64,23 +72,33 @@ class FleetClientSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
     device: str
-    #: the cap in W (None: no cap)
-    power_cap: float | None = None
+    #: the cap in W, a cap source (`wattcap.devices.caps.parse_cap_source`), or None: no cap
+    power_cap: float | str | None = None
     data: DataShard
     link: LinkSpec
     profile: str | None = None
+    #: the chance that the client drops out of a round (a simulated failure: its update never
+    #: arrives), drawn per round from the federation's seed
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
 
 
 class FleetFile(VersionedFile):
     """The fleet (see the module docstring)."""
 
     FILE_KIND = "wattcap.fleet"
-    SCHEMA_VERSION = 1
+    SCHEMA_VERSION = 2
+    #: 1 -> 2 added the federation's fields and dropout, all with defaults
+    MIGRATIONS = {1: lambda raw: raw}
 
     model: str
     #: the proxy's efficiency vector (a path relative to the fleet file)
     efficiency: str
     samples_per_round: int = Field(gt=0)
+    #: the global model's accuracy that ends a federation (None: the efficiency vector's)
+    target_accuracy: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_rounds: int = Field(default=40, gt=0)
+    #: a round closes at its planned time x (1 + slack): later updates are left out
+    deadline_slack: float = Field(default=0.25, ge=0.0)
     clients: list[FleetClientSpec] = Field(min_length=1)
 
     @classmethod

@@ -1,5 +1,5 @@
-"""A fleet file checked and planned (issue 29: the fleet file and the plans; the federation on
-Flower is not built yet).
+"""A fleet file checked and planned (issue 29: the fleet file and the plans; the federation is
+`wattcap.experiments.federation`).
 
 `check_fleet` refuses what cannot work, one line per problem naming the client (an unknown
 device, a cap that is not a positive number of watts, a shard with no samples, a missing file,
@@ -13,7 +13,7 @@ model's size and its link, and returns the uniform, own and fleet plans
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from wattcap.core.knob import KnobKind
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.schema import WattcapFileError
+from wattcap.devices.caps import CapSource
 
 #: bytes per parameter sent each way every round (float32 weights and updates)
 BYTES_PER_PARAMETER = 4
@@ -71,6 +72,39 @@ def _shard_size(client: FleetClientSpec) -> tuple[int, str]:
     return int(held * client.data.fraction), known
 
 
+def cap_source_of(client: FleetClientSpec, folder: Path) -> CapSource:
+    """The client's cap as a source read at each round's start (a number: constant); a
+    schedule's file is read relative to the fleet file."""
+    from wattcap.devices.caps import ConstantCap, parse_cap_source
+
+    cap = client.power_cap
+    if cap is None or isinstance(cap, (int, float)):
+        return ConstantCap(cap)
+    kind, sep, rest = cap.partition(":")
+    if sep and kind.strip().lower() == "schedule" and not Path(rest).is_absolute():
+        cap = f"{kind}:{folder / rest}"
+    return parse_cap_source(cap)
+
+
+def _cap_problem(client: FleetClientSpec, folder: Path) -> str | None:
+    from wattcap.devices.caps import ConstantCap
+
+    if isinstance(client.power_cap, (int, float)):
+        if client.power_cap > 0:
+            return None
+        return ("power cap must be a positive number of watts, a cap source or null (no "
+                f"cap), got {client.power_cap:g}")
+    try:
+        source = cap_source_of(client, folder)
+    except WattcapError as err:
+        return str(err)
+    if isinstance(source, ConstantCap) and client.power_cap is not None:
+        watts = source.cap_w(0.0)
+        if watts is not None and not watts > 0:
+            return f"power cap must be a positive number of watts, got {watts:g}"
+    return None
+
+
 def check_fleet(fleet: FleetFile, folder: Path) -> None:
     """Refuse a fleet that cannot be planned (FleetError, the first problem in one line)."""
     names = [c.name for c in fleet.clients]
@@ -81,10 +115,7 @@ def check_fleet(fleet: FleetFile, folder: Path) -> None:
         raise FleetError(f"fleet: efficiency file {fleet.efficiency} not found (next to the "
                          "fleet file; `wattcap estimate` writes one)")
     for client in fleet.clients:
-        problem = _device_problem(client, folder)
-        if problem is None and client.power_cap is not None and not client.power_cap > 0:
-            problem = (f"power cap must be a positive number of watts (or null: no cap), "
-                       f"got {client.power_cap:g}")
+        problem = _device_problem(client, folder) or _cap_problem(client, folder)
         if problem is None and client.profile and not (folder / client.profile).is_file():
             problem = f"profile {client.profile} not found"
         if problem is None:
@@ -144,6 +175,8 @@ class FleetPlans:
     knob_kinds: dict[str, KnobKind]
     #: per client: joules its link spends per round (the model down, the update up)
     link_j: dict[str, float]
+    #: clients with nothing feasible under their cap now, and why (they sit the round out)
+    sitting_out: dict[str, str] = field(default_factory=dict)
 
     def link_energy_j(self, method: str) -> float:
         """The links' energy to target of a method's plan (clients left out send nothing)."""
@@ -151,15 +184,53 @@ class FleetPlans:
         return found.rounds * sum(self.link_j[c.name] for c in found.clients)
 
 
+@dataclass
+class FleetSetup:
+    """A checked fleet with what planning and running it need: each client's profile and
+    cap source, the proxy's r_b, the model's size on the links."""
+
+    path: Path
+    fleet: FleetFile
+    efficiency: EfficiencyVector
+    profiles: dict[str, ProfileTable]
+    cap_sources: dict[str, CapSource]
+    payload_bytes: int
+
+    @property
+    def folder(self) -> Path:
+        """The fleet file's folder (its relative paths start here)."""
+        return self.path.parent
+
+    def caps_at(self, now_s: float) -> dict[str, float | None]:
+        """Every client's cap at the fleet's elapsed time `now_s`."""
+        return {name: source.cap_w(now_s) for name, source in self.cap_sources.items()}
+
+
+def load_fleet(path: str | Path) -> FleetSetup:
+    """Check a fleet file and gather what it needs (profiling emulated clients on first use);
+    FleetError or WattcapFileError in one line for what cannot work."""
+    path = Path(path)
+    fleet = FleetFile.load(path)
+    folder = path.parent
+    check_fleet(fleet, folder)
+    efficiency = EfficiencyVector.load(folder / fleet.efficiency)
+    profiles = {}
+    for spec in fleet.clients:
+        table = _profile(spec, fleet.model, folder)
+        table.check_matches(model=fleet.model, source=f"client {spec.name}'s profile")
+        profiles[spec.name] = table
+    return FleetSetup(path, fleet, efficiency, profiles,
+                      {spec.name: cap_source_of(spec, folder) for spec in fleet.clients},
+                      _payload_bytes(fleet.model))
+
+
 def _client(spec: FleetClientSpec, table: ProfileTable, efficiency: EfficiencyVector,
-            comm_s: float) -> FleetClient:
-    try:
-        single = plan(table, spec.power_cap, efficiency=efficiency)
-    except InfeasibleCapError as err:
-        raise FleetError(f"client {spec.name}: {err}") from None
+            cap_w: float | None, comm_s: float) -> FleetClient:
+    """The client as the planner sees it under `cap_w`; InfeasibleCapError where nothing
+    fits."""
+    single = plan(table, cap_w, efficiency=efficiency)
     margined = with_power_margin(table, DEFAULT_MARGIN_SIGMAS)
-    options = tuple(p for p in margined.points
-                    if spec.power_cap is None or p.peak_power_w <= spec.power_cap)
+    options = tuple(p for p in margined.points if cap_w is None or p.peak_power_w <= cap_w)
     measured = {(p.batch_size, p.knob_value): p for p in table.points}
 
     def point_of(method: str) -> ProfilePoint:
@@ -171,28 +242,27 @@ def _client(spec: FleetClientSpec, table: ProfileTable, efficiency: EfficiencyVe
     return FleetClient(spec.name, feasible, comm_s, point_of("baseline-1"), point_of("wattcap"))
 
 
-def plan_fleet_file(path: str | Path) -> FleetPlans:
-    """Check a fleet file and plan it (uniform, own, fleet); FleetError or WattcapFileError in
-    one line for what cannot be planned."""
-    path = Path(path)
-    fleet = FleetFile.load(path)
-    folder = path.parent
-    check_fleet(fleet, folder)
-    efficiency = EfficiencyVector.load(folder / fleet.efficiency)
-    payload = _payload_bytes(fleet.model)
+def plan_at_caps(setup: FleetSetup, caps_w: dict[str, float | None],
+                 strict: bool = True) -> FleetPlans:
+    """The uniform, own and fleet plans under these caps. A client with nothing feasible is a
+    FleetError with `strict` (planning a file), else it sits out, with the reason (a round
+    of a running federation)."""
+    fleet, efficiency = setup.fleet, setup.efficiency
     clients: list[FleetClient] = []
-    caps: dict[str, float | None] = {}
     comm: dict[str, float] = {}
-    knobs: dict[str, KnobKind] = {}
-    link: dict[str, float] = {}
+    sitting_out: dict[str, str] = {}
     for spec in fleet.clients:
-        table = _profile(spec, fleet.model, folder)
-        table.check_matches(model=fleet.model, source=f"client {spec.name}'s profile")
-        comm[spec.name] = spec.link.round_trip_s(payload)
-        caps[spec.name] = spec.power_cap
-        knobs[spec.name] = table.knob_kind
-        link[spec.name] = spec.link.round_trip_j(payload)
-        clients.append(_client(spec, table, efficiency, comm[spec.name]))
+        comm[spec.name] = spec.link.round_trip_s(setup.payload_bytes)
+        try:
+            clients.append(_client(spec, setup.profiles[spec.name], efficiency,
+                                   caps_w[spec.name], comm[spec.name]))
+        except InfeasibleCapError as err:
+            if strict:
+                raise FleetError(f"client {spec.name}: {err}") from None
+            sitting_out[spec.name] = str(err)
+    if not clients:
+        raise FleetError("no client can train under its cap now: "
+                         + "; ".join(f"{n}: {why}" for n, why in sitting_out.items()))
     sizes = sorted({p.batch_size for c in clients for p in c.options})
     ratios, _, _ = ratios_for_batch_sizes(efficiency, sizes)
     known = {b: r for b, r in ratios.items() if r is not None}
@@ -203,7 +273,18 @@ def plan_fleet_file(path: str | Path) -> FleetPlans:
         plans = plan_fleet(clients, known, fleet.samples_per_round, reference)
     except ValueError as err:
         raise FleetError(str(err)) from None
-    return FleetPlans(fleet, plans, caps, comm, knobs, link)
+    return FleetPlans(fleet, plans, dict(caps_w), comm,
+                      {n: t.knob_kind for n, t in setup.profiles.items()},
+                      {spec.name: spec.link.round_trip_j(setup.payload_bytes)
+                       for spec in fleet.clients}, sitting_out)
 
 
-__all__ = ["FleetError", "FleetPlans", "check_fleet", "plan_fleet_file"]
+def plan_fleet_file(path: str | Path) -> FleetPlans:
+    """Check a fleet file and plan it (uniform, own, fleet) under its caps at the start;
+    FleetError or WattcapFileError in one line for what cannot be planned."""
+    setup = load_fleet(path)
+    return plan_at_caps(setup, setup.caps_at(0.0))
+
+
+__all__ = ["FleetError", "FleetPlans", "FleetSetup", "cap_source_of", "check_fleet",
+           "load_fleet", "plan_at_caps", "plan_fleet_file"]
