@@ -113,6 +113,6 @@ def test_help_for_every_command_and_devices_load_no_torch(tmp_path: Path) -> Non
                 "push efficiency", "push profile", "pull", "pull weights", "pull efficiency",
                 "pull profile", "pull list", "import", "import profile", "import efficiency",
                 "import trace", "export efficiency",
-                "export", "export profile", "fleet", "fleet plan"}
+                "export", "export profile", "fleet", "fleet plan", "fleet simulate"}
     assert set(report["helped"]) == expected
     assert report["heavy"] == []
