@@ -176,6 +176,10 @@ def _deployed_server() -> ServerApp:
     def main(grid: Grid, context: Context) -> None:
         config = context.run_config
         fleet = str(config["fleet"])
+        if not Path(fleet).is_absolute():
+            raise FederationError(f"run config fleet={fleet!r}: give the fleet file's absolute "
+                                  "path (the ServerApp runs where the SuperLink runs): flwr "
+                                  "run APP --run-config 'fleet=\"/abs/path/fleet.yaml\"'")
         method = str(config.get("method", "fleet"))
         seed = int(str(config.get("seed", 0)))
         clients = [c.name for c in load_fleet(fleet).fleet.clients]
