@@ -40,7 +40,7 @@ def test_the_water_filled_split_finishes_together_and_leaves_a_slow_link_out() -
     slow = _client("slow", _grid(1.0, 5.0), comm_s=0.1)
     remote = _client("remote", _grid(2.0, 9.0), comm_s=1000.0)  # its link alone: a round
     plans = plan_fleet([fast, slow, remote], RATIOS, samples_per_round=2048,
-                       samples_to_target=50_000)
+                       samples_to_target=50_000, may_leave_out=True)
     fleet = plans["fleet"]
     assert fleet.left_out == ["remote"]
     assert sum(c.samples for c in fleet.clients) == pytest.approx(2048)
@@ -50,6 +50,14 @@ def test_the_water_filled_split_finishes_together_and_leaves_a_slow_link_out() -
     assert fleet.time_s < plans["uniform"].time_s and fleet.time_s < plans["own"].time_s
     # the equal split waits for the remote client's link every round
     assert plans["uniform"].round_s > 1000.0
+    # by default its data stay in: it trains one batch, the others share the rest
+    kept = plan_fleet([fast, slow, remote], RATIOS, samples_per_round=2048,
+                      samples_to_target=50_000)["fleet"]
+    assert kept.left_out == []
+    by_name = {c.name: c for c in kept.clients}
+    assert by_name["remote"].samples == by_name["remote"].batch_size
+    assert sum(c.samples for c in kept.clients) == pytest.approx(2048)
+    assert kept.round_s >= 1000.0 and kept.time_s <= plans["uniform"].time_s
 
 
 def test_clients_off_the_critical_path_are_slowed_to_the_round_time() -> None:

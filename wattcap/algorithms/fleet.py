@@ -15,12 +15,12 @@ Methods, compared on the same fleet:
 - own: every client its own single-device wattcap choice (min T · r_b under its cap), S split
   equally;
 - fleet: the (b_i, k_i) and the split chosen together: for fixed choices the split that makes
-  every client finish together (water-filling: s_i = (τ - c_i) / T_i, a client whose
-  communication alone exceeds τ is left out of the round), each client's choice improved in
-  turn while the time to target falls (coordinate descent from both the own and the uniform
-  choices, so it is never worse than either), then each client off the critical path moved to
-  its least-energy point of the same batch size that still meets the round time (same time,
-  less energy).
+  every client finish together (water-filling: s_i = (τ - c_i) / T_i; a client whose link
+  takes most of the round trains one batch, or, where the fleet allows it, sits the rounds
+  out), each client's choice improved in turn while the time to target falls (coordinate
+  descent from both the own and the uniform choices, so it is never worse than either), then
+  each client off the critical path moved to its least-energy point of the same batch size
+  that still meets the round time (same time, less energy).
 """
 
 from __future__ import annotations
@@ -94,20 +94,29 @@ def _equal_split(chosen: Sequence[ProfilePoint], clients: Sequence[FleetClient],
 
 
 def _water_filled(chosen: Sequence[ProfilePoint], clients: Sequence[FleetClient],
-                  total: float) -> list[float]:
+                  total: float, may_leave_out: bool = False) -> list[float]:
     """The split that makes every participating client finish at the same time τ:
-    s_i = (τ - c_i) / T_i, Σ s_i = total; a client with c_i ≥ τ trains nothing."""
+    s_i = (τ - c_i) / T_i, Σ s_i = total. A client that would train less than one batch at τ
+    (its link alone takes most of the round) trains nothing with `may_leave_out`, else one
+    batch (its data stays in the average; the round waits for it)."""
     active = list(range(len(clients)))
+    fixed: dict[int, float] = {}
     while True:
         rate = sum(1.0 / chosen[i].seconds_per_sample for i in active)
-        tau = (total + sum(clients[i].comm_s / chosen[i].seconds_per_sample
-                           for i in active)) / rate
-        out = [i for i in active if clients[i].comm_s >= tau]
+        left = total - sum(fixed.values())
+        tau = (left + sum(clients[i].comm_s / chosen[i].seconds_per_sample
+                          for i in active)) / rate
+        floor = 0.0 if may_leave_out else 1.0
+        out = [i for i in active if (tau - clients[i].comm_s) / chosen[i].seconds_per_sample
+               < floor * chosen[i].batch_size]
         if not out or len(out) == len(active):
             break
+        for i in out:
+            fixed[i] = 0.0 if may_leave_out else float(chosen[i].batch_size)
         active = [i for i in active if i not in out]
-    return [max(0.0, (tau - clients[i].comm_s) / chosen[i].seconds_per_sample)
-            if i in active else 0.0 for i in range(len(clients))]
+    return [fixed[i] if i in fixed else max(0.0, (tau - clients[i].comm_s)
+                                            / chosen[i].seconds_per_sample)
+            for i in range(len(clients))]
 
 
 def _evaluate(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[FleetClient],
@@ -128,20 +137,23 @@ def _evaluate(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[Fle
 
 def _best_split(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[FleetClient],
                 ratios: dict[int, float], samples_to_target: float,
-                total: float) -> FleetPlan:
+                total: float, may_leave_out: bool = False) -> FleetPlan:
     """The better of the equal and the water-filled split for these choices."""
-    plans = [_evaluate(method, chosen, clients, split(chosen, clients, total), ratios,
-                       samples_to_target, total)
-             for split in (_equal_split, _water_filled)]
+    splits = (_equal_split(chosen, clients, total),
+              _water_filled(chosen, clients, total, may_leave_out))
+    plans = [_evaluate(method, chosen, clients, split, ratios, samples_to_target, total)
+             for split in splits]
     return min(plans, key=lambda p: p.time_s)
 
 
 def _descend(start: list[ProfilePoint], clients: Sequence[FleetClient],
-             ratios: dict[int, float], samples_to_target: float, total: float) -> FleetPlan:
+             ratios: dict[int, float], samples_to_target: float, total: float,
+             may_leave_out: bool = False) -> FleetPlan:
     """Coordinate descent on the clients' choices from `start`: each client in turn takes the
     option that lowers the fleet's time to target most, until no client can."""
     chosen = list(start)
-    best = _best_split("fleet", chosen, clients, ratios, samples_to_target, total)
+    best = _best_split("fleet", chosen, clients, ratios, samples_to_target, total,
+                       may_leave_out)
     for _ in range(MAX_SWEEPS):
         improved = False
         for i, client in enumerate(clients):
@@ -149,7 +161,8 @@ def _descend(start: list[ProfilePoint], clients: Sequence[FleetClient],
                 if option.batch_size not in ratios or option == chosen[i]:
                     continue
                 trial = chosen[:i] + [option] + chosen[i + 1:]
-                plan = _best_split("fleet", trial, clients, ratios, samples_to_target, total)
+                plan = _best_split("fleet", trial, clients, ratios, samples_to_target, total,
+                                   may_leave_out)
                 if plan.time_s < best.time_s * (1 - 1e-12):
                     best, chosen, improved = plan, trial, True
         if not improved:
@@ -173,10 +186,13 @@ def _slowed(plan: FleetPlan, clients: Sequence[FleetClient]) -> FleetPlan:
 
 
 def plan_fleet(clients: Sequence[FleetClient], ratios: dict[int, float],
-               samples_per_round: float, samples_to_target: float) -> dict[str, FleetPlan]:
+               samples_per_round: float, samples_to_target: float,
+               may_leave_out: bool = False) -> dict[str, FleetPlan]:
     """The uniform, own and fleet plans of one fleet (module docstring). `ratios`: r_b of every
     batch size a client may choose (from the proxy); `samples_to_target`: N at the reference
-    batch size. Raises ValueError for an empty fleet, a client with no feasible point or a
+    batch size; `may_leave_out`: the fleet plan may leave a client out of the rounds when its
+    link alone outlasts them (right where the clients' data are alike; where they differ, the
+    rounds model cannot see what its data were worth). Raises ValueError for an empty fleet, a client with no feasible point or a
     batch size without r_b among the two single-device choices."""
     if not clients:
         raise ValueError("the fleet has no clients")
@@ -199,7 +215,8 @@ def plan_fleet(clients: Sequence[FleetClient], ratios: dict[int, float],
         "own": _evaluate("own", own, clients, _equal_split(own, clients, samples_per_round),
                          ratios, samples_to_target, samples_per_round),
     }
-    fleet = min((_descend(start, clients, ratios, samples_to_target, samples_per_round)
+    fleet = min((_descend(start, clients, ratios, samples_to_target, samples_per_round,
+                          may_leave_out)
                  for start in (own, uniform)), key=lambda p: p.time_s)
     plans["fleet"] = _slowed(fleet, clients)
     return plans

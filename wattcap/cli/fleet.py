@@ -3,6 +3,7 @@ its federation run on Flower's simulation engine (issue 29)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -81,20 +82,23 @@ def plan_command(
                   "fleet simulate` runs the federation[/]")
 
 
-def _runs_table(runs: list) -> Table:
+def _runs_table(runs: list, predicted: dict[str, tuple[float, float]]) -> Table:
     from wattcap.experiments.fleet_report import MethodSummary, summarize
 
     summaries = summarize(runs)
-    table = Table(title="federation to the target (emulated devices; mean ± std over seeds "
-                  "that reached it)")
+    table = Table(title="federation to the target (emulated devices; mean ± std over the "
+                  "seeds that reached it, over all where none did)")
     for column in ("method", "reached", "rounds", "time to target (s)", "energy (J)",
-                   "vs fleet"):
+                   "vs fleet", "predicted rounds", "predicted (s)"):
         table.add_column(column, justify="left" if column == "method" else "right")
-    fleet_time = next((m.time_s[0] for m in summaries if m.method == "fleet"), None)
+    fleet = next((m for m in summaries if m.method == "fleet" and m.reached), None)
     for m in summaries:
+        rounds, time_s = predicted.get(m.method, (math.nan, math.nan))
         table.add_row(m.method, f"{m.reached}/{m.runs}", MethodSummary.text(m.rounds),
-                      MethodSummary.text(m.time_s, 2), MethodSummary.text(m.energy_j),
-                      f"{m.time_s[0] / fleet_time:.2f}x" if fleet_time else "—")
+                      MethodSummary.text(m.time_s, 2) if m.reached else "not reached",
+                      MethodSummary.text(m.energy_j),
+                      f"{m.time_s[0] / fleet.time_s[0]:.2f}x" if fleet and m.reached else "—",
+                      f"{rounds:.1f}", f"{time_s:.2f}")
     return table
 
 
@@ -134,7 +138,7 @@ def simulate_command(
         local_transport,
         run_federation,
     )
-    from wattcap.experiments.fleet import FleetError, load_fleet
+    from wattcap.experiments.fleet import FleetError, load_fleet, plan_at_caps
     from wattcap.experiments.fleet_report import plot_timeline
 
     methods = [m.strip() for m in method.split(",") if m.strip()]
@@ -143,7 +147,9 @@ def simulate_command(
         fail(f"--method takes {', '.join(FEDERATION_METHODS)}; --engine flower or local"
              + (f" (got {', '.join(unknown)})" if unknown else f" (got {engine})"))
     try:
-        load_fleet(fleet)  # refuses a bad file in one line before any engine starts
+        setup = load_fleet(fleet)  # refuses a bad file in one line before any engine starts
+        plans = plan_at_caps(setup, setup.caps_at(0.0), strict=False).plans
+        predicted = {m: (p.rounds, p.time_s) for m, p in plans.items()}  # beside the measured
         if engine == "flower":
             try:
                 from wattcap.integrations.flower import simulate
@@ -161,7 +167,7 @@ def simulate_command(
                 runs.append(run)
     except (FleetError, FederationError, WattcapFileError) as err:
         fail(str(err))
-    console.print(_runs_table(runs))
+    console.print(_runs_table(runs, predicted))
     console.print(_energy_table(runs))
     console.print(f"[dim]records and timelines in {out}/; idle power while waiting is not "
                   "counted in the energy[/]")

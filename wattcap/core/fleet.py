@@ -9,6 +9,7 @@ its power cap, its data shard, its link and (optionally) its measured profile.
     target_accuracy: 0.8                   # the global model's, on the dataset's test split
     max_rounds: 40                         # a federation that has not reached it stops here
     deadline_slack: 0.25                   # a round closes at its planned time x 1.25
+    clients_may_sit_out: false             # may the fleet plan leave a slow-link client out?
     clients:
       - name: cam-1
         device: emulated:jetson-nano       # any wattcap device ("jetson", "nvml:0" need a profile)
@@ -99,6 +100,9 @@ class FleetFile(VersionedFile):
     max_rounds: int = Field(default=40, gt=0)
     #: a round closes at its planned time x (1 + slack): later updates are left out
     deadline_slack: float = Field(default=0.25, ge=0.0)
+    #: the fleet plan may leave a client out of the rounds when its link alone outlasts them:
+    #: right where the clients hold alike data; where they differ its data would be lost
+    clients_may_sit_out: bool = False
     clients: list[FleetClientSpec] = Field(min_length=1)
 
     @classmethod

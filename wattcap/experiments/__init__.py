@@ -2,5 +2,6 @@
 
 `compare` (the harness: baselines, wattcap and the brute-force fastest configuration over
 seeds), `significance` (within noise), `report`, `tables`, `plots`, `pareto`, `cap_run` (a run
-under a moving cap), and `demo` (what `make demo` runs).
+under a moving cap), `demo` (what `make demo` runs), and fleets: `fleet` (a fleet file checked
+and planned), `federation` (its rounds, whatever engine carries them) and `fleet_report`.
 """

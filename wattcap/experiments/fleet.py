@@ -270,7 +270,8 @@ def plan_at_caps(setup: FleetSetup, caps_w: dict[str, float | None],
     if reference is None:
         raise FleetError(f"{fleet.efficiency}: no samples to target at its reference batch size")
     try:
-        plans = plan_fleet(clients, known, fleet.samples_per_round, reference)
+        plans = plan_fleet(clients, known, fleet.samples_per_round, reference,
+                           may_leave_out=fleet.clients_may_sit_out)
     except ValueError as err:
         raise FleetError(str(err)) from None
     return FleetPlans(fleet, plans, dict(caps_w), comm,
