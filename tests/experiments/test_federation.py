@@ -173,8 +173,9 @@ def test_fleet_simulate_on_the_command_line(tmp_path: Path) -> None:
     for stem in ("uniform-seed0", "fleet-seed0"):
         assert FleetRun.load(tmp_path / "runs" / f"{stem}.json").reached
         assert (tmp_path / "runs" / f"{stem}-timeline.png").stat().st_size > 10_000
-    bad = CliRunner().invoke(app, ["fleet", "simulate", str(path), "--method", "fedzero"])
-    assert bad.exit_code != 0 and "--method takes uniform, own, fleet" in bad.output
+    bad = CliRunner().invoke(app, ["fleet", "simulate", str(path), "--method", "fedavg"])
+    assert bad.exit_code != 0
+    assert "--method takes uniform, own, fedzero, fleet" in " ".join(bad.output.split())
 
 
 def test_a_bad_cap_source_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -187,3 +188,34 @@ def test_a_bad_cap_source_is_refused_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "client nano-a: cap source 'sunny:seed=1': unknown kind" in result.output
     assert "Traceback" not in result.output
+
+
+def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path) -> None:
+    """FedZero-style: half the fleet a round (2 of 3), those with the most energy over the
+    round first, at the uniform plan's fixed settings; a client that took part in more than
+    3/4 of the rounds waits while others can train."""
+    from wattcap.algorithms.fedzero import select_clients
+
+    energy = {"a": 50.0, "b": 20.0, "c": 5.0}
+    needed = {"a": 1.0, "b": 1.0, "c": 10.0}
+    assert select_clients(["a", "b", "c"], energy, needed, {}, 0) == ["a", "b"]
+    # c cannot afford its share; a has taken part in every round: b, the fair one, comes
+    # first, a fills the round
+    assert select_clients(["a", "b", "c"], energy, needed, {"a": 4, "b": 2}, 4) == ["b", "a"]
+    assert select_clients(["a", "b", "c"], energy, {**needed, "a": 99}, {}, 0) == ["b"]
+    with pytest.raises(ValueError, match="fraction"):
+        select_clients(["a"], energy, needed, {}, 0, fraction=0)
+    path = _fleet(tmp_path)
+    run = run_federation(path, "fedzero", local_transport, seed=0)
+    uniform = run_federation(path, "uniform", local_transport, seed=0)
+    settings = {(c.name, c.batch_size, c.knob_value) for r in uniform.rounds for c in r.clients}
+    for r in run.rounds:
+        trained = [c for c in r.clients if c.status != "sat out"]
+        assert len(trained) == 2
+        assert {(c.name, c.batch_size, c.knob_value) for c in trained} <= settings
+        waiting = next(c for c in r.clients if c.status == "sat out")
+        assert "not chosen this round" in (waiting.note or "")
+    share = {name: sum(any(c.name == name and c.status != "sat out" for c in r.clients)
+                       for r in run.rounds) / len(run.rounds) for name in ("nano-a", "tx2")}
+    assert all(0 < v < 1 for v in share.values())  # fairness rotates the capped clients in
+    _never_over_its_cap(run)

@@ -192,8 +192,9 @@ def plan_fleet(clients: Sequence[FleetClient], ratios: dict[int, float],
     batch size a client may choose (from the proxy); `samples_to_target`: N at the reference
     batch size; `may_leave_out`: the fleet plan may leave a client out of the rounds when its
     link alone outlasts them (right where the clients' data are alike; where they differ, the
-    rounds model cannot see what its data were worth). Raises ValueError for an empty fleet, a client with no feasible point or a
-    batch size without r_b among the two single-device choices."""
+    rounds model cannot see what its data were worth). Raises ValueError for an empty fleet, a
+    client with no feasible point or a batch size without r_b among the two single-device
+    choices."""
     if not clients:
         raise ValueError("the fleet has no clients")
     if not samples_per_round > 0 or not samples_to_target > 0:

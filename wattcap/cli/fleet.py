@@ -120,7 +120,8 @@ def _energy_table(runs: list) -> Table:
 def simulate_command(
     fleet: Annotated[Path, typer.Argument(help="The fleet file (YAML or JSON).")],
     method: Annotated[str, typer.Option(
-        help="Comma-separated methods: uniform, own, fleet.")] = "uniform,own,fleet",
+        help="Comma-separated methods: uniform, own, fedzero (FedZero-style selection by "
+        "forecast energy), fleet.")] = "uniform,own,fedzero,fleet",
     seeds: SeedsOpt = 1,
     engine: Annotated[str, typer.Option(
         help="flower: Flower's simulation engine (needs the fleet extra); local: the same "

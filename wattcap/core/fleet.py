@@ -103,6 +103,9 @@ class FleetFile(VersionedFile):
     #: the fleet plan may leave a client out of the rounds when its link alone outlasts them:
     #: right where the clients hold alike data; where they differ its data would be lost
     clients_may_sit_out: bool = False
+    #: the FedZero-style baseline's forecast of each cap source: exact (0) or off by this
+    #: relative standard deviation, drawn per client and round from the federation's seed
+    forecast_error: float = Field(default=0.0, ge=0.0)
     clients: list[FleetClientSpec] = Field(min_length=1)
 
     @classmethod

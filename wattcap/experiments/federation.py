@@ -21,9 +21,10 @@ is).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -31,13 +32,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from wattcap.algorithms.fedzero import DEFAULT_FRACTION, select_clients
+from wattcap.algorithms.fleet import ClientPlan, FleetPlan
 from wattcap.core.errors import WattcapError
 from wattcap.core.schema import VersionedFile
 from wattcap.devices.caps import CapSource
 from wattcap.experiments.fleet import FleetError, FleetSetup, load_fleet, plan_at_caps
 
-#: the methods a federation runs (issue 29 item 2; the FedZero-style selection is not built)
-FEDERATION_METHODS = ("uniform", "own", "fleet")
+#: the methods a federation runs (issue 29 item 2)
+FEDERATION_METHODS = ("uniform", "own", "fedzero", "fleet")
 #: test-split share of the fleet's dataset (the global model's accuracy is read on it)
 TEST_FRACTION = 0.2
 
@@ -310,21 +313,82 @@ def average(updates: Sequence[tuple[Weights, int]]) -> Weights:
     return out
 
 
+@dataclass
+class _History:
+    """What a method remembers between rounds (FedZero's fairness: who took part how often)."""
+
+    participated: dict[str, int]
+    rounds: int = 0
+
+
+#: readings of a cap source over a round for FedZero's forecast of the energy available
+FORECAST_POINTS = 20
+
+
+def _forecast_j(setup: FleetSetup, name: str, start_s: float, horizon_s: float, seed: int,
+                round_no: int) -> float:
+    """The energy a client's cap allows over [start, start + horizon] (inf: no cap), with the
+    fleet's relative forecast error drawn from (seed, client, round)."""
+    source = setup.cap_sources[name]
+    caps = [source.cap_w(start_s + horizon_s * k / FORECAST_POINTS)
+            for k in range(FORECAST_POINTS)]
+    if any(c is None for c in caps):
+        return math.inf
+    exact = sum(c for c in caps if c is not None) / FORECAST_POINTS * horizon_s
+    error = setup.fleet.forecast_error
+    draw = random.Random(f"{seed}/{name}/{round_no}/forecast").gauss(0.0, 1.0)
+    return exact * max(0.0, 1.0 + error * draw)
+
+
+def _fedzero(setup: FleetSetup, uniform: FleetPlan, round_no: int, seed: int, start_s: float,
+             history: _History) -> tuple[list[ClientPlan], float, dict[str, str]]:
+    """FedZero-style (`wattcap.algorithms.fedzero`): the uniform plan's fixed settings, the
+    clients chosen by forecast energy with fairness, the round's samples split among them."""
+    total = setup.fleet.samples_per_round
+    count = max(1, math.ceil(DEFAULT_FRACTION * len(uniform.clients)))
+    scale = len(uniform.clients) / count  # each chosen client trains total / count samples
+    energy = {c.name: _forecast_j(setup, c.name, start_s, uniform.round_s * scale, seed,
+                                  round_no) for c in uniform.clients}
+    needed = {c.name: c.energy_j * scale for c in uniform.clients}
+    chosen = select_clients([c.name for c in uniform.clients], energy, needed,
+                            history.participated, history.rounds)
+    if not chosen:
+        raise FederationError(f"round {round_no}: no client's forecast energy covers its share "
+                              "of the round (FedZero-style selection)")
+    scale = len(uniform.clients) / len(chosen)
+    plans = [replace(c, samples=total / len(chosen), compute_s=c.compute_s * scale,
+                     energy_j=c.energy_j * scale) for c in uniform.clients if c.name in chosen]
+    waiting = {c.name: "not chosen this round (FedZero-style: forecast energy "
+               f"{energy[c.name]:.1f} J, fairness)" for c in uniform.clients
+               if c.name not in chosen}
+    return plans, max(p.busy_s for p in plans), waiting
+
+
 def _tasks(setup: FleetSetup, method: str, round_no: int, seed: int, start_s: float,
-           caps_w: dict[str, float | None]) -> tuple[list[ClientTask], float, dict[str, str]]:
+           caps_w: dict[str, float | None], history: _History,
+           ) -> tuple[list[ClientTask], float, dict[str, str]]:
     """This round's tasks under these caps, the planned round time and who sits out (why)."""
     try:
         plans = plan_at_caps(setup, caps_w, strict=False)
     except FleetError as err:
         raise FederationError(f"round {round_no}: {err}") from None
-    chosen = plans.plans[method]
+    out = dict(plans.sitting_out)
+    if method == "fedzero":
+        clients, round_s, waiting = _fedzero(setup, plans.plans["uniform"], round_no, seed,
+                                             start_s, history)
+        out.update(waiting)
+    else:
+        chosen = plans.plans[method]
+        clients, round_s = chosen.clients, chosen.round_s
+        out.update({name: "its link alone outlasts the round" for name in chosen.left_out})
     tasks = [ClientTask(str(setup.path), c.name, round_no, c.batch_size, c.knob_value,
                         max(c.batch_size, int(round(c.samples))),
                         caps_w[c.name] or 0.0, seed, start_s)
-             for c in chosen.clients]
-    out = dict(plans.sitting_out)
-    out.update({name: "its link alone outlasts the round" for name in chosen.left_out})
-    return tasks, chosen.round_s, out
+             for c in clients]
+    history.rounds += 1
+    for task in tasks:
+        history.participated[task.client] = history.participated.get(task.client, 0) + 1
+    return tasks, round_s, out
 
 
 def _counted(setup: FleetSetup, task: ClientTask, reply: tuple[Weights | None,
@@ -368,9 +432,11 @@ def run_federation(fleet_path: str | Path, method: str, transport: Transport,
     rounds: list[RoundRecord] = []
     now_s = 0.0
     reached = False
+    history = _History({})
     for round_no in range(1, fleet.max_rounds + 1):
         caps = setup.caps_at(now_s)
-        tasks, planned_s, sitting_out = _tasks(setup, method, round_no, seed, now_s, caps)
+        tasks, planned_s, sitting_out = _tasks(setup, method, round_no, seed, now_s, caps,
+                                               history)
         deadline_s = planned_s * (1 + fleet.deadline_slack)
         replies = transport([(task, weights) for task in tasks])
         counted = [_counted(setup, t, replies.get(t.client), deadline_s) for t in tasks]
