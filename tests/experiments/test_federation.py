@@ -67,10 +67,10 @@ def test_three_clients_reach_the_target_on_flower(tmp_path: Path) -> None:
     pytest.importorskip("flwr")
     from wattcap.integrations.flower import simulate
 
-    path = _fleet(tmp_path)
+    path = _fleet(tmp_path, target_accuracy=0.7)  # a few rounds: each costs Ray's overhead
     run = simulate(path, "fleet", seed=0)
     assert run.engine == "flower" and run.reached
-    assert run.rounds[-1].accuracy >= 0.8 > run.rounds[0].accuracy
+    assert run.rounds[-1].accuracy >= 0.7 > run.rounds[0].accuracy
     _never_over_its_cap(run)
     every = {c.name for r in run.rounds for c in r.clients if c.status == "aggregated"}
     assert every == {"nano-a", "tx2", "nano-b"}

@@ -93,12 +93,13 @@ def _runs_table(runs: list, predicted: dict[str, tuple[float, float]]) -> Table:
         table.add_column(column, justify="left" if column == "method" else "right")
     fleet = next((m for m in summaries if m.method == "fleet" and m.reached), None)
     for m in summaries:
-        rounds, time_s = predicted.get(m.method, (math.nan, math.nan))
+        rounds, time_s = predicted.get(m.method, (math.nan, math.nan))  # fedzero: none
         table.add_row(m.method, f"{m.reached}/{m.runs}", MethodSummary.text(m.rounds),
                       MethodSummary.text(m.time_s, 2) if m.reached else "not reached",
                       MethodSummary.text(m.energy_j),
                       f"{m.time_s[0] / fleet.time_s[0]:.2f}x" if fleet and m.reached else "—",
-                      f"{rounds:.1f}", f"{time_s:.2f}")
+                      "—" if math.isnan(rounds) else f"{rounds:.1f}",
+                      "—" if math.isnan(time_s) else f"{time_s:.2f}")
     return table
 
 
