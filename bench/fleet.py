@@ -104,10 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'method':>8} {'reached':>8} {'rounds':>12} {'time to target s':>18} "
               f"{'energy J':>14} {'time vs fleet':>14} {'energy vs fleet':>16}")
         for m in summarize(runs):
+            both = m.reached and fleet.reached  # a ratio only between runs that reached it
             print(f"{m.method:>8} {m.reached:>5}/{m.runs:<2} {MethodSummary.text(m.rounds):>12} "
-                  f"{MethodSummary.text(m.time_s, 2):>18} {MethodSummary.text(m.energy_j):>14} "
-                  f"{m.time_s[0] / fleet.time_s[0]:>13.2f}x "
-                  f"{m.energy_j[0] / fleet.energy_j[0]:>15.2f}x")
+                  + (f"{MethodSummary.text(m.time_s, 2):>18} "
+                     f"{MethodSummary.text(m.energy_j):>14} " if m.reached
+                     else f"{'not reached':>18} {'':>14} ")
+                  + (f"{m.time_s[0] / fleet.time_s[0]:>13.2f}x "
+                     f"{m.energy_j[0] / fleet.energy_j[0]:>15.2f}x" if both
+                     else f"{'—':>14} {'—':>16}"))
         sat_out = {c.name for r in runs if r.method == "fleet" for rr in r.rounds
                    for c in rr.clients if c.status == "sat out"}
         if sat_out:

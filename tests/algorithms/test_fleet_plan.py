@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wattcap.algorithms.fleet import FleetClient, plan_fleet
+from wattcap.algorithms.fleet import FleetClient, SplitPolicy, plan_fleet
 from wattcap.core.profile import ProfilePoint
 
 SIZES = (8, 16, 32, 64)
@@ -40,7 +40,8 @@ def test_the_water_filled_split_finishes_together_and_leaves_a_slow_link_out() -
     slow = _client("slow", _grid(1.0, 5.0), comm_s=0.1)
     remote = _client("remote", _grid(2.0, 9.0), comm_s=1000.0)  # its link alone: a round
     plans = plan_fleet([fast, slow, remote], RATIOS, samples_per_round=2048,
-                       samples_to_target=50_000, may_leave_out=True)
+                       samples_to_target=50_000,
+                       policy=SplitPolicy(by_speed=True, may_leave_out=True))
     fleet = plans["fleet"]
     assert fleet.left_out == ["remote"]
     assert sum(c.samples for c in fleet.clients) == pytest.approx(2048)
@@ -50,14 +51,21 @@ def test_the_water_filled_split_finishes_together_and_leaves_a_slow_link_out() -
     assert fleet.time_s < plans["uniform"].time_s and fleet.time_s < plans["own"].time_s
     # the equal split waits for the remote client's link every round
     assert plans["uniform"].round_s > 1000.0
-    # by default its data stay in: it trains one batch, the others share the rest
+    # by speed without sitting out, its data stay in: it trains one batch, the others share
+    # the rest
     kept = plan_fleet([fast, slow, remote], RATIOS, samples_per_round=2048,
-                      samples_to_target=50_000)["fleet"]
+                      samples_to_target=50_000, policy=SplitPolicy(by_speed=True))["fleet"]
     assert kept.left_out == []
     by_name = {c.name: c for c in kept.clients}
     assert by_name["remote"].samples == by_name["remote"].batch_size
     assert sum(c.samples for c in kept.clients) == pytest.approx(2048)
     assert kept.round_s >= 1000.0 and kept.time_s <= plans["uniform"].time_s
+    # by default the split is equal: every client trains 2048 / 3 samples, the round waits for
+    # the remote link, each client's (b, clock) still chosen for the fleet
+    equal = plan_fleet([fast, slow, remote], RATIOS, samples_per_round=2048,
+                       samples_to_target=50_000)["fleet"]
+    assert [c.samples for c in equal.clients] == pytest.approx([2048 / 3] * 3)
+    assert equal.time_s <= min(plans["uniform"].time_s, plans["own"].time_s) * (1 + 1e-9)
 
 
 def test_clients_off_the_critical_path_are_slowed_to_the_round_time() -> None:
@@ -80,15 +88,17 @@ _fleet = st.lists(st.tuples(st.floats(0.5, 5.0), st.floats(4.0, 10.0), st.floats
 
 
 @settings(max_examples=40, deadline=None)
-@given(_fleet, st.sampled_from([512, 2048, 8192]))
-def test_the_fleet_plan_is_never_slower_than_uniform_or_own(specs, samples_per_round) -> None:
+@given(_fleet, st.sampled_from([512, 2048, 8192]), st.booleans())
+def test_the_fleet_plan_is_never_slower_than_uniform_or_own(specs, samples_per_round,
+                                                            by_speed) -> None:
     clients = []
     for i, (speed, cap_w, comm_s) in enumerate(specs):
         options = _grid(speed, cap_w)
         if not options:
             return
         clients.append(_client(f"c{i}", options, comm_s))
-    plans = plan_fleet(clients, RATIOS, samples_per_round, 100_000)
+    plans = plan_fleet(clients, RATIOS, samples_per_round, 100_000,
+                       SplitPolicy(by_speed=by_speed))
     fleet = plans["fleet"]
     assert fleet.time_s <= plans["uniform"].time_s * (1 + 1e-9)
     assert fleet.time_s <= plans["own"].time_s * (1 + 1e-9)

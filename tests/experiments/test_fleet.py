@@ -59,14 +59,19 @@ def test_a_three_client_fleet_is_planned_under_every_clients_cap(tmp_path: Path)
         table = ProfileTable.load(tmp_path / "fleet-profiles" / f"{device}-{MODEL}.json")
         point = with_power_margin(table, 2.0).lookup(c.batch_size, c.knob_value)
         assert point is not None and (cap is None or point.peak_power_w <= cap)
-    # nano-b's slow link alone outlasts the others' whole round: by default its data stay in
-    # (one batch a round, the round waits for its link); where the fleet allows it, the fleet
-    # plan leaves it out (the uniform plan waits for it every round either way)
+    # nano-b's slow link alone outlasts the others' whole round: by default the split is equal
+    # (every client's data weighs the same, the round waits for its link); by speed its data
+    # stay in with one batch a round; where the fleet allows it too, the fleet plan leaves it
+    # out (the uniform plan waits for it every round either way)
     assert result.comm_s["nano-b"] > 5 * result.comm_s["nano-a"]
-    kept = next(c for c in fleet.clients if c.name == "nano-b")
-    assert fleet.left_out == [] and kept.samples == kept.batch_size
+    assert fleet.left_out == [] and fleet.round_s >= result.comm_s["nano-b"]
+    assert [c.samples for c in fleet.clients] == pytest.approx([2048 / 3] * 3)
     raw = json.loads(path.read_text())
-    path.write_text(json.dumps({**raw, "clients_may_sit_out": True}))
+    path.write_text(json.dumps({**raw, "schema_version": 2, "split": "by-speed"}))
+    kept = next(c for c in plan_fleet_file(path).plans["fleet"].clients if c.name == "nano-b")
+    assert kept.samples == kept.batch_size
+    path.write_text(json.dumps({**raw, "schema_version": 2, "split": "by-speed",
+                                "clients_may_sit_out": True}))
     result = plan_fleet_file(path)
     plans, fleet = result.plans, result.plans["fleet"]
     assert fleet.left_out == ["nano-b"]

@@ -14,13 +14,14 @@ Methods, compared on the same fleet:
   equally;
 - own: every client its own single-device wattcap choice (min T · r_b under its cap), S split
   equally;
-- fleet: the (b_i, k_i) and the split chosen together: for fixed choices the split that makes
-  every client finish together (water-filling: s_i = (τ - c_i) / T_i; a client whose link
-  takes most of the round trains one batch, or, where the fleet allows it, sits the rounds
-  out), each client's choice improved in turn while the time to target falls (coordinate
-  descent from both the own and the uniform choices, so it is never worse than either), then
-  each client off the critical path moved to its least-energy point of the same batch size
-  that still meets the round time (same time, less energy).
+- fleet: the (b_i, k_i) chosen together for the round, S split equally, or (`SplitPolicy`,
+  where the fleet allows it) by speed, so that every client finishes together (water-filling:
+  s_i = (τ - c_i) / T_i; a client whose link takes most of the round trains one batch, or
+  sits the rounds out where that is allowed too); each client's choice improved in turn
+  while the time to target falls (coordinate descent from both the own and the uniform
+  choices, so it is never worse than either), then each client off the critical path moved to
+  its least-energy point of the same batch size that still meets the round time (same time,
+  less energy).
 """
 
 from __future__ import annotations
@@ -135,12 +136,25 @@ def _evaluate(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[Fle
                      samples_to_target * mean_ratio / total)
 
 
+@dataclass(frozen=True)
+class SplitPolicy:
+    """How the fleet plan may share a round's samples: equally (every client's data weighs the
+    same in each round, as in the uniform and own plans), or also by speed (water-filling:
+    faster clients train more, right where the clients hold alike data; measured, with shards
+    of different labels it can keep the global model from its target), and then whether a
+    client whose link takes most of a round may sit the rounds out."""
+
+    by_speed: bool = False
+    may_leave_out: bool = False
+
+
 def _best_split(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[FleetClient],
                 ratios: dict[int, float], samples_to_target: float,
-                total: float, may_leave_out: bool = False) -> FleetPlan:
-    """The better of the equal and the water-filled split for these choices."""
-    splits = (_equal_split(chosen, clients, total),
-              _water_filled(chosen, clients, total, may_leave_out))
+                total: float, policy: SplitPolicy) -> FleetPlan:
+    """The better of the equal and (where the policy allows) the water-filled split."""
+    splits = [_equal_split(chosen, clients, total)]
+    if policy.by_speed:
+        splits.append(_water_filled(chosen, clients, total, policy.may_leave_out))
     plans = [_evaluate(method, chosen, clients, split, ratios, samples_to_target, total)
              for split in splits]
     return min(plans, key=lambda p: p.time_s)
@@ -148,12 +162,11 @@ def _best_split(method: str, chosen: Sequence[ProfilePoint], clients: Sequence[F
 
 def _descend(start: list[ProfilePoint], clients: Sequence[FleetClient],
              ratios: dict[int, float], samples_to_target: float, total: float,
-             may_leave_out: bool = False) -> FleetPlan:
+             policy: SplitPolicy) -> FleetPlan:
     """Coordinate descent on the clients' choices from `start`: each client in turn takes the
     option that lowers the fleet's time to target most, until no client can."""
     chosen = list(start)
-    best = _best_split("fleet", chosen, clients, ratios, samples_to_target, total,
-                       may_leave_out)
+    best = _best_split("fleet", chosen, clients, ratios, samples_to_target, total, policy)
     for _ in range(MAX_SWEEPS):
         improved = False
         for i, client in enumerate(clients):
@@ -162,7 +175,7 @@ def _descend(start: list[ProfilePoint], clients: Sequence[FleetClient],
                     continue
                 trial = chosen[:i] + [option] + chosen[i + 1:]
                 plan = _best_split("fleet", trial, clients, ratios, samples_to_target, total,
-                                   may_leave_out)
+                                   policy)
                 if plan.time_s < best.time_s * (1 - 1e-12):
                     best, chosen, improved = plan, trial, True
         if not improved:
@@ -187,12 +200,11 @@ def _slowed(plan: FleetPlan, clients: Sequence[FleetClient]) -> FleetPlan:
 
 def plan_fleet(clients: Sequence[FleetClient], ratios: dict[int, float],
                samples_per_round: float, samples_to_target: float,
-               may_leave_out: bool = False) -> dict[str, FleetPlan]:
+               policy: SplitPolicy | None = None) -> dict[str, FleetPlan]:
     """The uniform, own and fleet plans of one fleet (module docstring). `ratios`: r_b of every
     batch size a client may choose (from the proxy); `samples_to_target`: N at the reference
-    batch size; `may_leave_out`: the fleet plan may leave a client out of the rounds when its
-    link alone outlasts them (right where the clients' data are alike; where they differ, the
-    rounds model cannot see what its data were worth). Raises ValueError for an empty fleet, a
+    batch size; `policy`: how the fleet plan may split a round (`SplitPolicy`; default:
+    equally). Raises ValueError for an empty fleet, a
     client with no feasible point or a batch size without r_b among the two single-device
     choices."""
     if not clients:
@@ -216,11 +228,11 @@ def plan_fleet(clients: Sequence[FleetClient], ratios: dict[int, float],
         "own": _evaluate("own", own, clients, _equal_split(own, clients, samples_per_round),
                          ratios, samples_to_target, samples_per_round),
     }
-    fleet = min((_descend(start, clients, ratios, samples_to_target, samples_per_round,
-                          may_leave_out)
+    policy = policy or SplitPolicy()
+    fleet = min((_descend(start, clients, ratios, samples_to_target, samples_per_round, policy)
                  for start in (own, uniform)), key=lambda p: p.time_s)
     plans["fleet"] = _slowed(fleet, clients)
     return plans
 
 
-__all__ = ["ClientPlan", "FleetClient", "FleetPlan", "plan_fleet"]
+__all__ = ["ClientPlan", "FleetClient", "FleetPlan", "SplitPolicy", "plan_fleet"]

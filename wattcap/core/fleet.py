@@ -9,7 +9,8 @@ its power cap, its data shard, its link and (optionally) its measured profile.
     target_accuracy: 0.8                   # the global model's, on the dataset's test split
     max_rounds: 40                         # a federation that has not reached it stops here
     deadline_slack: 0.25                   # a round closes at its planned time x 1.25
-    clients_may_sit_out: false             # may the fleet plan leave a slow-link client out?
+    split: equal                           # or by-speed (alike data only)
+    clients_may_sit_out: false             # by-speed only: may a slow-link client sit out?
     clients:
       - name: cam-1
         device: emulated:jetson-nano       # any wattcap device ("jetson", "nvml:0" need a profile)
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -100,8 +102,11 @@ class FleetFile(VersionedFile):
     max_rounds: int = Field(default=40, gt=0)
     #: a round closes at its planned time x (1 + slack): later updates are left out
     deadline_slack: float = Field(default=0.25, ge=0.0)
-    #: the fleet plan may leave a client out of the rounds when its link alone outlasts them:
-    #: right where the clients hold alike data; where they differ its data would be lost
+    #: how the fleet plan may split a round's samples: "equal" (every client's data weighs the
+    #: same each round) or "by-speed" (faster clients train more: right where the clients hold
+    #: alike data; with shards of different labels it starves the slow clients' labels)
+    split: Literal["equal", "by-speed"] = "equal"
+    #: with split "by-speed": a client whose link alone outlasts the rounds may sit them out
     clients_may_sit_out: bool = False
     #: the FedZero-style baseline's forecast of each cap source: exact (0) or off by this
     #: relative standard deviation, drawn per client and round from the federation's seed

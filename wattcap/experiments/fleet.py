@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from wattcap.algorithms.efficiency import ratios_for_batch_sizes
-from wattcap.algorithms.fleet import FleetClient, FleetPlan, plan_fleet
+from wattcap.algorithms.fleet import FleetClient, FleetPlan, SplitPolicy, plan_fleet
 from wattcap.algorithms.planner import plan, with_power_margin
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.efficiency import EfficiencyVector
@@ -270,8 +270,9 @@ def plan_at_caps(setup: FleetSetup, caps_w: dict[str, float | None],
     if reference is None:
         raise FleetError(f"{fleet.efficiency}: no samples to target at its reference batch size")
     try:
-        plans = plan_fleet(clients, known, fleet.samples_per_round, reference,
-                           may_leave_out=fleet.clients_may_sit_out)
+        policy = SplitPolicy(by_speed=fleet.split == "by-speed",
+                             may_leave_out=fleet.clients_may_sit_out)
+        plans = plan_fleet(clients, known, fleet.samples_per_round, reference, policy)
     except ValueError as err:
         raise FleetError(str(err)) from None
     return FleetPlans(fleet, plans, dict(caps_w), comm,
