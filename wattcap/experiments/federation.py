@@ -104,6 +104,8 @@ class ClientRound(BaseModel):
     samples: int = 0
     compute_s: float = 0.0
     comm_s: float = 0.0
+    #: still busy with its previous round's late update this long after the round's start
+    busy_s: float = 0.0
     waiting_s: float = 0.0
     energy_j: float = 0.0
     link_j: float = 0.0
@@ -392,13 +394,16 @@ def _tasks(setup: FleetSetup, method: str, round_no: int, seed: int, start_s: fl
 
 
 def _counted(setup: FleetSetup, task: ClientTask, reply: tuple[Weights | None,
-             LocalReport] | None, deadline_s: float) -> ClientRound:
+             LocalReport] | None, deadline_s: float, busy_s: float = 0.0) -> ClientRound:
     """How the server counts a client's reply: aggregated, a straggler (past the deadline) or
-    dropped (no update; a dropout's energy and one way of its link are still spent)."""
+    dropped (no update; a dropout's energy and one way of its link are still spent). `busy_s`:
+    how long the client was still busy with its previous round's late update (it starts this
+    round's work after it)."""
     spec = next(c for c in setup.fleet.clients if c.name == task.client)
     planned = ClientRound(name=task.client, status="dropped", cap_w=task.cap_w or None,
                           batch_size=task.batch_size, knob_value=task.knob_value,
-                          comm_s=spec.link.round_trip_s(setup.payload_bytes), note="no reply")
+                          comm_s=spec.link.round_trip_s(setup.payload_bytes), busy_s=busy_s,
+                          note="no reply")
     if reply is None:
         return planned
     weights, report = reply
@@ -410,7 +415,7 @@ def _counted(setup: FleetSetup, task: ClientTask, reply: tuple[Weights | None,
     if weights is None:
         return done.model_copy(update={"status": "dropped", "link_j": link_j / 2,
                                        "note": f"dropped out after {report.samples} samples"})
-    arrival_s = report.compute_s + done.comm_s
+    arrival_s = busy_s + report.compute_s + done.comm_s
     if arrival_s > deadline_s:
         return done.model_copy(update={
             "status": "straggler",
@@ -433,19 +438,25 @@ def run_federation(fleet_path: str | Path, method: str, transport: Transport,
     now_s = 0.0
     reached = False
     history = _History({})
+    busy_until: dict[str, float] = {}  # fleet time a straggler's late update ends
     for round_no in range(1, fleet.max_rounds + 1):
         caps = setup.caps_at(now_s)
         tasks, planned_s, sitting_out = _tasks(setup, method, round_no, seed, now_s, caps,
                                                history)
         deadline_s = planned_s * (1 + fleet.deadline_slack)
         replies = transport([(task, weights) for task in tasks])
-        counted = [_counted(setup, t, replies.get(t.client), deadline_s) for t in tasks]
+        counted = [_counted(setup, t, replies.get(t.client), deadline_s,
+                            max(0.0, busy_until.get(t.client, 0.0) - now_s)) for t in tasks]
         updates = [(replies[c.name][0], c.samples) for c in counted  # type: ignore[index]
                    if c.status == "aggregated"]
         complete = len(updates) == len(tasks)
-        round_s = (max(c.compute_s + c.comm_s for c in counted) if complete else deadline_s)
+        round_s = (max(c.busy_s + c.compute_s + c.comm_s for c in counted) if complete
+                   else deadline_s)
         for c in counted:
-            c.waiting_s = max(0.0, round_s - c.compute_s - c.comm_s)
+            arrival_s = c.busy_s + c.compute_s + c.comm_s
+            c.waiting_s = max(0.0, round_s - arrival_s)
+            if arrival_s > round_s:  # a straggler: busy into the next round(s)
+                busy_until[c.name] = now_s + arrival_s
             # a battery drains by what the client drew (the client's copy of the source
             # followed it during the round; this one plans the next)
             setup.cap_sources[c.name].record_energy(c.energy_j, now_s + round_s)

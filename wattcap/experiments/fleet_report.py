@@ -74,9 +74,12 @@ def plot_timeline(run: FleetRun, out: str | Path) -> Path:
                 ax.barh(row, r.round_s, left=r.start_s, color="none", edgecolor="grey",
                         hatch="//")
                 continue
-            busy = min(c.compute_s + c.comm_s, r.round_s)
-            ax.barh(row, busy, left=r.start_s, color=STATUS_COLOURS[c.status])
-            ax.barh(row, c.waiting_s, left=r.start_s + busy, color="lightgrey")
+            if c.busy_s > 0:  # still on its previous round's late update
+                ax.barh(row, min(c.busy_s, r.round_s), left=r.start_s,
+                        color=STATUS_COLOURS["straggler"], alpha=0.4)
+            busy = max(0.0, min(c.compute_s + c.comm_s, r.round_s - c.busy_s))
+            ax.barh(row, busy, left=r.start_s + c.busy_s, color=STATUS_COLOURS[c.status])
+            ax.barh(row, c.waiting_s, left=r.start_s + c.busy_s + busy, color="lightgrey")
             if c.batch_size is not None and busy > 0.08 * run.time_s / max(len(run.rounds), 1):
                 ax.text(r.start_s + busy / 2, row, str(c.batch_size), ha="center",
                         va="center", fontsize=7, color="white")
