@@ -236,3 +236,37 @@ def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path) -> Non
                        for r in run.rounds) / len(run.rounds) for name in ("nano-a", "tx2")}
     assert all(0 < v < 1 for v in share.values())  # fairness rotates the capped clients in
     _never_over_its_cap(run)
+
+
+def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path) -> None:
+    """Clients' shards from a data spec (MNIST's IDX files, written here from the bundled
+    digits), converted to the model's input shape; the global test split is the same for
+    every client and none of its samples is in a shard."""
+    from sklearn.datasets import load_digits
+
+    from tests.data_files import write_mnist
+    from wattcap.experiments.federation import _split, client_shard
+
+    digits = load_digits()
+    images = (digits.images / 16 * 255).astype(np.uint8)
+    root = write_mnist(tmp_path / "mnist", images, digits.target)
+    spec = f"mnist:{root}"
+    clients = [{"name": f"nano-{i}", "device": "emulated:jetson-nano", "power_cap": 4.0,
+                "data": {"dataset": spec, "fraction": 0.5, "seed": i}, "link": LINK}
+               for i in range(2)]
+    path = _fleet(tmp_path, clients, max_rounds=3, target_accuracy=0.99)
+    run = run_federation(path, "fleet", local_transport, seed=0)
+    assert len(run.rounds) == 3 and run.rounds[-1].accuracy > 0.3  # ten classes: chance 0.1
+    setup = load_fleet(path)
+    train, test = _split(spec, MODEL)
+    assert test.input_shape == (1, 8, 8) and len(train) + len(test) == len(images)
+    shards = [client_shard(setup, f"nano-{i}") for i in range(2)]
+    test_rows = {row.tobytes() for row in test.batch(np.arange(len(test)))[0]}
+    for shard in shards:
+        rows = shard.batch(np.arange(len(shard)))[0]
+        assert not any(row.tobytes() in test_rows for row in rows)
+    mixed = json.loads(path.read_text())
+    mixed["clients"][1]["data"] = {"dataset": "digits"}
+    path.write_text(json.dumps(mixed))
+    result = CliRunner().invoke(app, ["fleet", "plan", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code != 0 and "must come from one dataset" in result.output

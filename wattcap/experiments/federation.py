@@ -176,16 +176,22 @@ def _setup(fleet_path: str) -> FleetSetup:
 
 
 @lru_cache(maxsize=4)
-def _split(dataset: str, seed: int):  # noqa: ANN202 - (train, test) ArrayDatasets
-    from wattcap.data import get_dataset
+def _split(dataset: str, model: str):  # noqa: ANN202 - (train, test) datasets
+    """The dataset's one (train, test) split, the same for every client (a client's shard
+    never holds a sample of the test split the global model is read on): a bundled task or a
+    data spec (FORMAT:PATH), converted to the model's input shape."""
+    from wattcap.data import load_splits
+    from wattcap.models import get_model_spec
 
-    return get_dataset(dataset, seed=seed).split(TEST_FRACTION, seed=seed)
+    return load_splits(dataset, seed=0, test_fraction=TEST_FRACTION,
+                       input_shape=get_model_spec(model).input_shape)
 
 
-def client_shard(setup: FleetSetup, name: str):  # noqa: ANN201 - an ArrayDataset
-    """The client's training shard: its labels' samples of the train split, its fraction."""
+def client_shard(setup: FleetSetup, name: str):  # noqa: ANN201 - a dataset
+    """The client's training shard: its labels' samples of the train split, its fraction
+    (drawn with the shard's seed)."""
     spec = next(c for c in setup.fleet.clients if c.name == name)
-    train, _ = _split(spec.data.dataset, spec.data.seed)
+    train, _ = _split(spec.data.dataset, setup.fleet.model)
     if spec.data.labels is not None:
         train = train.subset(np.isin(train.y, spec.data.labels))
     return train.take(max(1, int(len(train) * spec.data.fraction)), seed=spec.data.seed)
@@ -282,7 +288,7 @@ def initial_weights(setup: FleetSetup, seed: int) -> Weights:
 
     from wattcap.models import build_model
 
-    _, test = _split(setup.fleet.clients[0].data.dataset, setup.fleet.clients[0].data.seed)
+    _, test = _split(setup.fleet.clients[0].data.dataset, setup.fleet.model)
     torch.manual_seed(seed)
     net = build_model(setup.fleet.model, test.num_classes)
     return [t.detach().numpy().copy() for t in net.state_dict().values()]
@@ -295,8 +301,7 @@ def global_accuracy(setup: FleetSetup, weights: Weights) -> float:
     from wattcap.models import build_model, get_model_spec
     from wattcap.train.loop import evaluate_dataset
 
-    spec = setup.fleet.clients[0].data
-    _, test = _split(spec.dataset, spec.seed)
+    _, test = _split(setup.fleet.clients[0].data.dataset, setup.fleet.model)
     net = build_model(setup.fleet.model, test.num_classes)
     net.load_state_dict({k: torch.from_numpy(np.array(w)) for k, w in
                          zip(net.state_dict(), weights, strict=True)})

@@ -59,9 +59,9 @@ def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
 def _shard_size(client: FleetClientSpec) -> tuple[int, str]:
     """The samples of the client's shard, and the labels its dataset has (for a message);
     KeyError for an unknown dataset."""
-    from wattcap.data import get_dataset
+    from wattcap.data import load_dataset
 
-    data = get_dataset(client.data.dataset, seed=client.data.seed)
+    data = load_dataset(client.data.dataset)
     labels = np.asarray(data.y)
     held = labels.size if client.data.labels is None else int(
         np.isin(labels, client.data.labels).sum())
@@ -114,6 +114,10 @@ def check_fleet(fleet: FleetFile, folder: Path) -> None:
     if not (folder / fleet.efficiency).is_file():
         raise FleetError(f"fleet: efficiency file {fleet.efficiency} not found (next to the "
                          "fleet file; `wattcap estimate` writes one)")
+    datasets = sorted({c.data.dataset for c in fleet.clients})
+    if len(datasets) > 1:
+        raise FleetError(f"fleet: every client's data must come from one dataset (the global "
+                         f"model is read on its test split); found {', '.join(datasets)}")
     for client in fleet.clients:
         problem = _device_problem(client, folder) or _cap_problem(client, folder)
         if problem is None and client.profile and not (folder / client.profile).is_file():
@@ -121,7 +125,7 @@ def check_fleet(fleet: FleetFile, folder: Path) -> None:
         if problem is None:
             try:
                 size, known = _shard_size(client)
-            except KeyError as err:
+            except (KeyError, WattcapError) as err:
                 problem = str(err).strip("'\"")
             else:
                 if size < 1:
