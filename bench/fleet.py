@@ -7,7 +7,8 @@ planner's wall time per round, the in-process round's wall time).
 The model is digits-cnn on bundled digits (each client a seeded shard: 7 of the 10 labels, an
 equal share), r_b from a proxy estimate on digits-rotated (estimated on first use and kept in
 --out). Clients alternate emulated Jetson Nanos (caps 3.0 W, 4.0 W, none) and TX2 NXs
-(5.0 W, 6.0 W, none), behind links of 2, 10 or 50 Mbps. Rounds run in this process
+(5.0 W, 6.0 W, none), behind links of 2, 10 or 50 Mbps; a round trains max(1024, 128 x
+clients) samples. Rounds run in this process
 (`local_transport`: the same rounds as Flower's engine, tests/experiments/test_federation.py);
 time is the emulated devices'. The FedZero-style selection is not built (issue 29 open).
 
@@ -64,7 +65,9 @@ def _fleet_file(folder: Path, clients: int, efficiency: Path, seed: int = 0) -> 
     path = folder / f"fleet-{clients}.json"
     path.write_text(json.dumps({
         "kind": "wattcap.fleet", "schema_version": 2, "model": MODEL,
-        "efficiency": str(efficiency.resolve()), "samples_per_round": 1024,
+        # at least one largest batch per client and round, so that no method's clients train
+        # more than the round's samples (a client trains at least one batch)
+        "efficiency": str(efficiency.resolve()), "samples_per_round": max(1024, 128 * clients),
         "target_accuracy": 0.8, "max_rounds": 40, "clients": specs}, indent=1))
     return path
 
