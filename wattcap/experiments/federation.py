@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from wattcap.algorithms.fedzero import DEFAULT_FRACTION, select_clients
 from wattcap.algorithms.fleet import ClientPlan, FleetPlan
 from wattcap.core.errors import WattcapError
+from wattcap.core.knob import KnobKind
 from wattcap.core.schema import VersionedFile
 from wattcap.devices.caps import CapSource
 from wattcap.experiments.fleet import FleetError, FleetSetup, load_fleet, plan_at_caps
@@ -100,6 +101,7 @@ class ClientRound(BaseModel):
     status: ClientStatus
     cap_w: float | None
     batch_size: int | None = None
+    knob_kind: KnobKind = "gpu_clock"
     knob_value: int | None = None
     samples: int = 0
     compute_s: float = 0.0
@@ -407,6 +409,7 @@ def _counted(setup: FleetSetup, task: ClientTask, reply: tuple[Weights | None,
     spec = next(c for c in setup.fleet.clients if c.name == task.client)
     planned = ClientRound(name=task.client, status="dropped", cap_w=task.cap_w or None,
                           batch_size=task.batch_size, knob_value=task.knob_value,
+                          knob_kind=setup.profiles[task.client].knob_kind,
                           comm_s=spec.link.round_trip_s(setup.payload_bytes), busy_s=busy_s,
                           note="no reply")
     if reply is None:

@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wattcap.core.knob import format_knob  # noqa: E402
 from wattcap.experiments.federation import FleetRun  # noqa: E402
 
 #: colours of a client's round in the timeline
@@ -80,13 +81,16 @@ def plot_timeline(run: FleetRun, out: str | Path) -> Path:
             busy = max(0.0, min(c.compute_s + c.comm_s, r.round_s - c.busy_s))
             ax.barh(row, busy, left=r.start_s + c.busy_s, color=STATUS_COLOURS[c.status])
             ax.barh(row, c.waiting_s, left=r.start_s + c.busy_s + busy, color="lightgrey")
-            if c.batch_size is not None and busy > 0.08 * run.time_s / max(len(run.rounds), 1):
-                ax.text(r.start_s + busy / 2, row, str(c.batch_size), ha="center",
-                        va="center", fontsize=7, color="white")
+            if c.batch_size is not None and busy > 0.3 * run.time_s / max(len(run.rounds), 1):
+                label = f"{c.batch_size}" + ("" if c.knob_value is None else
+                                             f" · {format_knob(c.knob_kind, c.knob_value)}")
+                label += "" if c.cap_w is None else f" · ≤{c.cap_w:g} W"
+                ax.text(r.start_s + c.busy_s + busy / 2, row, label, ha="center",
+                        va="center", fontsize=6, color="white")
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel("fleet time (s, emulated devices)")
     ax.set_title("busy (blue: aggregated, orange: straggler, red: dropped), waiting (grey), "
-                 "sitting out (hatched); numbers: batch size", fontsize=8)
+                 "sitting out (hatched); labels: batch size · knob · cap", fontsize=8)
     fig.suptitle(f"{run.model}, {run.method}, seed {run.seed}: "
                  + (f"target reached in {run.time_s:.1f} s" if run.reached
                     else "target not reached"))
