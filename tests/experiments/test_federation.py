@@ -270,3 +270,43 @@ def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path) -> Non
     path.write_text(json.dumps(mixed))
     result = CliRunner().invoke(app, ["fleet", "plan", str(path)], env={"COLUMNS": "300"})
     assert result.exit_code != 0 and "must come from one dataset" in result.output
+
+
+def test_a_measured_device_replays_its_trace_in_a_fleet(tmp_path: Path) -> None:
+    """A `trace:` client (examples/trace-nano: a table in the measured format, generated from
+    the emulator) trains for real; its round's time, energy and peak are its table's."""
+    import shutil
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    shutil.copytree(examples / "trace-nano", tmp_path / "trace-nano")
+    for name in ("efficiency-proxy.json", "profile-jetson-nano.json"):
+        shutil.copy(examples / "fleet" / name, tmp_path / name)
+    clients = [
+        {"name": "measured", "device": "trace:trace-nano/trace.json", "power_cap": 5.0,
+         "data": {"dataset": "digits-5-9-32", "fraction": 0.5}, "link": LINK},
+        {"name": "emulated", "device": "emulated:jetson-nano", "power_cap": 5.0,
+         "data": {"dataset": "digits-5-9-32", "fraction": 0.5, "seed": 1}, "link": LINK,
+         "profile": "profile-jetson-nano.json"},
+    ]
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps({"kind": "wattcap.fleet", "schema_version": 2,
+                                "model": "digits32-cnn", "efficiency": "efficiency-proxy.json",
+                                "samples_per_round": 512, "target_accuracy": 0.99,
+                                "max_rounds": 2, "clients": clients}))
+    run = run_federation(path, "own", local_transport, seed=0)
+    table = load_fleet(path).profiles["measured"]
+    assert table.device == "jetson-nano" and len(run.rounds) == 2
+    for r in run.rounds:
+        c = next(c for c in r.clients if c.name == "measured")
+        point = table.lookup(c.batch_size, c.knob_value)
+        assert c.status == "aggregated" and c.samples >= 256
+        assert c.compute_s == pytest.approx(c.samples * point.seconds_per_sample)
+        assert c.energy_j == pytest.approx(c.compute_s * point.avg_power_w)
+        assert c.peak_power_w == point.peak_power_w <= 5.0 and c.cap_violations == 0
+    assert run.rounds[-1].accuracy > run.rounds[0].accuracy * 0.5
+    missing = json.loads(path.read_text())
+    missing["clients"][0]["device"] = "trace:nowhere.json"
+    path.write_text(json.dumps(missing))
+    out = CliRunner().invoke(app, ["fleet", "plan", str(path)], env={"COLUMNS": "300"})
+    assert out.exit_code != 0 and "client measured: trace manifest nowhere.json not found" \
+        in out.output

@@ -13,7 +13,7 @@ its power cap, its data shard, its link and (optionally) its measured profile.
     clients_may_sit_out: false             # by-speed only: may a slow-link client sit out?
     clients:
       - name: cam-1
-        device: emulated:jetson-nano       # any wattcap device ("jetson", "nvml:0" need a profile)
+        device: emulated:jetson-nano       # or trace:MANIFEST, or "jetson", "nvml:0" with a profile
         power_cap: 4.5                     # W, a cap source ("solar:seed=3", "battery:...",
                                            # "schedule:FILE"), or null: no cap
         data: {dataset: digits-5-9-32, labels: [5, 6], fraction: 0.5}

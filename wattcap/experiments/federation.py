@@ -34,8 +34,10 @@ from pydantic import BaseModel
 
 from wattcap.algorithms.fedzero import DEFAULT_FRACTION, select_clients
 from wattcap.algorithms.fleet import ClientPlan, FleetPlan
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.errors import WattcapError
 from wattcap.core.knob import KnobKind
+from wattcap.core.run import scaled_learning_rate
 from wattcap.core.schema import VersionedFile
 from wattcap.devices.caps import CapSource
 from wattcap.experiments.fleet import FleetError, FleetSetup, load_fleet, plan_at_caps
@@ -220,6 +222,37 @@ def _round_cap(setup: FleetSetup, task: ClientTask) -> CapSource | float | None:
     return CallableCap(lambda now_s: source.cap_w(task.start_s + now_s), source.describe())
 
 
+def _replayed(setup: FleetSetup, task: ClientTask, steps: Callable[[int], int]) -> LocalReport:
+    """A `trace:` client: the model trains here for real; its device's time, energy and peak
+    power are the measured table's at the task's point (nothing to watch: the table's peak was
+    planned under the round's cap, and a cap that falls below it during the round is counted
+    as a violation)."""
+    point = setup.profiles[task.client].lookup(task.batch_size, task.knob_value)
+    if point is None:
+        raise FederationError(f"client {task.client}: its trace has no point b="
+                              f"{task.batch_size} at {task.knob_value} (a trace is not "
+                              "extrapolated)")
+    goal = _goal(setup, task)
+    done = steps(goal)
+    compute_s = done * point.seconds_per_sample
+    source = setup.cap_sources[task.client]
+    lowest = min((w for k in range(FORECAST_POINTS + 1)
+                  if (w := source.cap_w(task.start_s + compute_s * k / FORECAST_POINTS))
+                  is not None), default=None)
+    return LocalReport(client=task.client, round=task.round, samples=done, compute_s=compute_s,
+                       energy_j=compute_s * point.avg_power_w, peak_power_w=point.peak_power_w,
+                       cap_w=task.cap_w or None,
+                       cap_violations=int(lowest is not None and point.peak_power_w > lowest),
+                       dropped=goal < task.samples)
+
+
+def _goal(setup: FleetSetup, task: ClientTask) -> int:
+    """The samples the client trains this round: all of its task, or, where it drops out, the
+    share after which it does."""
+    stop = _dropout_point(setup, task)
+    return task.samples if stop is None else int(task.samples * stop)
+
+
 def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, LocalReport]:
     """Train the client's shard for the task on its device (see the module docstring); a
     client that drops out returns no weights, with the energy it spent."""
@@ -237,6 +270,26 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
     net = build_model(setup.fleet.model, data.num_classes)
     net.load_state_dict({k: torch.from_numpy(np.array(w)) for k, w in
                          zip(net.state_dict(), weights, strict=True)})
+    rng = np.random.default_rng(random.Random(f"{task.seed}/{task.client}/{task.round}/data")
+                                .getrandbits(64))
+    if spec.device.startswith("trace:"):
+        optimizer = torch.optim.Adam(net.parameters(), lr=scaled_learning_rate(
+            DEFAULT_LR_REF, DEFAULT_BATCH_SIZE_REF, task.batch_size))
+
+        def steps(goal: int) -> int:
+            done = 0
+            while done < goal:
+                x, y = data.batch(rng.integers(0, len(data), task.batch_size))
+                optimizer.zero_grad(set_to_none=True)
+                model_spec.loss(net(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+                optimizer.step()
+                done += task.batch_size
+            return done
+
+        report = _replayed(setup, task, steps)
+        update = None if report.dropped else [t.detach().numpy() for t in
+                                              net.state_dict().values()]
+        return update, report
     clock = profile.knob_kind == "gpu_clock"
     session = Session(get_device(spec.device), model=setup.fleet.model,
                       profile=profile, batch_size=task.batch_size,
@@ -246,10 +299,7 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
                       handle_signals=False, drift_tolerance=0)
     net = session.prepare(net)
     optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
-    stop = _dropout_point(setup, task)
-    goal = task.samples if stop is None else int(task.samples * stop)
-    rng = np.random.default_rng(random.Random(f"{task.seed}/{task.client}/{task.round}/data")
-                                .getrandbits(64))
+    goal = _goal(setup, task)
     done = 0
     with session:
         while done < goal and not session.cap_stopped:
@@ -271,8 +321,8 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
                          compute_s=record.device_time_s,
                          energy_j=avg_w * record.device_time_s,
                          peak_power_w=record.peak_power_w, cap_w=task.cap_w or None,
-                         cap_violations=len(record.cap_violations), dropped=stop is not None)
-    if stop is not None:
+                         cap_violations=len(record.cap_violations), dropped=goal < task.samples)
+    if report.dropped:
         return None, report
     return [t.detach().cpu().numpy() for t in net.state_dict().values()], report
 

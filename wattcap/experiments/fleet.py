@@ -49,11 +49,14 @@ def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
             return None
         return (f"unknown emulated device {spec!r} (known: {', '.join(list_specs())}, or a "
                 "spec file)")
+    if device.startswith("trace:"):
+        found = (folder / device.partition(":")[2]).is_file()
+        return None if found else f"trace manifest {device.partition(':')[2]} not found"
     if device in ("jetson",) or device.startswith("nvml"):
         return None if client.profile else (f"device {device!r} needs its measured profile "
                                             "(profile: FILE): it is not profiled from here")
-    return (f"unknown device {device!r}: expected emulated:SPEC, jetson or nvml:N (with a "
-            "profile)")
+    return (f"unknown device {device!r}: expected emulated:SPEC, trace:MANIFEST, jetson or "
+            "nvml:N (with a profile)")
 
 
 def _shard_size(client: FleetClientSpec) -> tuple[int, str]:
@@ -144,6 +147,10 @@ def _profile(client: FleetClientSpec, model: str, folder: Path) -> ProfileTable:
     the fleet file (`fleet-profiles/`)."""
     if client.profile:
         return ProfileTable.load(folder / client.profile)
+    if client.device.startswith("trace:"):  # a measured device: its table, nothing profiled
+        from wattcap.experiments.trace import load_trace
+
+        return load_trace(folder / client.device.partition(":")[2]).profile
     from wattcap.devices import get_device
     from wattcap.measure.profiling import Profiler
 
