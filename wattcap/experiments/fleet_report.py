@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
+from wattcap.core.files import atomic_path  # noqa: E402
 from wattcap.core.knob import format_knob  # noqa: E402
 from wattcap.experiments.federation import FleetRun  # noqa: E402
 
@@ -95,9 +96,9 @@ def plot_timeline(run: FleetRun, out: str | Path) -> Path:
                  + (f"target reached in {run.time_s:.1f} s" if run.reached
                     else "target not reached"))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    with atomic_path(out) as tmp:  # the user's file: atomic, with the umask's mode
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return out
 
