@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +38,7 @@ from wattcap.algorithms.fleet import ClientPlan, FleetPlan
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.errors import WattcapError
 from wattcap.core.knob import KnobKind
+from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.run import scaled_learning_rate
 from wattcap.core.schema import VersionedFile
 from wattcap.devices.caps import CapSource
@@ -175,8 +177,15 @@ class FederationError(WattcapError, RuntimeError):
 
 # -- the client's side ---------------------------------------------------------------------------
 @lru_cache(maxsize=4)
-def _setup(fleet_path: str) -> FleetSetup:
+def _setup_as_of(fleet_path: str, modified_ns: int) -> FleetSetup:
+    del modified_ns  # only the cache's key: another version of the file loads again
     return load_fleet(fleet_path)
+
+
+def _setup(fleet_path: str) -> FleetSetup:
+    """The checked fleet, loaded once per version of its file (a client process serves many
+    rounds; an edited file is read again)."""
+    return _setup_as_of(fleet_path, Path(fleet_path).stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
@@ -194,7 +203,7 @@ def _split(dataset: str, model: str):  # noqa: ANN202 - (train, test) datasets
 def client_shard(setup: FleetSetup, name: str):  # noqa: ANN201 - a dataset
     """The client's training shard: its labels' samples of the train split, its fraction
     (drawn with the shard's seed)."""
-    spec = next(c for c in setup.fleet.clients if c.name == name)
+    spec = setup.client(name)
     train, _ = _split(spec.data.dataset, setup.fleet.model)
     if spec.data.labels is not None:
         train = train.subset(np.isin(train.y, spec.data.labels))
@@ -204,9 +213,19 @@ def client_shard(setup: FleetSetup, name: str):  # noqa: ANN201 - a dataset
 def _dropout_point(setup: FleetSetup, task: ClientTask) -> float | None:
     """The share of its samples after which the client drops out this round (None: it does
     not), drawn from (seed, client, round)."""
-    spec = next(c for c in setup.fleet.clients if c.name == task.client)
+    spec = setup.client(task.client)
     draw = random.Random(f"{task.seed}/{task.client}/{task.round}")
     return draw.random() if draw.random() < spec.dropout else None
+
+
+#: readings of a cap source over a window (a round): FedZero's forecast of the energy
+#: available, a measured device's check against a falling cap
+CAP_READINGS = 20
+
+
+def _caps_over(source: CapSource, start_s: float, span_s: float) -> list[float | None]:
+    """The source's cap at CAP_READINGS + 1 evenly spaced times of [start, start + span]."""
+    return [source.cap_w(start_s + span_s * k / CAP_READINGS) for k in range(CAP_READINGS + 1)]
 
 
 def _round_cap(setup: FleetSetup, task: ClientTask) -> CapSource | float | None:
@@ -222,28 +241,53 @@ def _round_cap(setup: FleetSetup, task: ClientTask) -> CapSource | float | None:
     return CallableCap(lambda now_s: source.cap_w(task.start_s + now_s), source.describe())
 
 
-def _replayed(setup: FleetSetup, task: ClientTask, steps: Callable[[int], int]) -> LocalReport:
-    """A `trace:` client: the model trains here for real; its device's time, energy and peak
-    power are the measured table's at the task's point (nothing to watch: the table's peak was
-    planned under the round's cap, and a cap that falls below it during the round is counted
-    as a violation)."""
+def _trace_point(setup: FleetSetup, task: ClientTask) -> ProfilePoint:
     point = setup.profiles[task.client].lookup(task.batch_size, task.knob_value)
     if point is None:
         raise FederationError(f"client {task.client}: its trace has no point b="
                               f"{task.batch_size} at {task.knob_value} (a trace is not "
                               "extrapolated)")
-    goal = _goal(setup, task)
-    done = steps(goal)
+    return point
+
+
+def _replayed(setup: FleetSetup, task: ClientTask, done: int, goal: int) -> LocalReport:
+    """A `trace:` client that trained `done` samples here for real: its device's time, energy
+    and peak power are the measured table's at the task's point (nothing to watch: the
+    table's peak was planned under the round's cap, and a cap that falls below it during the
+    round is counted as a violation)."""
+    point = _trace_point(setup, task)
     compute_s = done * point.seconds_per_sample
-    source = setup.cap_sources[task.client]
-    lowest = min((w for k in range(FORECAST_POINTS + 1)
-                  if (w := source.cap_w(task.start_s + compute_s * k / FORECAST_POINTS))
-                  is not None), default=None)
+    caps = [w for w in _caps_over(setup.cap_sources[task.client], task.start_s, compute_s)
+            if w is not None]
+    lowest = min(caps, default=None)
     return LocalReport(client=task.client, round=task.round, samples=done, compute_s=compute_s,
                        energy_j=compute_s * point.avg_power_w, peak_power_w=point.peak_power_w,
                        cap_w=task.cap_w or None,
                        cap_violations=int(lowest is not None and point.peak_power_w > lowest),
                        dropped=goal < task.samples)
+
+
+def _local_steps(net: Any, optimizer: Any, loss: Callable[..., Any], data: Any,
+                 task: ClientTask, goal: int, session: Any = None) -> int:
+    """Train `goal` samples (whole batches of the task's size, drawn from the shard with the
+    round's seed), through the Session's steps where there is one; the samples trained (fewer
+    where the Session stopped for its cap)."""
+    import torch
+
+    rng = np.random.default_rng(random.Random(f"{task.seed}/{task.client}/{task.round}/data")
+                                .getrandbits(64))
+    done = 0
+    while done < goal and not (session is not None and session.cap_stopped):
+        x, y = data.batch(rng.integers(0, len(data), task.batch_size))
+        inputs, targets = torch.from_numpy(x), torch.from_numpy(y)
+        if session is not None:
+            inputs, targets = session.to_device(inputs, targets)
+        with session.step() if session is not None else nullcontext():
+            optimizer.zero_grad(set_to_none=True)
+            loss(net(inputs), targets).backward()
+            optimizer.step()
+        done += task.batch_size
+    return done
 
 
 def _goal(setup: FleetSetup, task: ClientTask) -> int:
@@ -263,53 +307,40 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
     from wattcap.runtime.session import Session
 
     setup = _setup(task.fleet)
-    spec = next(c for c in setup.fleet.clients if c.name == task.client)
+    spec = setup.client(task.client)
     profile = setup.profiles[task.client]
     data = client_shard(setup, task.client)
-    model_spec = get_model_spec(setup.fleet.model)
     net = build_model(setup.fleet.model, data.num_classes)
     net.load_state_dict({k: torch.from_numpy(np.array(w)) for k, w in
                          zip(net.state_dict(), weights, strict=True)})
-    rng = np.random.default_rng(random.Random(f"{task.seed}/{task.client}/{task.round}/data")
-                                .getrandbits(64))
+    loss = get_model_spec(setup.fleet.model).loss
+    goal = _goal(setup, task)
     if spec.device.startswith("trace:"):
+        _trace_point(setup, task)  # a point the trace lacks is refused before training
         optimizer = torch.optim.Adam(net.parameters(), lr=scaled_learning_rate(
             DEFAULT_LR_REF, DEFAULT_BATCH_SIZE_REF, task.batch_size))
+        report = _replayed(setup, task, _local_steps(net, optimizer, loss, data, task, goal), goal)
+    else:
+        clock = profile.knob_kind == "gpu_clock"
+        session = Session(get_device(spec.device), model=setup.fleet.model,
+                          profile=profile, batch_size=task.batch_size,
+                          frequency_hz=task.knob_value if clock else None,
+                          knob_value=None if clock else task.knob_value,
+                          power_cap=_round_cap(setup, task), cap_policy="frequency",
+                          handle_signals=False, drift_tolerance=0)
+        net = session.prepare(net)
+        optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+        with session:
+            done = _local_steps(net, optimizer, loss, data, task, goal, session)
+        report = _measured(session, profile, task, done, goal)
+    if report.dropped:
+        return None, report
+    return [t.detach().cpu().numpy() for t in net.state_dict().values()], report
 
-        def steps(goal: int) -> int:
-            done = 0
-            while done < goal:
-                x, y = data.batch(rng.integers(0, len(data), task.batch_size))
-                optimizer.zero_grad(set_to_none=True)
-                model_spec.loss(net(torch.from_numpy(x)), torch.from_numpy(y)).backward()
-                optimizer.step()
-                done += task.batch_size
-            return done
 
-        report = _replayed(setup, task, steps)
-        update = None if report.dropped else [t.detach().numpy() for t in
-                                              net.state_dict().values()]
-        return update, report
-    clock = profile.knob_kind == "gpu_clock"
-    session = Session(get_device(spec.device), model=setup.fleet.model,
-                      profile=profile, batch_size=task.batch_size,
-                      frequency_hz=task.knob_value if clock else None,
-                      knob_value=None if clock else task.knob_value,
-                      power_cap=_round_cap(setup, task), cap_policy="frequency",
-                      handle_signals=False, drift_tolerance=0)
-    net = session.prepare(net)
-    optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
-    goal = _goal(setup, task)
-    done = 0
-    with session:
-        while done < goal and not session.cap_stopped:
-            x, y = data.batch(rng.integers(0, len(data), task.batch_size))
-            inputs, targets = session.to_device(torch.from_numpy(x), torch.from_numpy(y))
-            with session.step():
-                optimizer.zero_grad(set_to_none=True)
-                model_spec.loss(net(inputs), targets).backward()
-                optimizer.step()
-            done += task.batch_size
+def _measured(session: Any, profile: ProfileTable, task: ClientTask, done: int,
+              goal: int) -> LocalReport:
+    """What an emulated or real client's Session measured of its round."""
     record = session.record
     assert record is not None
     # energy = average power x step time (the sum of readings undercounts a round of a few
@@ -317,14 +348,10 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
     # average power where no reading fell inside the round
     point = profile.lookup(task.batch_size, task.knob_value)
     avg_w = record.avg_power_w or (point.avg_power_w if point is not None else 0.0)
-    report = LocalReport(client=task.client, round=task.round, samples=done,
-                         compute_s=record.device_time_s,
-                         energy_j=avg_w * record.device_time_s,
-                         peak_power_w=record.peak_power_w, cap_w=task.cap_w or None,
-                         cap_violations=len(record.cap_violations), dropped=goal < task.samples)
-    if report.dropped:
-        return None, report
-    return [t.detach().cpu().numpy() for t in net.state_dict().values()], report
+    return LocalReport(client=task.client, round=task.round, samples=done,
+                       compute_s=record.device_time_s, energy_j=avg_w * record.device_time_s,
+                       peak_power_w=record.peak_power_w, cap_w=task.cap_w or None,
+                       cap_violations=len(record.cap_violations), dropped=goal < task.samples)
 
 
 def local_transport(tasks: list[tuple[ClientTask, Weights]],
@@ -380,20 +407,16 @@ class _History:
     rounds: int = 0
 
 
-#: readings of a cap source over a round for FedZero's forecast of the energy available
-FORECAST_POINTS = 20
 
 
 def _forecast_j(setup: FleetSetup, name: str, start_s: float, horizon_s: float, seed: int,
                 round_no: int) -> float:
     """The energy a client's cap allows over [start, start + horizon] (inf: no cap), with the
     fleet's relative forecast error drawn from (seed, client, round)."""
-    source = setup.cap_sources[name]
-    caps = [source.cap_w(start_s + horizon_s * k / FORECAST_POINTS)
-            for k in range(FORECAST_POINTS)]
+    caps = _caps_over(setup.cap_sources[name], start_s, horizon_s)
     if any(c is None for c in caps):
         return math.inf
-    exact = sum(c for c in caps if c is not None) / FORECAST_POINTS * horizon_s
+    exact = sum(c for c in caps if c is not None) / len(caps) * horizon_s
     error = setup.fleet.forecast_error
     draw = random.Random(f"{seed}/{name}/{round_no}/forecast").gauss(0.0, 1.0)
     return exact * max(0.0, 1.0 + error * draw)
@@ -456,7 +479,7 @@ def _counted(setup: FleetSetup, task: ClientTask, reply: tuple[Weights | None,
     dropped (no update; a dropout's energy and one way of its link are still spent). `busy_s`:
     how long the client was still busy with its previous round's late update (it starts this
     round's work after it)."""
-    spec = next(c for c in setup.fleet.clients if c.name == task.client)
+    spec = setup.client(task.client)
     planned = ClientRound(name=task.client, status="dropped", cap_w=task.cap_w or None,
                           batch_size=task.batch_size, knob_value=task.knob_value,
                           knob_kind=setup.profiles[task.client].knob_kind,

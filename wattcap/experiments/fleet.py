@@ -207,6 +207,10 @@ class FleetSetup:
     cap_sources: dict[str, CapSource]
     payload_bytes: int
 
+    def client(self, name: str) -> FleetClientSpec:
+        """The fleet file's entry of the client `name`."""
+        return next(c for c in self.fleet.clients if c.name == name)
+
     @property
     def folder(self) -> Path:
         """The fleet file's folder (its relative paths start here)."""

@@ -128,23 +128,25 @@ class FlowerTransport:
         return out
 
 
+def _run_on(grid: Grid, fleet: str, method: str, seed: int) -> FleetRun:
+    """The federation, its messages carried by this Grid."""
+    clients = [c.name for c in load_fleet(fleet).fleet.clients]
+    return run_federation(fleet, method, FlowerTransport(grid, clients), seed=seed,
+                          engine="flower")
+
+
 def server_app(fleet: str | Path, method: str, seed: int = 0,
-               results: dict[str, FleetRun] | None = None,
-               out: str | Path | None = None) -> ServerApp:
+               results: dict[str, FleetRun] | None = None) -> ServerApp:
     """The fleet's ServerApp: runs the federation with `method`'s plans; its record goes into
-    `results["run"]` (a simulation in this process) and, with `out`, to that JSON file."""
+    `results["run"]` (a simulation in this process)."""
     app = ServerApp()
     path = str(Path(fleet).resolve())
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        clients = [c.name for c in load_fleet(path).fleet.clients]
-        run = run_federation(path, method, FlowerTransport(grid, clients), seed=seed,
-                             engine="flower")
+        run = _run_on(grid, path, method, seed)
         if results is not None:
             results["run"] = run
-        if out is not None:
-            run.save(out)
 
     return app
 
@@ -182,9 +184,7 @@ def _deployed_server() -> ServerApp:
                                   "run APP --run-config 'fleet=\"/abs/path/fleet.yaml\"'")
         method = str(config.get("method", "fleet"))
         seed = int(str(config.get("seed", 0)))
-        clients = [c.name for c in load_fleet(fleet).fleet.clients]
-        run = run_federation(fleet, method, FlowerTransport(grid, clients), seed=seed,
-                             engine="flower")
+        run = _run_on(grid, fleet, method, seed)
         record = Path(fleet).with_name(f"fleet-run-{method}-seed{seed}.json")
         run.save(record)
         print(json.dumps({"record": str(record), "reached": run.reached,
