@@ -19,7 +19,9 @@ time and <= 3 % power, the same choices as exhaustive profiling, profiling <= 1 
 ResNet18 run. Prints; asserts nothing. A cap that the exhaustive profile plans and a pruned or
 few-point profile refuses as infeasible (their margins and lowest peaks differ: issue 28 item 11)
 is counted as "refused", and a cap the exhaustive profile itself cannot plan is reported: no
-scenario stops the bench.
+scenario stops the bench. Around each exhaustive profile's lowest feasible cap (where one
+reading decides) it also counts the caps a pruned or few-point profile of that cap plans
+differently (issue 28 item 11: profiles of one device agree on which caps are feasible).
 
     python bench/profiling_cost.py            # 2 devices x 3 models x 3 caps, ~3 min
     python bench/profiling_cost.py --quick    # ResNet18 only, 2 caps
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import plan
+from wattcap.algorithms.planner import Replanner, plan
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfileTable
@@ -49,6 +51,8 @@ MODELS = ("resnet18", "mobilenetv2", "digits32-cnn")
 EPOCHS = 20
 SAMPLES_PER_EPOCH = 12_500
 B_NOISE = (8, 32, 128)
+#: caps around the exhaustive profile's lowest feasible cap, in sigmas of the sensor noise
+FLOOR_OFFSETS_SIGMA = (-1.0, -0.2, 0.05, 0.3, 0.6, 1.0)
 MARGIN_W = 0.15  # sensor noise (std 0.05-0.07 W) on two draws of a peak stays below this
 GOAL_SHARE = 0.01
 GOAL_GRID_SHARE = 0.10
@@ -74,6 +78,11 @@ class Totals:
     infeasible: list[str] = field(default_factory=list)
     time_ratio: dict[str, float] = field(default_factory=lambda: {"pruned": 1.0, "model": 1.0})
     overshoot_w: dict[str, float] = field(default_factory=lambda: {"pruned": 0.0, "model": 0.0})
+    #: caps around the exhaustive floor: (caps, disagreements) per mode, and few-point points
+    #: measured beyond the budget to decide them
+    floor_caps: int = 0
+    floor_disagree: dict[str, int] = field(default_factory=lambda: {"pruned": 0, "model": 0})
+    floor_extra_points: list[int] = field(default_factory=list)
 
 
 def efficiency_vectors(profile: ProfileTable) -> list[EfficiencyVector | None]:
@@ -168,6 +177,7 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
     header = (f"{'cap W':>6} {'run s':>7} | {'pruned pts':>10} {'share':>6} {'choices':>8} | "
               f"{'model pts':>9} {'share':>6} {'choices':>8} {'T/T*':>6} {'over W':>6} | "
               f"{'time err':>13} {'peak err':>13} {'avg err':>6} {'settled':>7} {'fit s':>5}")
+    floor_agreement(device, model, exhaustive, totals)
     print(header)
     print("-" * len(header))
     for cap in binding_caps(exhaustive, caps_per_case):
@@ -209,6 +219,41 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
                                                           strict=True)]
             totals.time_ratio[name] = max(totals.time_ratio[name], found.worst_time_ratio)
             totals.overshoot_w[name] = max(totals.overshoot_w[name], found.worst_overshoot_w)
+
+
+def _feasible(profile: ProfileTable, cap_w: float) -> bool:
+    try:
+        plan(profile, cap_w)
+    except InfeasibleCapError:
+        return False
+    return True
+
+
+def floor_agreement(device: str, model: str, exhaustive: ProfileTable, totals: Totals) -> None:
+    """Issue 28 item 11: at caps around the exhaustive profile's lowest feasible cap (offsets
+    in sigmas of the sensor noise), whether the pruned and few-point profiles of that cap plan
+    it as the exhaustive one does."""
+    lowest_w = Replanner(exhaustive).lowest_feasible_cap_w
+    noise_w = exhaustive.power_noise_w or 0.0
+    disagree = {"pruned": 0, "model": 0}
+    extra = []
+    for offset in FLOOR_OFFSETS_SIGMA:
+        cap_w = round(lowest_w + offset * noise_w, 4)
+        expected = _feasible(exhaustive, cap_w)
+        pruned = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap_w)
+        few = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap_w, mode="model")
+        disagree["pruned"] += _feasible(pruned, cap_w) != expected
+        disagree["model"] += _feasible(few, cap_w) != expected
+        extra.append(few.model_fit.get("feasibility_points", 0))
+    print(f"lowest feasible cap {lowest_w:.3f} W; at {len(FLOOR_OFFSETS_SIGMA)} caps from "
+          f"{min(FLOOR_OFFSETS_SIGMA):+g} to {max(FLOOR_OFFSETS_SIGMA):+g} sigma around it, "
+          f"feasibility differs from the exhaustive profile's: pruned {disagree['pruned']}, "
+          f"few-point {disagree['model']} (few-point points measured beyond its budget to "
+          f"decide: {', '.join(map(str, extra))})")
+    totals.floor_caps += len(FLOOR_OFFSETS_SIGMA)
+    for name, count in disagree.items():
+        totals.floor_disagree[name] += count
+    totals.floor_extra_points += extra
 
 
 def _choices(counts: list[int]) -> str:
@@ -253,6 +298,11 @@ def main() -> None:
               f"time (exhaustive table) at most {totals.time_ratio[name]:.3f}x the exhaustive "
               f"choice's, its exhaustive peak at most {totals.overshoot_w[name]:.3f} W over the "
               "cap")
+    print(f"  feasibility around the lowest feasible cap ({totals.floor_caps} caps): pruned "
+          f"differs at {totals.floor_disagree['pruned']}, few-point at "
+          f"{totals.floor_disagree['model']}; few-point measured up to "
+          f"{max(totals.floor_extra_points)} points beyond its budget to decide "
+          f"(mean {statistics.fmean(totals.floor_extra_points):.1f})")
     print(f"  host time per few-point profile (fits): mean {statistics.fmean(totals.host_s):.1f}"
           f" s, max {max(totals.host_s):.1f} s")
     if totals.infeasible:

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import cap_on_average, plan
+from wattcap.algorithms.planner import cap_on_average, monotone_peaks, plan
 from wattcap.cli import app
 from wattcap.core.knob import format_knob, knob_unit
+from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.measure.imported_tables import TableImportError, export_profile, import_profile
 
@@ -155,7 +156,12 @@ def test_the_choice_and_the_oracle_are_the_brute_force_over_every_feasible_point
         sample_budget=10**9, use_fit=False, model="m", input_shape=[], dataset=name,
         task="image-classification", target_accuracy=0.5, seeds=[0])
         for name, rs in (("proxy", ratios), ("target", list(reversed(ratios)))))
-    feasible = [p for p in table.points if p.peak_power_w <= cap]
+    # where power does not fall as the knob rises (the clock, a limit), a point is feasible when
+    # no measured point of its row at a lower value is over the cap (planner.monotone_peaks)
+    ordered = kind != "power_mode"
+    feasible = [p for p in table.points if max(
+        q.peak_power_w for q in table.points if q.batch_size == p.batch_size and (
+            q.knob_value <= p.knob_value if ordered else q is p)) <= cap]
     if not feasible:
         return
     result = plan(table, cap, efficiency=proxy, target_efficiency=target, margin_sigmas=0)
@@ -265,3 +271,32 @@ def test_under_a_peak_cap_the_power_limit_baseline_says_why_it_cannot_run(
     assert any("--cap-on average: the peak W columns show average power" in note
                for note in averaged.notes)
     assert not any("has no peak power" in note for note in averaged.notes)
+
+
+def test_no_peak_is_planned_below_a_lower_knob_values_measured_peak() -> None:
+    """A clock row whose middle point read low (noise: a window at a low clock holds more
+    readings, so its maximum reads higher) is planned at its lower clock's peak; a predicted
+    point raises nothing; power modes, which are not ordered, are left as measured."""
+    rows = [[(4.0, 1.0e-3), (3.9, 0.8e-3), (4.5, 0.7e-3)],
+            [(4.2, 0.9e-3), (4.6, 0.7e-3), (5.0, 0.6e-3)]]
+    clock = _table(rows, "gpu_clock")
+    values = clock.knob_values
+    raised = monotone_peaks(clock)
+    assert raised.lookup(8, values[1]).peak_power_w == 4.0
+    assert [p.peak_power_w for p in raised.points if (p.batch_size, p.knob_value) != (
+        8, values[1])] == [p.peak_power_w for p in clock.points if (
+            p.batch_size, p.knob_value) != (8, values[1])]
+    # under 3.95 W nothing of b=8 is planned (the 3.9 W reading at the higher clock was luck)
+    with pytest.raises(InfeasibleCapError):
+        plan(clock, 3.95, margin_sigmas=0)
+    assert plan(clock, 4.0, margin_sigmas=0).choices["wattcap"].knob_value == values[1]
+    # the same rows as power limits are ordered too; as power modes they are not
+    assert monotone_peaks(_table(rows, "power_limit")).lookup(8, values[1]).peak_power_w == 4.0
+    modes = _table(rows, "power_mode")
+    assert monotone_peaks(modes) == modes
+    assert plan(modes, 3.95, margin_sigmas=0).choices["wattcap"].knob_value == values[1]
+    # a predicted lower point (a model's smooth value, not a reading) raises nothing
+    predicted = clock.model_copy(update={"points": [
+        p.model_copy(update={"predicted": True}) if (p.batch_size, p.knob_value) == (
+            8, values[0]) else p for p in clock.points]})
+    assert monotone_peaks(predicted).lookup(8, values[1]).peak_power_w == 3.9

@@ -283,7 +283,11 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
                       " measured" + ("" if fit.get("settled", True) else
                                      f"; frontier not settled within {fit.get('max_points')} "
                                      f"points for batch sizes {fit.get('undecided_batch_sizes')}"
-                                     " (predicted values carry their uncertainty)"))
+                                     " (predicted values carry their uncertainty, and plans"
+                                     " stay further below the cap there: a larger --max-points"
+                                     " or a pruned profile measures them)")
+                      + (f"; {fit['feasibility_points']} more measured to decide whether the "
+                         "cap can be met" if fit.get("feasibility_points") else ""))
     console.print(
         f"wrote {out}: {table.points_measured} points ({table.mode}), "
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"

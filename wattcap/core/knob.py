@@ -40,6 +40,10 @@ class KnobUnit:
     #: 1's f*(b) where time falls as the clock rises), False the lowest (a power limit that does
     #: not bind: the lowest leaves the most headroom)
     ties_to_highest: bool
+    #: whether power, at one batch size, does not fall as the value rises (a higher clock
+    #: runs every phase of the step at a higher V²·f; a higher limit allows higher clocks);
+    #: power modes are bundles of caps, not ordered by their id
+    power_rises_with_value: bool
 
     def stored(self, shown: float) -> int:
         """A value in the shown unit (MHz, W, id) as stored (Hz, mW, id)."""
@@ -51,11 +55,12 @@ class KnobUnit:
 
 
 KNOB_UNITS: dict[str, KnobUnit] = {
-    "gpu_clock": KnobUnit("Hz", "MHz", 1e6, "{:.1f}", "{} MHz", "GPU clock", "MHz", True),
+    "gpu_clock": KnobUnit("Hz", "MHz", 1e6, "{:.1f}", "{} MHz", "GPU clock", "MHz", True,
+                          True),
     "power_limit": KnobUnit("mW", "W", 1e3, "{:g}", "power limit {} W", "GPU power limit",
-                            "limit W", False),
+                            "limit W", False, True),
     "power_mode": KnobUnit("id", "nvpmodel id", 1, "{:g}", "power mode {}", "power mode",
-                           "mode", False),
+                           "mode", False, False),
 }
 
 

@@ -6,10 +6,17 @@ marked `predicted` and carrying their standard deviations, so the planner uses i
 
 A frontier decision for batch size b is settled when the point at f*(b) is measured or predicted
 `z` standard deviations under the cap, and the next frequency up is measured or predicted `z`
-deviations over it. Among the points that are not settled, the next measurement is the one most
-likely to be on the other side of the cap (normal tail beyond the cap) per second of device time
-it costs: at low frequencies a large batch takes seconds per step, and the cheapest
-informative point is usually at a high frequency.
+deviations over it; "the cap" here is the line a measured peak must stay under in the plan
+(the cap minus the planner's margin, as in the pruned search), and a point is over it when a
+lower clock of its row measured over it (`planner.monotone_peaks`). Whether the cap can be met
+at all is decided on measurements: before the search ends with no measured point under the
+line, it measures the rows' lowest clocks (beyond the point budget if need be), so a cap is
+never refused on predictions alone and every profile mode plans the same caps.
+
+Among the points that are not settled, the next measurement is the one most likely to be on
+the other side of the cap (normal tail beyond the cap) per second of device time it costs: at
+low frequencies a large batch takes seconds per step, and the cheapest informative point is
+usually at a high frequency.
 
 The fit uses only what a real device gives (`wattcap.algorithms.profile_model`): measured points,
 their raw
@@ -92,6 +99,9 @@ class PointMeasurer(Protocol):
     min_steps: int
     min_readings: int
 
+    @property
+    def margin_w(self) -> float: ...
+
     def fitting_batch_sizes(self) -> tuple[list[int], list[int]]: ...
 
     def measure_with_readings(self, batch_size: int, frequency_hz: int) -> tuple[
@@ -128,6 +138,9 @@ class ActiveProfiler:
         order: list[tuple[int, int]] = []
         model: DeviceModel | None = None
         state = FrontierState({}, [])
+        # the plan holds a measured peak `margin_w` below the cap: decide each row's frontier
+        # against that line, as the pruned search does (None: no cap)
+        line_w = None if power_cap_w is None else power_cap_w - profiler.margin_w
         # Points are visited out of order: each gets a lead-in step at its own (b, f), so that
         # its first reading does not average the previous point's power.
         lead_in = profiler.lead_in_steps
@@ -143,15 +156,20 @@ class ActiveProfiler:
                 model = self._fit(fits, frequencies)
                 predictions = self._predictions(model, fits, frequencies)
                 state = frontier_state(self._measured, predictions, fits, frequencies,
-                                       power_cap_w, self.z)
+                                       line_w, self.z)
                 if len(self._measured) >= budget:
                     break
-                target = self._next_point(model, state, predictions, power_cap_w)
+                target = self._next_point(model, state, predictions, line_w)
                 if target is None:
                     break
                 if self._measure(*target, oom):
                     order.append(target)
                 fits = [b for b in fits if b not in oom]
+            settling = 0 if line_w is None else self._settle_feasibility(
+                predictions, fits, frequencies, line_w, oom, order)
+            if settling:
+                fits = [b for b in fits if b not in oom]
+                model = self._fit(fits, frequencies)
         finally:
             profiler.lead_in_steps = lead_in
             device.restore()
@@ -163,6 +181,8 @@ class ActiveProfiler:
             "parameters": model.parameters(),
             "z": self.z,
             "max_points": budget,
+            # measured beyond the search to decide whether the cap can be met at all
+            "feasibility_points": settling,
             "measured_order": [list(p) for p in order],
             "settled": not state.undecided,
             "undecided_batch_sizes": sorted({b for b, _ in state.undecided}),
@@ -170,6 +190,39 @@ class ActiveProfiler:
         return profiler.table(points, "model", power_cap_w, start_s, fits, oom, model_fit)
 
     # -- steps ---------------------------------------------------------------------------------
+    def _settle_feasibility(
+        self, predictions: dict[tuple[int, int], Prediction], fits: list[int],
+        frequencies: list[int], line_w: float, oom: list[int], order: list[tuple[int, int]],
+    ) -> int:
+        """Whether the cap can be met at all is decided on measurements, as the pruned search
+        and an exhaustive profile decide it: until a measured point is under `line_w` (with
+        no measured point of its row at a lower clock over it, `planner.monotone_peaks`),
+        measure the lowest clock of the row predicted lowest there, beyond the point budget
+        if need be. With every row's lowest clock measured over the line, no point of the
+        profile is under it: the cap is refused on measurements, never on predictions, so
+        every profile mode agrees on which caps are feasible. Returns the points it measured."""
+        lowest_hz = min(frequencies)
+        count = 0
+        while not self._measured_under(line_w):
+            rows = [b for b in fits if b not in oom and (b, lowest_hz) not in self._measured]
+            if not rows:
+                break
+            b = min(rows, key=lambda b: predictions[(b, lowest_hz)].peak_power_w)
+            if self._measure(b, lowest_hz, oom):
+                order.append((b, lowest_hz))
+                count += 1
+        return count
+
+    def _measured_under(self, line_w: float) -> bool:
+        """Some measured point is under the line with no measured point of its row at a
+        lower clock over it."""
+        for (b, f), point in self._measured.items():
+            if point.peak_power_w <= line_w and not any(
+                    q.peak_power_w > line_w for (b2, f2), q in self._measured.items()
+                    if b2 == b and f2 < f):
+                return True
+        return False
+
     def _measure(self, b: int, f: int, oom: list[int]) -> bool:
         try:
             point, readings = self.profiler.measure_with_readings(b, f)
@@ -239,24 +292,31 @@ def frontier_state(
     z: float,
 ) -> FrontierState:
     """f*(b) for every row from measured peaks where there are, predictions elsewhere, and the
-    unmeasured points next to it whose side of the cap is within `z` deviations."""
+    unmeasured points next to it whose side of the cap (`cap_w`: the line a measured peak must
+    stay under) is within `z` deviations. As in the plan (`planner.monotone_peaks`), a point is
+    over the cap when a point of its row at a lower clock measured over it."""
     frontier: dict[int, int | None] = {}
     undecided: list[tuple[int, int]] = []
     if cap_w is None:
         return FrontierState({b: max(frequencies_hz) for b in batch_sizes}, [])
     for b in batch_sizes:
         feasible: list[int] = []
+        over_below = False  # a measured point at a lower clock is over the cap
         for f in frequencies_hz:
             point = measured.get((b, f))
             peak = point.peak_power_w if point is not None else predictions[(b, f)].peak_power_w
-            if peak <= cap_w:
+            if peak <= cap_w and not over_below:
                 feasible.append(f)
+            over_below = over_below or (point is not None and peak > cap_w)
         top = max(feasible) if feasible else None
         frontier[b] = top
         index = list(frequencies_hz).index(top) if top is not None else -1
         # the point at f*(b) must be under the cap, the next one up over it
         for i in (index, index + 1):
             if 0 <= i < len(frequencies_hz) and (b, frequencies_hz[i]) not in measured:
+                below = [measured.get((b, g)) for g in frequencies_hz[:i]]
+                if any(q is not None and q.peak_power_w > cap_w for q in below):
+                    continue  # decided: over the cap by a measurement below it
                 p = predictions[(b, frequencies_hz[i])]
                 if abs(p.peak_power_w - cap_w) < z * p.peak_power_std_w:
                     undecided.append((b, frequencies_hz[i]))

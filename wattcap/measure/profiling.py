@@ -466,6 +466,12 @@ class Profiler:
             device_spec=_device_spec(self.device),
         )
 
+    @property
+    def margin_w(self) -> float:
+        """The planner's margin below the cap for a measured point: `margin_sigmas` of the
+        sensor noise measured at the start of `run` (0 before it)."""
+        return self.margin_sigmas * (self._sensor_noise_w or 0.0)
+
     def power_noise_w(self) -> float | None:
         """The sensor's noise (one standard deviation, W) estimated from every window measured
         so far (successive differences; see `profile_model.reading_noise_w`); None before
@@ -494,8 +500,7 @@ class Profiler:
                             break
             else:
                 assert power_cap_w is not None
-                margin_w = self.margin_sigmas * (self._sensor_noise_w or 0.0)
-                points = self._pruned(fits, oom, frequencies, power_cap_w - margin_w)
+                points = self._pruned(fits, oom, frequencies, power_cap_w - self.margin_w)
         finally:
             self.release_steps()
             self.device.restore()
