@@ -30,6 +30,7 @@ differently (issue 28 item 11: profiles of one device agree on which caps are fe
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -83,6 +84,10 @@ class Totals:
     floor_caps: int = 0
     floor_disagree: dict[str, int] = field(default_factory=lambda: {"pruned": 0, "model": 0})
     floor_extra_points: list[int] = field(default_factory=list)
+    #: (exhaustive peak - predicted peak) / the prediction's stated spread, every predicted point
+    peak_z: list[float] = field(default_factory=list)
+    #: the case and point of the largest z
+    worst_z: tuple[float, str] = (-math.inf, "")
 
 
 def efficiency_vectors(profile: ProfileTable) -> list[EfficiencyVector | None]:
@@ -211,6 +216,13 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
         totals.avg_mape.append(err["avg"][0])
         totals.peak_max.append(err["peak"][1])
         totals.host_s.append(host_s)
+        for p in fitted.points:
+            q = exhaustive.lookup(p.batch_size, p.knob_value)
+            if p.predicted and q is not None and p.peak_power_std_w:
+                z = (q.peak_power_w - p.peak_power_w) / p.peak_power_std_w
+                totals.peak_z.append(z)
+                where = f"{model} on {device}, b={p.batch_size} at {p.knob_value / 1e6:.1f} MHz"
+                totals.worst_z = max(totals.worst_z, (z, where))
         if model == "resnet18":
             totals.resnet_share.append(share)
             totals.resnet_pruned_share.append(pruned_share)
@@ -303,6 +315,11 @@ def main() -> None:
           f"{totals.floor_disagree['model']}; few-point measured up to "
           f"{max(totals.floor_extra_points)} points beyond its budget to decide "
           f"(mean {statistics.fmean(totals.floor_extra_points):.1f})")
+    z = np.array(totals.peak_z)
+    print(f"  stated spread of predicted peaks ({len(z)} points): (exhaustive - predicted) / "
+          f"sigma has mean {z.mean():+.2f}, sd {z.std():.2f}; over +2 sigma {np.mean(z > 2):.1%}"
+          f", over +3 sigma {np.mean(z > 3):.1%} (a normal: 2.3 %, 0.1 %); largest "
+          f"{totals.worst_z[0]:.1f} sigma ({totals.worst_z[1]})")
     print(f"  host time per few-point profile (fits): mean {statistics.fmean(totals.host_s):.1f}"
           f" s, max {max(totals.host_s):.1f} s")
     if totals.infeasible:
