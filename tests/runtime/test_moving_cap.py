@@ -162,10 +162,11 @@ class Killed(Exception):
 def run(profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple,
         checkpoint_dir: Path | None = None, kill_after_s: float | None = None,
         schedule: list[tuple[float, float]] = SCHEDULE, batch_size_hold_s: float = 0.0,
-        target_accuracy: float = 0.9) -> RunRecord:
+        target_accuracy: float = 0.9, sample_budget: int = 4096) -> RunRecord:
     train, test = digits32
     config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=target_accuracy,
-                         sample_budget=4096, eval_every_samples=128, max_eval_samples=200)
+                         sample_budget=sample_budget, eval_every_samples=128,
+                         max_eval_samples=200)
 
     def kill(point) -> None:  # noqa: ANN001
         if kill_after_s is not None and point.device_time_s > kill_after_s:
@@ -198,8 +199,9 @@ def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
     # `only` lasts long enough for the step in flight (slowed to the lowest clock) to end
     flicker = [(0.0, 4.5), (0.3, low), (0.6, 4.5), (0.9, low), (1.3, only), (2.0, 4.5),
                (2.3, low), (2.6, 4.5), (2.9, low)]
+    # the schedule's 3 s take some 600 samples; what follows it only slows the test
     record = run(profile, efficiency, digits32, schedule=flicker, batch_size_hold_s=1.0,
-                 target_accuracy=0.9999)
+                 target_accuracy=0.9999, sample_budget=1024)
     # a plan whose batch size never ran a step (the cap moved again while the step of the
     # previous batch size was in flight) changed nothing
     runs = [s for s in record.segments if not s.paused and s.steps > 0]
@@ -215,7 +217,8 @@ def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
                for (t0, _, _), (t1, _, cap_w) in zip(changes, changes[1:], strict=False))
     assert any("the batch size is held until" in event for event in record.events)
     # without the hold, the flicker moves the batch size at nearly every change of the cap
-    free = run(profile, efficiency, digits32, schedule=flicker, target_accuracy=0.9999)
+    free = run(profile, efficiency, digits32, schedule=flicker, target_accuracy=0.9999,
+               sample_budget=1024)
     free_runs = [s for s in free.segments if not s.paused and s.steps > 0]
     assert sum(b.batch_size != a.batch_size
                for a, b in zip(free_runs, free_runs[1:], strict=False)) > len(changes)
