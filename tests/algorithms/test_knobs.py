@@ -287,7 +287,8 @@ def test_no_peak_is_planned_below_a_lower_knob_values_measured_peak() -> None:
         8, values[1])] == [p.peak_power_w for p in clock.points if (
             p.batch_size, p.knob_value) != (8, values[1])]
     # under 3.95 W nothing of b=8 is planned (the 3.9 W reading at the higher clock was luck)
-    with pytest.raises(InfeasibleCapError):
+    with pytest.raises(InfeasibleCapError, match=r"b=8 at 0.2 MHz read 3.90 W, but a lower "
+                       r"GPU clock of its row read 4.00 W"):
         plan(clock, 3.95, margin_sigmas=0)
     assert plan(clock, 4.0, margin_sigmas=0).choices["wattcap"].knob_value == values[1]
     # the same rows as power limits are ordered too; as power modes they are not

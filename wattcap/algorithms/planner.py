@@ -329,7 +329,8 @@ class Replanner:
         self.profile = profile
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
-        self.selector_raw_lowest_w = min(p.peak_power_w for p in self.original.points)
+        #: the peaks before the margin: measured, each at least its row's at a lower knob value
+        self.monotone = monotone_peaks(self.original)
         self.efficiency = efficiency
         self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate,
                                                               risk=risk)
@@ -402,10 +403,29 @@ class Replanner:
     def check_cap(self, power_cap_w: float | None) -> None:
         """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
         if power_cap_w is not None and power_cap_w < self.lowest_feasible_cap_w:
-            margin = self.lowest_feasible_cap_w - self.selector_raw_lowest_w
-            reason = "every measured configuration draws more than that" + (
-                f" with the margin of {margin:.2f} W kept below the cap" if margin > 0 else "")
-            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w, reason)
+            raise InfeasibleCapError(power_cap_w, self.lowest_feasible_cap_w,
+                                     self._infeasible_reason(power_cap_w))
+
+    def _infeasible_reason(self, power_cap_w: float) -> str:
+        """Why nothing fits: the margin kept below the cap, and a reading that alone would
+        meet the cap but that the plan holds at a lower knob value's peak (`monotone_peaks`)."""
+        lowest = min(self.profile.points, key=lambda p: p.peak_power_w)
+        before = self.monotone.lookup(lowest.batch_size, lowest.knob_value)
+        margin = lowest.peak_power_w - (before.peak_power_w if before else lowest.peak_power_w)
+        reason = "every measured configuration draws more than that" + (
+            f" with the margin of {margin:.2f} W kept below the cap" if margin > 0 else "")
+        raised = [(p, q) for p, q in zip(self.original.points, self.monotone.points,
+                                         strict=True)
+                  if not p.predicted and p.peak_power_w < q.peak_power_w
+                  and p.peak_power_w + margin <= power_cap_w]
+        if raised:
+            p, q = min(raised, key=lambda pq: pq[0].peak_power_w)
+            reason += (f" (b={p.batch_size} at {self.original.describe_knob(p.knob_value)} "
+                       f"read {p.peak_power_w:.2f} W, but a lower "
+                       f"{knob_unit(self.original.knob_kind).label} of its row read "
+                       f"{q.peak_power_w:.2f} W, and a higher one draws no less: it is planned "
+                       "at that)")
+        return reason
 
     def choose(self, power_cap_w: float | None) -> Choice:
         """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
