@@ -291,6 +291,12 @@ def test_no_peak_is_planned_below_a_lower_knob_values_measured_peak() -> None:
                        r"GPU clock of its row read 4.00 W"):
         plan(clock, 3.95, margin_sigmas=0)
     assert plan(clock, 4.0, margin_sigmas=0).choices["wattcap"].knob_value == values[1]
+    # where something else fits, the plan says which reading it held
+    other = _table([rows[0], [(3.5, 0.9e-3), (4.6, 0.7e-3), (5.0, 0.6e-3)]], "gpu_clock")
+    result = plan(other, 3.95, margin_sigmas=0)
+    assert result.choices["wattcap"].batch_size == 16
+    assert any(note.startswith("1 measured point(s) under the cap held at a lower GPU clock's "
+                               "peak: b=8 at 0.2 MHz read 3.90 W") for note in result.notes)
     # the same rows as power limits are ordered too; as power modes they are not
     assert monotone_peaks(_table(rows, "power_limit")).lookup(8, values[1]).peak_power_w == 4.0
     modes = _table(rows, "power_mode")

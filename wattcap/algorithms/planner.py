@@ -414,18 +414,27 @@ class Replanner:
         margin = lowest.peak_power_w - (before.peak_power_w if before else lowest.peak_power_w)
         reason = "every measured configuration draws more than that" + (
             f" with the margin of {margin:.2f} W kept below the cap" if margin > 0 else "")
-        raised = [(p, q) for p, q in zip(self.original.points, self.monotone.points,
-                                         strict=True)
-                  if not p.predicted and p.peak_power_w < q.peak_power_w
-                  and p.peak_power_w + margin <= power_cap_w]
-        if raised:
-            p, q = min(raised, key=lambda pq: pq[0].peak_power_w)
-            reason += (f" (b={p.batch_size} at {self.original.describe_knob(p.knob_value)} "
-                       f"read {p.peak_power_w:.2f} W, but a lower "
-                       f"{knob_unit(self.original.knob_kind).label} of its row read "
-                       f"{q.peak_power_w:.2f} W, and a higher one draws no less: it is planned "
-                       "at that)")
+        held = self.held_below(power_cap_w)
+        if held:
+            reason += f" ({held[0]})"
         return reason
+
+    def held_below(self, power_cap_w: float) -> list[str]:
+        """The measured points whose own reading (with the margin) meets the cap but which the
+        plan holds at a lower knob value's peak of their row (`monotone_peaks`), lowest
+        reading first, in words."""
+        label = knob_unit(self.original.knob_kind).label
+        held = sorted(
+            ((p, q) for p, q, m in zip(self.original.points, self.monotone.points,
+                                       self.profile.points, strict=True)
+             if not p.predicted and p.peak_power_w < q.peak_power_w
+             and m.peak_power_w - q.peak_power_w + p.peak_power_w <= power_cap_w
+             < m.peak_power_w),
+            key=lambda pq: pq[0].peak_power_w)
+        return [f"b={p.batch_size} at {self.original.describe_knob(p.knob_value)} read "
+                f"{p.peak_power_w:.2f} W, but a lower {label} of its row read "
+                f"{q.peak_power_w:.2f} W, and a higher one draws no less: it is planned at that"
+                for p, q in held]
 
     def choose(self, power_cap_w: float | None) -> Choice:
         """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
@@ -499,6 +508,11 @@ def plan(
             " (the imported table has no peak power)" if no_peak else
             " (--cap-on average: the peak W columns show average power)"))
     replanner.check_cap(power_cap_w)
+    held = [] if power_cap_w is None else replanner.held_below(power_cap_w)
+    if held:
+        notes.append(f"{len(held)} measured point(s) under the cap held at a lower "
+                     f"{knob_unit(profile.knob_kind).label}'s peak: {held[0]}"
+                     + (f"; and {len(held) - 1} more" if len(held) > 1 else ""))
     if power_cap_w is not None and profile.mode == "pruned" and profile.power_cap_w is not None:
         if power_cap_w > profile.power_cap_w:
             notes.append(
