@@ -203,7 +203,7 @@ class ActiveProfiler:
         every profile mode agrees on which caps are feasible. Returns the points it measured."""
         lowest_hz = min(frequencies)
         count = 0
-        while not self._measured_under(line_w):
+        while not self._measured_under(line_w, frequencies):
             rows = [b for b in fits if b not in oom and (b, lowest_hz) not in self._measured]
             if not rows:
                 break
@@ -213,15 +213,11 @@ class ActiveProfiler:
                 count += 1
         return count
 
-    def _measured_under(self, line_w: float) -> bool:
-        """Some measured point is under the line with no measured point of its row at a
-        lower clock over it."""
-        for (b, f), point in self._measured.items():
-            if point.peak_power_w <= line_w and not any(
-                    q.peak_power_w > line_w for (b2, f2), q in self._measured.items()
-                    if b2 == b and f2 < f):
-                return True
-        return False
+    def _measured_under(self, line_w: float, frequencies: list[int]) -> bool:
+        """Some measured point is under the line below its row's first measured point over
+        it (`first_measured_over`)."""
+        return any(point.peak_power_w <= line_w and frequencies.index(f) < first_measured_over(
+            self._measured, b, frequencies, line_w) for (b, f), point in self._measured.items())
 
     def _measure(self, b: int, f: int, oom: list[int]) -> bool:
         try:
@@ -300,27 +296,35 @@ def frontier_state(
     if cap_w is None:
         return FrontierState({b: max(frequencies_hz) for b in batch_sizes}, [])
     for b in batch_sizes:
+        cut = first_measured_over(measured, b, frequencies_hz, cap_w)
         feasible: list[int] = []
-        over_below = False  # a measured point at a lower clock is over the cap
-        for f in frequencies_hz:
+        for f in frequencies_hz[:cut]:
             point = measured.get((b, f))
             peak = point.peak_power_w if point is not None else predictions[(b, f)].peak_power_w
-            if peak <= cap_w and not over_below:
+            if peak <= cap_w:
                 feasible.append(f)
-            over_below = over_below or (point is not None and peak > cap_w)
         top = max(feasible) if feasible else None
         frontier[b] = top
         index = list(frequencies_hz).index(top) if top is not None else -1
-        # the point at f*(b) must be under the cap, the next one up over it
+        # the point at f*(b) must be under the cap, the next one up over it (a point above the
+        # row's first measured point over the cap is decided: over it)
         for i in (index, index + 1):
-            if 0 <= i < len(frequencies_hz) and (b, frequencies_hz[i]) not in measured:
-                below = [measured.get((b, g)) for g in frequencies_hz[:i]]
-                if any(q is not None and q.peak_power_w > cap_w for q in below):
-                    continue  # decided: over the cap by a measurement below it
+            if 0 <= i <= cut and i < len(frequencies_hz) and (
+                    b, frequencies_hz[i]) not in measured:
                 p = predictions[(b, frequencies_hz[i])]
                 if abs(p.peak_power_w - cap_w) < z * p.peak_power_std_w:
                     undecided.append((b, frequencies_hz[i]))
     return FrontierState(frontier, undecided)
+
+
+def first_measured_over(measured: dict[tuple[int, int], ProfilePoint], batch_size: int,
+                        frequencies_hz: Sequence[int], line_w: float) -> int:
+    """Index of the lowest clock at which row `batch_size` measured over the line (the number
+    of clocks when none did): as in the plan (`planner.monotone_peaks`), every clock above it
+    is over the line too."""
+    return next((i for i, f in enumerate(frequencies_hz)
+                 if (point := measured.get((batch_size, f))) is not None
+                 and point.peak_power_w > line_w), len(frequencies_hz))
 
 
 def _predicted_point(p: Prediction) -> ProfilePoint:
