@@ -1,5 +1,8 @@
 """A read-only check of wattcap on a real NVIDIA GPU: NVML read, a few batch sizes profiled with
-the clock left alone, a few training steps timed by CUDA events on the GPU.
+the clock left alone, a few training steps timed by CUDA events on the GPU, and a watched run
+of a few seconds: its sensor thread's readings, mean and peak power, and the energy counter
+against the readings' mean x the run's time (they must agree: a mean that counted only some
+readings would not).
 
 It never changes a setting: the NVML module it hands wattcap refuses every setter
 (nvmlDeviceSet*, nvmlDeviceReset*) and the report counts the refusals (there must be none).
@@ -49,14 +52,66 @@ def _probe_module() -> ModuleType:
     return probe
 
 
-def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
-          pynvml_module: ModuleType | None = None, cpu_step: bool = False) -> int:
-    """Run the checks, appending the report's lines; the exit status. (`pynvml_module` and
-    `cpu_step`: the tests' fakes.)"""
+def _train(session: Any, model: str, b: int, steps: int | None = None,
+           seconds: float | None = None) -> None:
+    """Train `model` at batch size `b` on random data through `session`, for `steps` steps
+    or `seconds` of wall time."""
     import torch
 
-    from wattcap.measure.profiling import Profiler
     from wattcap.models import build_model
+
+    net = session.prepare(build_model(model))
+    shape = tuple(session.workload.input_shape) if session.workload else (3, 32, 32)
+    x, y = session.to_device(torch.randn(b, *shape), torch.zeros(b, dtype=torch.long))
+    opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+    start_s = time.monotonic()
+    with session:
+        while (steps is not None and session.steps < steps) or \
+                (seconds is not None and time.monotonic() - start_s < seconds):
+            with session.step():
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+
+
+def watched_run(lines: list[str], device: Any, model: str, b: int, seconds: float) -> bool:
+    """Train for `seconds` under the Session's watch; report what its sensor thread saw and
+    whether the readings' mean power x the run's time agrees with the energy counter."""
+    from wattcap.runtime.session import Session
+
+    session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
+    _train(session, model, b, seconds=seconds)
+    record = session.record
+    assert record is not None
+    seen = record.observed_frequency_hz
+    readings = 0 if seen is None else seen.readings
+    due = record.wall_time_s / device.sensor_period_s
+    clock = ("no clock reported" if seen is None else
+             f"clock {seen.min_hz / 1e6:g}-{seen.max_hz / 1e6:g} MHz (mean "
+             f"{seen.mean_hz / 1e6:.0f})")
+    lines.append(f"watched run: {record.steps} steps of b={b} over {record.wall_time_s:.2f} s; "
+                 f"{readings} sensor readings ({due:.0f} due at {device.sensor_period_s:g} s); "
+                 f"{clock}")
+    avg_w, peak_w = record.avg_power_w, record.peak_power_w
+    if avg_w is None or peak_w is None:
+        lines.append("watched run: no power reading")
+        return False
+    by_mean_j = avg_w * record.wall_time_s
+    ratio = record.energy_j / by_mean_j if by_mean_j > 0 else float("inf")
+    lines.append(f"watched run: mean {avg_w:.1f} W, peak {peak_w:.1f} W; energy "
+                 f"{record.energy_j:.1f} J by the {record.energy_source}, {by_mean_j:.1f} J as "
+                 f"the readings' mean x the time (ratio {ratio:.2f}); events: "
+                 f"{'; '.join(record.events) or 'none'}")
+    # the sensor kept (most of) its pace, and the mean stands for the whole run's power
+    return readings >= 0.5 * due and 0 < avg_w <= peak_w and 0.67 <= ratio <= 1.5
+
+
+def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
+          pynvml_module: ModuleType | None = None, cpu_step: bool = False,
+          watch_s: float = 3.0) -> int:
+    """Run the checks, appending the report's lines; the exit status. (`pynvml_module` and
+    `cpu_step`: the tests' fakes.)"""
+    from wattcap.measure.profiling import Profiler
     from wattcap.runtime.session import Session
 
     if pynvml_module is None:
@@ -84,19 +139,11 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
         b = batch_sizes[0]
         session = Session(device, model=model, batch_size=b, restore=False,
                           handle_signals=False)
-        net = session.prepare(build_model(model))
-        shape = tuple(session.workload.input_shape) if session.workload else (3, 32, 32)
-        x, y = session.to_device(torch.randn(b, *shape), torch.zeros(b, dtype=torch.long))
-        opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
-        with session:
-            for _ in range(steps):
-                with session.step():
-                    opt.zero_grad()
-                    torch.nn.functional.cross_entropy(net(x), y).backward()
-                    opt.step()
+        _train(session, model, b, steps=steps)
         lines.append(f"training: {session.steps} steps of b={b} on {session.torch_device}, "
                      f"{session.device_time_s * 1e3:.1f} ms of step time (CUDA events)")
         ok = session.steps == steps and session.device_time_s > 0
+        ok = watched_run(lines, device, model, batch_sizes[-1], watch_s) and ok
     finally:
         device.close()
     lines.append(f"setters refused: {len(guard.refused)} {sorted(set(guard.refused))}")
@@ -110,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--batch-sizes", default="8,32")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--watch-s", type=float, default=3.0,
+                        help="seconds of the watched run")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     lines = [f"wattcap gpu_check, {time.strftime('%Y-%m-%d %H:%M:%S')}"]
@@ -130,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             code = 0
         else:
             code = check(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
-                         args.steps)
+                         args.steps, watch_s=args.watch_s)
     report = "\n".join(lines)
     print(report)
     if args.out is not None:

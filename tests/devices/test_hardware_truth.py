@@ -65,6 +65,10 @@ def test_training_on_nvml_runs_at_the_plans_clock(monkeypatch: pytest.MonkeyPatc
     assert observed is not None and observed.readings >= 1
     assert {observed.min_hz, observed.max_hz} <= {gpu.idle_clock_mhz * MHZ, PLANNED_MHZ * MHZ}
     assert gpu.locked_mhz is None  # restored
+    # the poll thread's readings come a period apart give or take its jitter: every one of
+    # them counts in the mean (the board drew between its idle and its busy power)
+    assert record.avg_power_w is not None
+    assert gpu.idle_draw_mw / 1e3 <= record.avg_power_w <= gpu.busy_draw_mw / 1e3
 
 
 @pytest.mark.parametrize(("fail", "message"), [
@@ -158,6 +162,27 @@ def test_energy_integrates_power_over_the_real_time_between_readings() -> None:
     meter(PowerReading(1.3, 100.0, "board-average"))  # one second later (stall, new period)
     assert meter.energy_j == pytest.approx(130.0)  # not 40 J: a reading stands for its time
     assert torch is not None
+
+
+def test_the_mean_power_counts_readings_that_come_off_the_sensor_period() -> None:
+    """A polling thread wakes a little late or early: its readings are 0.1 s apart give or
+    take milliseconds, never exactly. The mean is of every reading, the energy of each one
+    over the real time since the one before."""
+    from wattcap.runtime.meter import MeterState, PowerMeter
+
+    meter = PowerMeter(0.1)
+    times_s, powers_w = (0.1, 0.2013, 0.2998, 0.4021), (100.0, 50.0, 100.0, 50.0)
+    for t, p in zip(times_s, powers_w, strict=True):
+        meter(PowerReading(t, p, "board-instant"))
+    assert meter.average_w == pytest.approx(75.0)
+    assert meter.peak_w == 100.0
+    assert meter.energy_j == pytest.approx(100 * 0.1 + 50 * 0.1013 + 100 * 0.0985 + 50 * 0.1023)
+    resumed = PowerMeter(0.1)  # a checkpoint keeps the mean's sum
+    resumed.resume(MeterState.model_validate(meter.state().model_dump()))
+    assert resumed.average_w == pytest.approx(75.0)
+    older = PowerMeter(0.1)  # a checkpoint written before the sum was kept: what it had
+    older.resume(MeterState(peak_w=100.0, total_w=300.0, readings=3))
+    assert older.average_w == pytest.approx(100.0)
 
 
 def test_the_power_limit_backstops_a_constant_cap_and_is_put_back(

@@ -36,6 +36,7 @@ def test_on_the_gpu_read_only() -> None:
     report = "\n".join(lines)
     assert code == 0, report
     assert "setters refused: 0" in report and "on cuda" in report
+    assert "watched run: mean" in report
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
@@ -50,10 +51,11 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     TorchDeviceSpy(monkeypatch)
     lines: list[str] = []
     code = _gpu_check().check(lines, "digits-cnn", [8], steps=3, pynvml_module=nvml,
-                              cpu_step=True)
+                              cpu_step=True, watch_s=0.6)
     report = "\n".join(lines)
     assert code == 0, report
     assert "setters refused: 0" in report and "3 steps of b=8" in report
+    assert "watched run:" in report and "by the counter" in report
     assert nvml.setter_calls == []
 
 

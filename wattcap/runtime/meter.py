@@ -17,7 +17,12 @@ class PowerMeter:
                  readings: int = 0, off_period_j: float = 0.0) -> None:
         self.period_s = period_s
         self.peak_w = peak_w
+        #: sum of the readings that came one sensor period after the one before (energy)
         self.total_w = total_w
+        #: sum of every reading (the mean): a polling thread's readings come a period apart
+        #: give or take its jitter, so on real hardware nearly every reading is "off period"
+        #: and `total_w` alone would hold almost none of them
+        self.sum_w = total_w
         self.readings = readings
         #: energy of readings that did not come one sensor period after the one before
         #: (a stalled poll, a sensor that changed period): power x the real time between them
@@ -27,6 +32,7 @@ class PowerMeter:
 
     def __call__(self, reading: PowerReading) -> None:
         self.readings += 1
+        self.sum_w += reading.power_w
         last, self.last = self.last, reading
         between_s = None if last is None else reading.time_s - last.time_s
         if between_s is None or math.isclose(between_s, self.period_s, rel_tol=1e-6):
@@ -46,12 +52,13 @@ class PowerMeter:
 
     @property
     def average_w(self) -> float | None:
-        """Mean of the readings so far."""
-        return self.total_w / self.readings if self.readings else None
+        """Mean of the readings so far (every one of them, on the sensor's pace or not)."""
+        return self.sum_w / self.readings if self.readings else None
 
     def state(self) -> MeterState:
         """What a checkpoint keeps of the meter."""
-        return MeterState(peak_w=self.peak_w, total_w=self.total_w, readings=self.readings,
+        return MeterState(peak_w=self.peak_w, total_w=self.total_w, sum_w=self.sum_w,
+                          readings=self.readings,
                           off_period_j=self.off_period_j, clock_readings=self.clock.readings,
                           clock_total_hz=self.clock.total_hz, clock_min_hz=self.clock.min_hz,
                           clock_max_hz=self.clock.max_hz)
@@ -59,6 +66,7 @@ class PowerMeter:
     def resume(self, state: MeterState) -> None:
         """Go on from a checkpoint's sums."""
         self.peak_w, self.total_w = state.peak_w, state.total_w
+        self.sum_w = state.total_w if state.sum_w is None else state.sum_w
         self.readings, self.off_period_j = state.readings, state.off_period_j
         self.clock.readings, self.clock.total_hz = state.clock_readings, state.clock_total_hz
         self.clock.min_hz, self.clock.max_hz = state.clock_min_hz, state.clock_max_hz
@@ -70,6 +78,8 @@ class MeterState(BaseModel):
     model_config = ConfigDict(extra="forbid")
     peak_w: float | None = None
     total_w: float = 0.0
+    #: every reading's sum (None in checkpoints written before it was kept: `total_w` then)
+    sum_w: float | None = None
     readings: int = 0
     off_period_j: float = 0.0
     #: the observed clock's running sums (a resumed run's record covers the whole run)
