@@ -1,8 +1,10 @@
 """A read-only check of wattcap on a real NVIDIA GPU: NVML read, a few batch sizes profiled with
-the clock left alone, a few training steps timed by CUDA events on the GPU, and a watched run
-of a few seconds: its sensor thread's readings, mean and peak power, and the energy counter
-against the readings' mean x the run's time (they must agree: a mean that counted only some
-readings would not).
+the clock left alone, a few training steps timed by CUDA events on the GPU, a watched run
+of a few seconds (its sensor thread's readings, mean and peak power, and the energy counter
+against the readings' mean x the run's time: they must agree, as a mean that counted only some
+readings would not), and wattcap's own loop training digits-cnn to 90 % on the bundled digits
+on the GPU (pinned batches, non-blocking copies, evaluation, a checkpoint) beside the same run
+on the CPU.
 
 It never changes a setting: the NVML module it hands wattcap refuses every setter
 (nvmlDeviceSet*, nvmlDeviceReset*) and the report counts the refusals (there must be none).
@@ -106,6 +108,37 @@ def watched_run(lines: list[str], device: Any, model: str, b: int, seconds: floa
     return readings >= 0.5 * due and 0 < avg_w <= peak_w and 0.67 <= ratio <= 1.5
 
 
+def training_to_a_target(lines: list[str], device: Any) -> bool:
+    """wattcap's loop on the GPU, data loader and checkpoints included, to a target that the
+    same seed reaches on the CPU: both must reach it, at about the same samples (the same
+    data order and initial weights; cuDNN's kernels round otherwise than the CPU's)."""
+    import tempfile
+
+    from wattcap.core.run import TrainConfig
+    from wattcap.data import get_dataset
+    from wattcap.train.loop import train_to_accuracy
+
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    config = TrainConfig(model="digits-cnn", batch_size=32, target_accuracy=0.9,
+                         sample_budget=20_000, eval_every_samples=512)
+    with tempfile.TemporaryDirectory() as checkpoints:
+        on_gpu = train_to_accuracy(config, train, test, device=device,
+                                   checkpoint_dir=checkpoints)
+        saved = sorted(p.name for p in Path(checkpoints).iterdir())
+    on_cpu = train_to_accuracy(config, train, test)
+    lines.append(f"training to 90 % (digits-cnn, b=32, wattcap's loop): on "
+                 f"{on_gpu.torch_device} reached={on_gpu.reached} at "
+                 f"{on_gpu.samples_to_target or 0:.0f} samples in {on_gpu.steps} steps, "
+                 f"{on_gpu.device_time_s:.2f} s of step time, {on_gpu.energy_j:.1f} J by the "
+                 f"{on_gpu.energy_source}, checkpoint files {saved}; on the CPU "
+                 f"reached={on_cpu.reached} at {on_cpu.samples_to_target or 0:.0f} samples")
+    if not (on_gpu.reached and on_cpu.reached and on_gpu.samples_to_target
+            and on_cpu.samples_to_target):
+        return False
+    ratio = on_gpu.samples_to_target / on_cpu.samples_to_target
+    return on_gpu.torch_device == device.torch_device and bool(saved) and 0.67 <= ratio <= 1.5
+
+
 def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
           pynvml_module: ModuleType | None = None, cpu_step: bool = False,
           watch_s: float = 3.0) -> int:
@@ -144,6 +177,7 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
                      f"{session.device_time_s * 1e3:.1f} ms of step time (CUDA events)")
         ok = session.steps == steps and session.device_time_s > 0
         ok = watched_run(lines, device, model, batch_sizes[-1], watch_s) and ok
+        ok = training_to_a_target(lines, device) and ok
     finally:
         device.close()
     lines.append(f"setters refused: {len(guard.refused)} {sorted(set(guard.refused))}")
