@@ -225,6 +225,25 @@ def test_without_permission_the_backstop_is_off_and_the_run_goes_on(
     assert record.steps >= 1 and gpu.power_limit_history == []
 
 
+def test_without_permission_a_cap_the_board_breaks_stops_the_run_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """Not root: neither the power limit nor a clock can be set. The board draws more than the
+    cap, the watchdog's step down is refused, and the run stops (a checkpoint written) rather
+    than go on over the cap, with the fix; nothing was ever set."""
+    nvml, _, device = _gpu_and_device(monkeypatch, deny_set=True, idle_draw_mw=70_000,
+                                      busy_draw_mw=80_000)
+    gpu = nvml.gpus[0]
+    config, train, test = _long_run()
+    with device, pytest.raises(WatchError, match="above the cap 65.00 W and could not step "
+                               "the frequency down") as raised:
+        train_to_accuracy(config, train, test, device=device, power_cap_w=65.0,
+                          checkpoint_dir=tmp_path)
+    assert "run as root" in (raised.value.hint or "")
+    assert any(tmp_path.iterdir())
+    assert gpu.lock_history == [] and gpu.power_limit_history == []
+
+
 def test_profiling_holds_one_batch_sizes_model_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """A memory spy: every step the profiler builds is tracked while alive; eight batch sizes
     never have two models on the GPU, and the allocator's cache is emptied between them."""

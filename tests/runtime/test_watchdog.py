@@ -3,6 +3,8 @@ run's power accounting (energy from a hardware counter where the device has one)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wattcap.core.profile import ProfileTable
@@ -134,6 +136,19 @@ def test_at_the_lowest_frequency_the_watchdog_says_so_once() -> None:
     assert guard.steps == []
     assert len(guard.notes) == 1 and "lowest frequency" in guard.notes[0]
     assert guard.violations[0].readings == 6
+    # nothing is left to step down to: the run must stop (the Session raises it)
+    assert guard.unmet is not None and "cannot be met by the frequency alone" in \
+        guard.unmet.message and "smaller batch size" in (guard.unmet.hint or "")
+
+
+def test_under_a_moving_cap_the_floor_is_left_to_the_follower() -> None:
+    """A moving cap that falls below every configuration pauses the run (the follower):
+    the watchdog says so but does not stop the run at the floor."""
+    device = EmulatedDevice("jetson-nano")
+    device.set_frequency_hz(device.frequencies_hz()[0])
+    guard = CapWatchdog(device, power_cap_w=1.0, stop_at_floor=False)
+    Sensor(guard, device.sensor_period_s)([2.0] * 4)
+    assert len(guard.notes) == 1 and guard.unmet is None
 
 
 class RefusingDevice(EmulatedDevice):
@@ -148,6 +163,49 @@ def test_a_refused_step_is_noted_not_swallowed() -> None:
     sensor([2.0, 2.0, 2.0])
     assert guard.steps == []
     assert len(guard.notes) == 1 and "the kernel refused it" in guard.notes[0]
+    assert guard.unmet is not None and "the kernel refused it" in guard.unmet.message
+    assert guard.unmet.hint == "none"  # the device's own fix
+
+
+class ThrottledDevice(EmulatedDevice):
+    """Writes the lock, but the board reports another clock (its own thermal limit)."""
+
+    def set_frequency_hz(self, frequency_hz: int) -> int:
+        from wattcap.devices.errors import FrequencyNotFollowedError
+
+        self._requested_hz = frequency_hz
+        raise FrequencyNotFollowedError("the GPU runs at 76.8 MHz (thermal)", hint="cool it")
+
+
+def test_a_step_the_board_undercuts_is_a_step_not_a_stop() -> None:
+    """The lock went in but the board runs lower still, held by its own limit: the power falls
+    all the same, so that is a step down (noted), not a reason to stop the run."""
+    device = ThrottledDevice("jetson-nano")
+    guard = CapWatchdog(device, power_cap_w=1.0)
+    Sensor(guard, device.sensor_period_s)([2.0, 2.0])
+    assert guard.unmet is None and len(guard.steps) == 1
+    assert guard.steps[0].to_hz == device.frequencies_hz()[-2]
+    assert "thermal" in guard.notes[0]
+
+
+def test_a_cap_the_lowest_clock_breaks_stops_the_run_and_restores_the_clock(
+    digits32: tuple[ArrayDataset, ArrayDataset], tmp_path: Path,
+) -> None:
+    """Training at the lowest clock under a cap below what it draws: the violation cannot be
+    answered by the clock, so the run stops at the next step boundary with a checkpoint, and
+    the device gets the clock it was found at."""
+    from wattcap.devices.errors import WatchError
+
+    device = quiet_nano()
+    found_hz = device.run_frequency_hz()
+    device.set_frequency_hz(device.frequencies_hz()[0])  # the run trains at the lowest clock
+    train, test = digits32
+    with pytest.raises(WatchError, match="cannot be met by the frequency alone") as raised:
+        train_to_accuracy(config(sample_budget=100_000), train, test, device=device,
+                          power_cap_w=1.0, checkpoint_dir=tmp_path)
+    assert "the run stops rather than go on over the cap" in raised.value.message
+    assert any(tmp_path.iterdir())  # a checkpoint: the run resumes from it
+    assert device.run_frequency_hz() == found_hz
 
 
 def test_no_cap_means_no_watchdog_action() -> None:

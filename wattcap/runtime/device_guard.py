@@ -99,13 +99,16 @@ class DeviceGuard:
 
     def check_watch(self) -> None:
         """After each step: the power watch is alive (no failed callback, no dead sensor, a
-        reading within the last `STALE_SENSOR_PERIODS` sensor periods of device time). If not,
+        reading within the last `STALE_SENSOR_PERIODS` sensor periods of device time) and the
+        cap held (no violation the watchdog could not answer). If not,
         the run stops in a safe state — the lowest clock, a checkpoint written where one can
         be — and the error says why; the device is restored when the session closes."""
         session = self.session
         device = session.device
         try:
             device.check_watch(session.power_cap_w)
+            if session._guard is not None and session._guard.unmet is not None:
+                raise session._guard.unmet  # a violation the watchdog could not answer
             last = session._meter.last
             since_s = last.time_s if last is not None else session._watch_since_s
             period_s = device.sensor_period_s

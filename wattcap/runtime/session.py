@@ -656,7 +656,8 @@ class Session:
                 stack.enter_context(device.sensor_ticks(self._meter))
                 if self._watchdog_on:
                     self._guard = CapWatchdog(device, self.power_cap_w,
-                                              frequency_for_cap=self._guard_part.fstar_for_cap)
+                                              frequency_for_cap=self._guard_part.fstar_for_cap,
+                                              stop_at_floor=self.cap_source is None)
                     stack.enter_context(device.sensor_ticks(self._guard))
                 if self.profile is not None and self._drift_tolerance > 0:
                     self._monitor = self._guard_part.make_monitor()

@@ -5,7 +5,9 @@ included: from a polling thread on real hardware, from the virtual clock on the 
 
 * `CapWatchdog` keeps the cap: two consecutive readings above it (power above the cap for
   longer than one sensor period) step the GPU frequency down one level, and every run of
-  readings above the cap is recorded as a `CapViolation`.
+  readings above the cap is recorded as a `CapViolation`. Where it cannot step down (the
+  lowest clock already, or the device refuses) the run stops (`unmet`) rather than go on
+  over the cap.
 * `DriftMonitor` keeps the plan honest: it compares the power and step time measured at the
   applied (b, f) with the profile's point; when they differ by more than a tolerance (the device
   heated up, changed power mode, aged) it records a `DriftEvent`, and at the next evaluation it
@@ -30,7 +32,7 @@ from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.core.profile import ProfileTable
 from wattcap.devices.base import Device, PowerReading
-from wattcap.devices.errors import DeviceError
+from wattcap.devices.errors import DeviceError, FrequencyNotFollowedError, WatchError
 from wattcap.devices.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
 from wattcap.measure.profiling import Profiler, refresh_row
 
@@ -65,7 +67,10 @@ class CapWatchdog:
     again after a step back up doubles the wait before the next try, so a level that really
     breaks the cap is left for good after a few tries instead of oscillating. What the watchdog
     cannot do (already at the lowest frequency, the device refused the change) goes to
-    `notes`. Clock changes hold the device's `clock_lock`.
+    `notes` and to `unmet`, the error the Session stops the run with at the next step
+    boundary: a violation it cannot answer is not left to go on (at the lowest clock, only
+    where `stop_at_floor`: a moving cap's follower pauses the run there instead). Clock
+    changes hold the device's `clock_lock`.
 
     `hold(reason)` keeps recording violations but leaves the frequency alone (a moving cap
     fell below every configuration: the step in flight finishes at the frequency that
@@ -83,6 +88,11 @@ class CapWatchdog:
     #: f*(b) for a cap from the profile (margined, at the run's batch size), or None where the
     #: profile has none: a confirmed violation goes straight there instead of one level down
     frequency_for_cap: Callable[[float], int | None] | None = None
+    #: a confirmed violation at the lowest clock stops the run (False under a moving cap,
+    #: whose follower pauses the run where the cap falls below every configuration)
+    stop_at_floor: bool = True
+    #: set once, when a confirmed violation could not be answered: the run must stop
+    unmet: WatchError | None = None
     _run: list[PowerReading] = field(default_factory=list)
     #: readings of the current violation run already answered by a decision
     _decided: int = 0
@@ -127,10 +137,16 @@ class CapWatchdog:
             current = self.device.run_frequency_hz()
             lower = [f for f in self.device.frequencies_hz() if f < current]
             if not lower:
-                self._note("floor", f"power {reading.power_w:.2f} W above the cap "
+                message = (f"power {reading.power_w:.2f} W above the cap "
                            f"{self.power_cap_w:.2f} W at the lowest frequency "
                            f"{current / 1e6:.1f} MHz: the cap cannot be met by the frequency "
                            "alone")
+                self._note("floor", message)
+                if self.stop_at_floor:
+                    self._stop(message, "a smaller batch size draws less power (`wattcap "
+                               "plan` for this cap), a stale profile is measured again with "
+                               "`wattcap profile --refresh`, or the cap is raised; then resume "
+                               "from the checkpoint")
                 return
             # straight to f*(b) for this cap where the profile knows it and it is lower;
             # else (no profile, or already at or below it) one level down
@@ -140,9 +156,20 @@ class CapWatchdog:
             to_hz = target if jump and target is not None else lower[-1]
             try:
                 applied = self.device.set_frequency_hz(to_hz)
+            except FrequencyNotFollowedError as err:
+                # the lock is written (the requested clock from now on); the board runs at
+                # another clock still, held by its own limit (thermal, power): a step all the same
+                self._note(f"not followed {to_hz}", f"stepped down to {to_hz / 1e6:.1f} MHz: "
+                           f"{err.message}")
+                applied = to_hz
             except DeviceError as err:
-                self._note(f"refused {to_hz}", "could not step the frequency down to "
-                           f"{to_hz / 1e6:.1f} MHz: {err.message}")
+                message = (f"could not step the frequency down to {to_hz / 1e6:.1f} MHz: "
+                           f"{err.message}")
+                self._note(f"refused {to_hz}", message)
+                self._stop(f"power {reading.power_w:.2f} W above the cap "
+                           f"{self.power_cap_w:.2f} W and {message}",
+                           err.hint or "give wattcap the permission to set clocks (see "
+                           "`wattcap devices --probe`), then resume from the checkpoint")
                 return
         history = list(self._history.get(current, ()))
         before = history[:-len(self._run)] if len(history) > len(self._run) else history
@@ -198,6 +225,11 @@ class CapWatchdog:
                    f"cap {self.power_cap_w:.2f} W, and {up / 1e6:.1f} MHz ran at a typical "
                    f"{median_w:.2f} W before its step down",
         ))
+
+    def _stop(self, message: str, hint: str) -> None:
+        if self.unmet is None:
+            self.unmet = WatchError(f"{message}; the run stops rather than go on over the cap",
+                                    hint=hint)
 
     def _note(self, key: str, message: str) -> None:
         # Once per kind of problem: a device stuck at its floor would otherwise log every tick.
