@@ -145,8 +145,9 @@ class CapWatchdog:
                 if self.stop_at_floor:
                     self._stop(message, "a smaller batch size draws less power (`wattcap "
                                "plan` for this cap), a stale profile is measured again with "
-                               "`wattcap profile --refresh`, or the cap is raised; then resume "
-                               "from the checkpoint")
+                               "`wattcap profile --refresh`, or the cap is raised (each a new "
+                               "run); the checkpoint resumes this one as it is once the board "
+                               "draws less again (cooled down)")
                 return
             # straight to f*(b) for this cap where the profile knows it and it is lower;
             # else (no profile, or already at or below it) one level down
