@@ -2,9 +2,10 @@
 the clock left alone, a few training steps timed by CUDA events on the GPU, a watched run
 of a few seconds (its sensor thread's readings, mean and peak power, and the energy counter
 against the readings' mean x the run's time: they must agree, as a mean that counted only some
-readings would not), and wattcap's own loop training digits-cnn to 90 % on the bundled digits
-on the GPU (pinned batches, non-blocking copies, evaluation, a checkpoint) beside the same run
-on the CPU.
+readings would not), a capped run (a cap well below what the board draws: the watch must see
+it on real readings and stop the run, as it cannot lower a clock it may not touch), and
+wattcap's own loop training digits-cnn to 90 % on the bundled digits on the GPU (pinned
+batches, non-blocking copies, evaluation, a checkpoint) beside the same run on the CPU.
 
 It never changes a setting: the NVML module it hands wattcap refuses every setter
 (nvmlDeviceSet*, nvmlDeviceReset*) and the report counts the refusals (there must be none).
@@ -76,9 +77,11 @@ def _train(session: Any, model: str, b: int, steps: int | None = None,
                 opt.step()
 
 
-def watched_run(lines: list[str], device: Any, model: str, b: int, seconds: float) -> bool:
+def watched_run(lines: list[str], device: Any, model: str, b: int,
+                seconds: float) -> tuple[bool, float | None]:
     """Train for `seconds` under the Session's watch; report what its sensor thread saw and
-    whether the readings' mean power x the run's time agrees with the energy counter."""
+    whether the readings' mean power x the run's time agrees with the energy counter. (Passed,
+    the mean power.)"""
     from wattcap.runtime.session import Session
 
     session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
@@ -97,7 +100,7 @@ def watched_run(lines: list[str], device: Any, model: str, b: int, seconds: floa
     avg_w, peak_w = record.avg_power_w, record.peak_power_w
     if avg_w is None or peak_w is None:
         lines.append("watched run: no power reading")
-        return False
+        return False, None
     by_mean_j = avg_w * record.wall_time_s
     ratio = record.energy_j / by_mean_j if by_mean_j > 0 else float("inf")
     lines.append(f"watched run: mean {avg_w:.1f} W, peak {peak_w:.1f} W; energy "
@@ -105,7 +108,33 @@ def watched_run(lines: list[str], device: Any, model: str, b: int, seconds: floa
                  f"the readings' mean x the time (ratio {ratio:.2f}); events: "
                  f"{'; '.join(record.events) or 'none'}")
     # the sensor kept (most of) its pace, and the mean stands for the whole run's power
-    return readings >= 0.5 * due and 0 < avg_w <= peak_w and 0.67 <= ratio <= 1.5
+    return readings >= 0.5 * due and 0 < avg_w <= peak_w and 0.67 <= ratio <= 1.5, avg_w
+
+
+def capped_run(lines: list[str], device: Any, model: str, b: int, cap_w: float) -> bool:
+    """Train under `cap_w`, below what the board draws: the watchdog must confirm the
+    violation on real readings (two in a row) and, with no clock it may lower (this device
+    offers only the one in effect), stop the run at the next step boundary."""
+    from wattcap.devices.errors import WatchError
+    from wattcap.runtime.session import Session
+
+    session = Session(device, model=model, batch_size=b, power_cap_w=cap_w, restore=False,
+                      handle_signals=False)
+    start_s = time.monotonic()
+    try:
+        _train(session, model, b, seconds=10.0)
+    except WatchError as err:
+        stopped = f"stopped: {err.message}"
+    else:
+        stopped = "NOT stopped"
+    took_s = time.monotonic() - start_s
+    record = session.record
+    violations = [] if record is None else record.cap_violations
+    first = (f"first violation {violations[0].readings} readings up to "
+             f"{violations[0].max_power_w:.1f} W" if violations else "no violation recorded")
+    lines.append(f"capped run (cap {cap_w:.1f} W): {session.steps} steps, {took_s:.2f} s; "
+                 f"{first}; {stopped}")
+    return stopped.startswith("stopped") and bool(violations) and took_s < 3.0
 
 
 def training_to_a_target(lines: list[str], device: Any) -> bool:
@@ -176,7 +205,11 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
         lines.append(f"training: {session.steps} steps of b={b} on {session.torch_device}, "
                      f"{session.device_time_s * 1e3:.1f} ms of step time (CUDA events)")
         ok = session.steps == steps and session.device_time_s > 0
-        ok = watched_run(lines, device, model, batch_sizes[-1], watch_s) and ok
+        watched, drew_w = watched_run(lines, device, model, batch_sizes[-1], watch_s)
+        # half of what the board drew: a cap it breaks at once
+        capped = drew_w is not None and capped_run(lines, device, model, batch_sizes[-1],
+                                                   0.5 * drew_w)
+        ok = ok and watched and capped
         ok = training_to_a_target(lines, device) and ok
     finally:
         device.close()

@@ -37,7 +37,7 @@ def test_on_the_gpu_read_only() -> None:
     assert code == 0, report
     assert "setters refused: 0" in report and "on cuda" in report
     assert "watched run: mean" in report
-    assert "on cuda:0 reached=True" in report
+    assert "on cuda:0 reached=True" in report and "the run stops rather than go on" in report
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
@@ -58,6 +58,7 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "setters refused: 0" in report and "3 steps of b=8" in report
     assert "watched run:" in report and "by the counter" in report
     assert "training to 90 %" in report and "on cpu reached=True" in report
+    assert "capped run (cap 30.5 W)" in report and "the run stops rather than go on" in report
     assert nvml.setter_calls == []
 
 
