@@ -3,9 +3,11 @@ the clock left alone, a few training steps timed by CUDA events on the GPU, a wa
 of a few seconds (its sensor thread's readings, mean and peak power, and the energy counter
 against the readings' mean x the run's time: they must agree, as a mean that counted only some
 readings would not), a capped run (a cap well below what the board draws: the watch must see
-it on real readings and stop the run, as it cannot lower a clock it may not touch), and
-wattcap's own loop training digits-cnn to 90 % on the bundled digits on the GPU (pinned
-batches, non-blocking copies, evaluation, a checkpoint) beside the same run on the CPU.
+it on real readings and stop the run, as it cannot lower a clock it may not touch), a run on a
+profile measured just before, with the drift monitor on (informational: how far its windows
+read from the profile on a device that has not drifted), and wattcap's own loop training
+digits-cnn to 90 % on the bundled digits on the GPU (pinned batches, non-blocking copies,
+evaluation, a checkpoint) beside the same run on the CPU.
 
 It never changes a setting: the NVML module it hands wattcap refuses every setter
 (nvmlDeviceSet*, nvmlDeviceReset*) and the report counts the refusals (there must be none).
@@ -137,6 +139,31 @@ def capped_run(lines: list[str], device: Any, model: str, b: int, cap_w: float) 
     return stopped.startswith("stopped") and bool(violations) and took_s < 3.0
 
 
+def fresh_profile_run(lines: list[str], device: Any, model: str, b: int,
+                      seconds: float) -> None:
+    """Profile b at the clock in effect, then train on that profile with the drift monitor
+    (10 %) on, and report its drift events: on a GPU a step's time is accounted in batches,
+    at each wait for the GPU, and a window must divide the time it holds by the steps it is
+    of, or a device that runs exactly as profiled reads as drifted."""
+    from wattcap.measure.profiling import Profiler
+    from wattcap.runtime.session import Session
+
+    profile = Profiler(device, model, batch_sizes=(b,)).run(exhaustive=True)
+    point = profile.points[0]
+    session = Session(device, model=model, batch_size=b, profile=profile, restore=False,
+                      handle_signals=False, drift_tolerance=0.1)
+    _train(session, model, b, seconds=seconds)
+    record = session.record
+    assert record is not None
+    changes = "; ".join(f"time {e.time_change:+.1%}, power {e.power_change:+.1%} over "
+                        f"{e.steps} steps" for e in record.drift_events[:4])
+    lines.append(f"fresh-profile run (informational): b={b} profiled at "
+                 f"{point.seconds_per_sample * 1e3:.3f} ms/sample, {point.avg_power_w:.1f} W; "
+                 f"{record.steps} steps over {record.wall_time_s:.2f} s with the drift monitor "
+                 f"at 10 %: {len(record.drift_events)} drift event(s)"
+                 + (f" ({changes})" if changes else "") + f", {len(record.replans)} re-plan(s)")
+
+
 def training_to_a_target(lines: list[str], device: Any) -> bool:
     """wattcap's loop on the GPU, data loader and checkpoints included, to a target that the
     same seed reaches on the CPU: both must reach it, at about the same samples (the same
@@ -210,6 +237,7 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
         capped = drew_w is not None and capped_run(lines, device, model, batch_sizes[-1],
                                                    0.5 * drew_w)
         ok = ok and watched and capped
+        fresh_profile_run(lines, device, model, batch_sizes[-1], watch_s)
         ok = training_to_a_target(lines, device) and ok
     finally:
         device.close()

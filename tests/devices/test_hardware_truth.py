@@ -325,15 +325,37 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
     config = TrainConfig(model="digits-cnn", batch_size=8, target_accuracy=0.9999,
                          sample_budget=1024, eval_every_samples=256, max_eval_samples=64)
     ends: list[float] = []
-    real_end = device.end_step
-    monkeypatch.setattr(device, "end_step", lambda timer: ends.append(real_end(timer))
-                        or ends[-1])
+    accounted: list[int] = []
+    real_end, real_flush = device.end_step, device.flush_timing
+
+    in_step = [False]
+
+    def end_step(timer: object) -> float:
+        in_step[0] = True
+        ends.append(real_end(timer))  # type: ignore[arg-type]
+        in_step[0] = False
+        accounted.append(device.accounted_steps)
+        return ends[-1]
+
+    def flush_timing() -> float:  # the waits at evaluations (those of a step count there)
+        seconds = real_flush()
+        if not in_step[0]:
+            accounted.append(device.accounted_steps)
+        return seconds
+
+    monkeypatch.setattr(device, "end_step", end_step)
+    monkeypatch.setattr(device, "flush_timing", flush_timing)
     record = train_to_accuracy(config, train, test, device=device)
     waits = sum(1 for name, _ in cuda.calls if name == "event-sync")
     evaluations = len(record.curve)
     assert record.steps == 128
     assert evaluations <= waits < record.steps // 2  # not one per step
     assert sum(1 for t in ends if t == 0.0) > record.steps // 2  # most steps wait for nothing
+    # each wait says how many steps its time is of (what the drift monitor divides it by):
+    # every step is accounted once, a queued one as 0
+    assert sum(accounted) == record.steps and max(accounted) > 1
+    assert all((t == 0.0) == (n == 0) for t, n in zip(ends, accounted, strict=False) if n < 2)
+    assert device.pending_steps == 0
     # every step is in the device time by each evaluation: the curve's times only grow
     times = [p.device_time_s for p in record.curve]
     assert times == sorted(times) and times[0] > 0 and record.device_time_s >= times[-1]

@@ -59,6 +59,7 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "watched run:" in report and "by the counter" in report
     assert "training to 90 %" in report and "on cpu reached=True" in report
     assert "capped run (cap 30.5 W)" in report and "the run stops rather than go on" in report
+    assert "fresh-profile run (informational): b=8" in report
     assert nvml.setter_calls == []
 
 

@@ -105,6 +105,10 @@ class Device(ABC):
         #: CUDA steps ended but not yet waited for: (start event, end event)
         self._pending_events: list[tuple[Any, Any]] = []
         self._last_sync_s = time.monotonic()
+        #: steps whose time the last `end_step` or `flush_timing` returned: 1 off CUDA; on CUDA
+        #: 0 for a step whose time is still queued, then every step the wait accounted (what
+        #: divides that time into steps: the drift monitor's time per sample)
+        self.accounted_steps = 0
         self._claim: DeviceClaim | None = None
 
     # -- identity ------------------------------------------------------------------------------
@@ -269,6 +273,7 @@ class Device(ABC):
         `flush_timing`, e.g. an evaluation), when the steps since the last wait are accounted
         at their event-timed length; in between a step accounts 0 s."""
         if timer.start_event is None:
+            self.accounted_steps = 1
             return time.monotonic() - timer.start_s
         cuda = cuda_of(self.torch_device)
         assert cuda is not None
@@ -276,14 +281,21 @@ class Device(ABC):
         end.record(cuda.current_stream(self.torch_device))
         self._pending_events.append((timer.start_event, end))
         if time.monotonic() - self._last_sync_s < self.sensor_period_s:
+            self.accounted_steps = 0
             return 0.0
         return self.flush_timing()
+
+    @property
+    def pending_steps(self) -> int:
+        """CUDA steps ended whose time is not yet accounted (0 off CUDA)."""
+        return len(self._pending_events)
 
     def flush_timing(self) -> float:
         """Wait for this device's queued steps and return their event-timed seconds not yet
         accounted (0 when none are pending, or off CUDA)."""
         pending, self._pending_events = self._pending_events, []
         self._last_sync_s = time.monotonic()
+        self.accounted_steps = len(pending)
         if not pending:
             return 0.0
         pending[-1][1].synchronize()  # the last end event: every step before it is done too

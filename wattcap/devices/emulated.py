@@ -330,6 +330,7 @@ class EmulatedDevice(Device):
         (ticks fire on the way, so the watchdog may change the frequency mid-phase)."""
         cost = timer.cost
         start_s = self._clock_s
+        self.accounted_steps = 1  # modelled now, step by step
         for index in range(3):
             # Work is tracked as the fraction left, so a frequency change made by a tick
             # callback mid-phase (the watchdog) applies to the rest of the phase.

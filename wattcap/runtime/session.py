@@ -750,10 +750,12 @@ class Session:
             busy_s = device.end_step(self._timer)
             self._timer = None
             self.device_time_s += busy_s
-            if self._monitor is not None and not self.measuring_noise_scale:
+            if self._monitor is not None and self.measuring_noise_scale:
                 # a measured step runs chunked: slower than the profile's step, not drift
+                self._monitor.restart_window()
+            elif self._monitor is not None:
                 self._monitor.on_step(self._step_start_s, device.now_s(), busy_s,
-                                      samples=samples)
+                                      samples=samples, timed_steps=device.accounted_steps)
         trained = self.batch_size if samples is None else samples
         self.samples += trained
         self.steps += 1

@@ -353,6 +353,9 @@ class DriftMonitor:
         self.pending: DriftEvent | None = None
         self._lock = threading.Lock()
         self._incoming: list[PowerReading] = []
+        #: the next accounted time holds steps from before a restart of the window (CUDA
+        #: steps are timed in batches, when the host waits for the GPU): it is left out
+        self._mixed_time_due = False
         self._reset_window(None, float("-inf"))
 
     # -- collecting ----------------------------------------------------------------------------
@@ -364,13 +367,26 @@ class DriftMonitor:
         self._window_hz = frequency_hz
         self._window_start_s = start_s
         self._window_steps = 0
+        #: steps whose time is in `_window_busy_s` (on CUDA fewer than `_window_steps`: the
+        #: last ones' time is accounted at the next wait, in the next window)
+        self._window_timed_steps = 0
         self._window_busy_s = 0.0
         self._window_power_w: list[float] = []
 
+    def restart_window(self) -> None:
+        """Start the window afresh after steps that are not the profile's point (the Session's
+        noise-scale measurement runs chunked steps, slower by design, not drift)."""
+        with self._lock:
+            self._incoming = []
+        self._reset_window(self._window_hz, self.device.now_s())
+        self._mixed_time_due = self.device.pending_steps > 0
+
     def on_step(self, start_s: float, end_s: float, busy_s: float,
-                samples: int | None = None) -> DriftEvent | None:
-        """Account one training step that ran over device time [start_s, end_s] and took
-        `busy_s` device seconds; returns the drift event if this step completed a window that
+                samples: int | None = None, timed_steps: int = 1) -> DriftEvent | None:
+        """Account one training step that ran over device time [start_s, end_s]; `busy_s` is
+        the device time accounted at its end, that of `timed_steps` steps (on CUDA 0 and 0
+        while the step is still queued, then every step the host's wait timed: the device's
+        `accounted_steps`). Returns the drift event if this step completed a window that
         left the tolerance. A step of another size than the batch size (`samples`: a short
         last batch) is not the profile's point: the window restarts after it."""
         frequency_hz = self._table_frequency(self.device.run_frequency_hz())
@@ -381,8 +397,10 @@ class DriftMonitor:
                                                and samples != self.batch_size):
             # The frequency changed (watchdog, re-plan) during or before this step (its time
             # and readings mix two frequencies), or the step was not of the batch size: the
-            # window restarts after it.
+            # window restarts after it (and the time still queued, of steps before the restart,
+            # is left out when it is accounted).
             self._reset_window(frequency_hz, end_s)
+            self._mixed_time_due = self.device.pending_steps > 0
             return None
         for reading in incoming:
             # A reading averages the sensor period before it: keep only those whose whole
@@ -392,8 +410,16 @@ class DriftMonitor:
             ):
                 self._window_power_w.append(reading.power_w)
         self._window_steps += 1
-        self._window_busy_s += busy_s
-        if len(self._window_power_w) < self.min_readings or self._window_steps < self.min_steps:
+        if timed_steps > 0:
+            if self._mixed_time_due:
+                self._mixed_time_due = False  # steps of before the restart: not this window's
+            else:
+                # time and steps counted together: a window's time per sample is that of the
+                # steps whose time it holds, wherever the waits for the GPU fall
+                self._window_busy_s += busy_s
+                self._window_timed_steps += timed_steps
+        if len(self._window_power_w) < self.min_readings or self._window_steps < self.min_steps \
+                or self._window_timed_steps < self.min_steps:
             return None
         event = self._check(end_s)
         self._reset_window(frequency_hz, end_s)
@@ -416,7 +442,7 @@ class DriftMonitor:
             if note not in self.notes:
                 self.notes.append(note)
             return None
-        measured_sps = self._window_busy_s / (self._window_steps * self.batch_size)
+        measured_sps = self._window_busy_s / (self._window_timed_steps * self.batch_size)
         measured_w = sum(self._window_power_w) / len(self._window_power_w)
         time_change = measured_sps / expected.seconds_per_sample - 1.0
         power_change = measured_w / expected.avg_power_w - 1.0
