@@ -361,6 +361,26 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
     assert times == sorted(times) and times[0] > 0 and record.device_time_s >= times[-1]
 
 
+def test_a_step_the_profiler_times_whole_is_one_accounted_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`execute` waits for the GPU: its time is of the steps it accounted, queued ones
+    before it included (one, where nothing was queued)."""
+    from wattcap.devices.workload import StepCost
+
+    _, _, device = _gpu_and_device(monkeypatch)
+    # no wait falls due by itself in this test (a wait is due once per sensor period)
+    monkeypatch.setattr(NvmlDevice, "sensor_period_s", property(lambda self: 3600.0))
+    cost = StepCost(batch_size=8, flops=1.0, dram_bytes=1.0, optimizer_bytes=1.0, kernels=1,
+                    flops_per_kernel_per_sample=1.0, memory_needed_bytes=0)
+    assert device.execute(lambda: None, cost) >= 0 and device.accounted_steps == 1
+    device.end_step(device.begin_step(cost))  # queued: accounted at the next wait
+    assert (device.accounted_steps, device.pending_steps) == (0, 1)
+    device.execute(lambda: None, cost)
+    assert (device.accounted_steps, device.pending_steps) == (2, 0)
+    device.close()
+
+
 def test_profiling_power_limits_on_nvml_sets_each_limit_and_puts_the_found_one_back(
     monkeypatch: pytest.MonkeyPatch, wattcap_state_dir: str,
 ) -> None:

@@ -315,7 +315,11 @@ class Device(ABC):
             if step is not None:
                 step()
             # a measured step is timed whole, now (profiling sums exact step times)
-            return self.end_step(timer) + self.flush_timing()
+            seconds = self.end_step(timer)
+            steps = self.accounted_steps
+            seconds += self.flush_timing()
+            self.accounted_steps += steps  # every step the two accounted
+            return seconds
 
     def idle(self, seconds: float) -> None:
         """Let the device sit idle (sensors keep ticking)."""
