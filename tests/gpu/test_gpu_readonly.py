@@ -63,6 +63,28 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nvml.setter_calls == []
 
 
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/gpu_timing_modes.py runs each of its four ways on the fakes, sets nothing."""
+    from tests.fakes.fake_cuda import FakeCuda
+    from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
+    from tests.runtime.test_session import TorchDeviceSpy
+
+    gpu = FakeGpu()
+    nvml = FakeNvml([gpu])
+    FakeCuda({0: gpu}).install(monkeypatch)
+    TorchDeviceSpy(monkeypatch)
+    lines: list[str] = []
+    code = load_bench_script("gpu_timing_modes").compare(
+        lines, "digits-cnn", [8], rounds=2, readings=2, train_s=0.6, pynvml_module=nvml,
+        cpu_step=True)
+    report = "\n".join(lines)
+    assert code == 0, report
+    rows = [line for line in lines if line.lstrip().startswith("8 ")]
+    assert len(rows) == 4 and all(" ± " in row for row in rows), report
+    assert "setters refused: 0" in report and nvml.setter_calls == []
+
+
 def test_the_gpu_check_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     if _has_gpu():
         pytest.skip("this machine has a GPU")

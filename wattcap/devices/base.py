@@ -301,8 +301,12 @@ class Device(ABC):
         pending[-1][1].synchronize()  # the last end event: every step before it is done too
         return sum(float(start.elapsed_time(end)) for start, end in pending) / 1e3
 
-    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
-        """Run one training step and return the device seconds it took.
+    def run_step(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+        """Run one training step the way training runs it, queued: the device seconds
+        accounted now (`end_step`'s; on CUDA the steps since the last wait, once per sensor
+        period, else 0). `flush_timing` accounts the rest. A profile measured so runs the GPU
+        as training does: waiting for it at every step would idle it between steps, slower
+        and cooler than training, and a plan would then under-read the power it draws.
 
         `step` performs the real work (may be None when `timing_needs_real_work` is False);
         `cost` describes the step for devices that model rather than measure it.
@@ -314,12 +318,18 @@ class Device(ABC):
         with out_of_memory_as_device_error(cost):
             if step is not None:
                 step()
-            # a measured step is timed whole, now (profiling sums exact step times)
-            seconds = self.end_step(timer)
-            steps = self.accounted_steps
-            seconds += self.flush_timing()
-            self.accounted_steps += steps  # every step the two accounted
-            return seconds
+            return self.end_step(timer)
+
+    def execute(self, step: Callable[[], object] | None, cost: StepCost) -> float:
+        """Run one training step and wait for it: the device seconds it took (with any queued
+        before it), timed whole now (a warm-up's step, a probe whether a batch size fits).
+        Raises DeviceOutOfMemoryError when the step does not fit."""
+        seconds = self.run_step(step, cost)
+        steps = self.accounted_steps
+        with out_of_memory_as_device_error(cost):
+            seconds += self.flush_timing()  # a queued step's error surfaces at the wait
+        self.accounted_steps += steps  # every step the two accounted
+        return seconds
 
     def idle(self, seconds: float) -> None:
         """Let the device sit idle (sensors keep ticking)."""

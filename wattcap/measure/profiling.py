@@ -255,15 +255,19 @@ class Profiler:
         busy_s = 0.0
         self.device.begin_measurement(key)
         with self.device.sensor_ticks(stats):
-            # A window shorter than a few sensor periods would report one stale value.
+            # A window shorter than a few sensor periods would report one stale value. Its
+            # steps run queued, as training runs them (`Device.run_step`), and are all
+            # accounted at the window's last wait, inside the sensor's window.
             while (
                 steps < self.min_steps
                 or len(stats.readings) < min_readings
                 or busy_s < min_readings * period_s
             ):
-                busy_s += self.device.execute(step, cost)
+                busy_s += self.device.run_step(step, cost)
                 steps += 1
                 self.device.check_watch()
+            with out_of_memory_as_device_error(cost):
+                busy_s += self.device.flush_timing()
         return stats, steps, busy_s
 
     def measure_sensor_noise(self) -> float | None:
@@ -717,12 +721,12 @@ def build_training_step(
     inputs = inputs.to(torch_device, non_blocking=True)
     targets = targets.to(torch_device, non_blocking=True)
 
-    def step() -> float:
+    def step() -> None:
+        # nothing read back to the host: a read would wait for the GPU at every step, which
+        # training does not (wattcap's loop reads a loss only at evaluations)
         optimizer.zero_grad(set_to_none=True)
-        loss = spec.loss(model(inputs), targets)
-        loss.backward()
+        spec.loss(model(inputs), targets).backward()
         optimizer.step()
-        return float(loss.detach())
 
     return step
 

@@ -1,0 +1,190 @@
+"""How a profile point's timing compares with training on a real NVIDIA GPU, read-only: for a
+few batch sizes, rounds of (a) a point whose steps are each waited for and read back (how
+wattcap profiled before 2026-11-26), (b) a point whose steps run queued as training runs them
+(wattcap's profiler now) and (c) training through a Session (its steady part), interleaved so that
+the board's warming and the host's noise fall on each alike. Prints each one's time per sample
+(its CUDA-event time; wall time for the training) and its mean power, mean and spread over
+the rounds. Profiling exists to predict (c): the closer a point's numbers to it, the better.
+
+The clock is left to the board and no setting is changed (the NVML module refuses every
+setter, as in bench/gpu_check.py). Without CUDA or NVML it says so and exits 0.
+
+    python bench/gpu_timing_modes.py --batch-sizes 8,32,128,512 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def _bench_module(name: str) -> ModuleType:
+    """A script beside this one, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def waited_point(device: Any, model: str, b: int, readings: int) -> tuple[float, float]:
+    """(seconds per sample, mean W) of a window whose steps are each waited for and read
+    back: the step of `build_training_step` plus a host read, timed by `Device.execute`."""
+    import torch
+
+    from wattcap.devices.workload import workload_for
+    from wattcap.measure.profiling import PowerStats, build_training_step
+
+    run = build_training_step(model, b, device.torch_device)
+
+    def step() -> None:
+        run()
+        torch.cuda.synchronize(device.torch_device)  # as reading the loss back waits
+
+    cost = workload_for(model).step_cost(b)
+    for _ in range(6):
+        device.execute(step, cost)
+    stats = PowerStats(since_s=device.now_s(), period_s=device.sensor_period_s)
+    steps, busy_s = 0, 0.0
+    with device.sensor_ticks(stats):
+        while len(stats.readings) < readings or busy_s < readings * device.sensor_period_s:
+            busy_s += device.execute(step, cost)
+            steps += 1
+    return busy_s / (steps * b), stats.average_w
+
+
+def queued_point(device: Any, model: str, b: int, readings: int) -> tuple[float, float]:
+    """(seconds per sample, mean W) of wattcap's profiler at the clock in effect."""
+    from wattcap.measure.profiling import Profiler
+
+    profiler = Profiler(device, model, batch_sizes=(b,), min_readings=readings)
+    point = profiler.measure(b, device.pinned_hz)
+    profiler.release_steps()
+    return point.seconds_per_sample, point.avg_power_w
+
+
+def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, float, float]:
+    """(event seconds per sample, wall seconds per sample, mean W) of training through a
+    Session, measured over its last two thirds (the first third warms up: allocator, cuDNN,
+    the board's clock), its own sensor window beside the Session's."""
+    import torch
+
+    from wattcap.measure.profiling import PowerStats
+    from wattcap.models import build_model
+    from wattcap.runtime.session import Session
+
+    session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
+    net = session.prepare(build_model(model))
+    shape = tuple(session.workload.input_shape) if session.workload else (3, 32, 32)
+    x, y = session.to_device(torch.randn(b, *shape), torch.zeros(b, dtype=torch.long))
+    opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+
+    def train_until(end_s: float) -> None:
+        while time.monotonic() < end_s:
+            with session.step():
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+
+    start_s = time.monotonic()
+    with session:
+        train_until(start_s + seconds / 3)
+        session.report(0.01)  # a wait: the warm-up's steps are accounted before the window
+        stats = PowerStats(since_s=device.now_s(), period_s=device.sensor_period_s)
+        steps, busy_s, window_start_s = session.steps, session.device_time_s, time.monotonic()
+        with device.sensor_ticks(stats):
+            train_until(start_s + seconds)
+            session.report(0.01)
+        samples = (session.steps - steps) * b
+        busy_s = session.device_time_s - busy_s
+        wall_s = time.monotonic() - window_start_s
+    return busy_s / samples, wall_s / samples, stats.average_w
+
+
+def _spread(values: list[float], scale: float = 1.0, digits: int = 4) -> str:
+    mean = statistics.fmean(values) * scale
+    std = statistics.stdev(values) * scale if len(values) > 1 else 0.0
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
+            readings: int, train_s: float, pynvml_module: ModuleType | None = None,
+            cpu_step: bool = False) -> int:
+    """Measure and append the report's lines; the exit status. (`pynvml_module` and
+    `cpu_step`: the tests' fakes.)"""
+    if pynvml_module is None:
+        import pynvml as pynvml_module
+    guard = _bench_module("gpu_check").RefusingNvml(pynvml_module)
+    device = _bench_module("nvml_probe").ReadOnlyNvmlDevice(0, pynvml_module=guard)
+    device.cpu_step = cpu_step
+    try:
+        lines.append(f"GPU: {device.gpu_name} ({device.torch_device}), clock left to the board "
+                     f"(up to {device.pinned_hz / 1e6:g} MHz); {model}, {rounds} rounds, points "
+                     f"of {readings} readings, {train_s:g} s of training")
+        lines.append(f"{'b':>4}  {'how':<38} {'ms/sample (mean ± std)':>24} {'mean W':>14}")
+        for b in batch_sizes:
+            rows: dict[str, tuple[list[float], list[float]]] = {}
+            for _ in range(rounds):
+                for name, (spu, watts) in (
+                    ("point, each step waited for (before)", waited_point(device, model, b,
+                                                                          readings)),
+                    ("point, steps queued (now)", queued_point(device, model, b, readings)),
+                ):
+                    rows.setdefault(name, ([], []))[0].append(spu)
+                    rows[name][1].append(watts)
+                event_s, wall_s, watts = training(device, model, b, train_s)
+                for name, spu in (("training, CUDA-event time", event_s),
+                                  ("training, wall time", wall_s)):
+                    rows.setdefault(name, ([], []))[0].append(spu)
+                    rows[name][1].append(watts)
+            for name, (spus, watts_seen) in rows.items():
+                lines.append(f"{b:>4}  {name:<38} {_spread(spus, 1e3):>24} "
+                             f"{_spread(watts_seen, digits=1):>14}")
+    finally:
+        device.close()
+    lines.append(f"setters refused: {len(guard.refused)} {sorted(set(guard.refused))}")
+    return 1 if guard.refused else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batch-sizes", default="8,32,128,512")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--readings", type=int, default=5, help="sensor readings per point")
+    parser.add_argument("--train-s", type=float, default=1.5,
+                        help="seconds of each training run (its first third warms up)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    args = parser.parse_args(argv)
+    lines = [f"wattcap gpu_timing_modes, {time.strftime('%Y-%m-%d %H:%M:%S')}"]
+    try:
+        import pynvml
+        import torch
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        cuda = torch.cuda.is_available()
+    except Exception as err:  # noqa: BLE001 - any missing piece means: no GPU here
+        lines.append(f"no NVIDIA GPU usable here ({type(err).__name__}: {err}): nothing to "
+                     "compare")
+        cuda = False
+    code = compare(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
+                   args.rounds, args.readings, args.train_s) if cuda else 0
+    report = "\n".join(lines)
+    print(report)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
