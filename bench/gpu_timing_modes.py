@@ -109,6 +109,43 @@ def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, fl
     return busy_s / samples, wall_s / samples, stats.average_w
 
 
+def drift_windows(device: Any, model: str, b: int, seconds: float
+                  ) -> tuple[list[tuple[float, float]], int]:
+    """Every drift-monitor window's (time change, power change) over `seconds` of steady
+    training steps against a point measured just before, and how many of them the monitor
+    (tolerance 10 %) called drift: what its rule must tell from noise on a device that has not
+    drifted (nothing is re-planned, the point stays the reference)."""
+    from wattcap.algorithms.drift import DriftTest, DriftVerdict, WindowChange
+    from wattcap.devices.workload import workload_for
+    from wattcap.measure.profiling import Profiler, build_training_step
+    from wattcap.runtime.watchdog import DriftMonitor
+
+    windows: list[WindowChange] = []
+
+    class RecordingDriftTest(DriftTest):
+        def add(self, window: WindowChange) -> DriftVerdict | None:
+            windows.append(window)
+            return super().add(window)
+
+    profiler = Profiler(device, model, batch_sizes=(b,))
+    profile = profiler.run(exhaustive=True)
+    profiler.release_steps()
+    monitor = DriftMonitor(device, profile, b, tolerance=0.1, profiler=profiler)
+    monitor._test = RecordingDriftTest(0.1, 0.1)  # noqa: SLF001 - the bench reads every window
+    step = build_training_step(model, b, device.torch_device)
+    cost = workload_for(model).step_cost(b)
+    for _ in range(6):
+        device.execute(step, cost)
+    end_s = time.monotonic() + seconds
+    with device.sensor_ticks(monitor):
+        while time.monotonic() < end_s:
+            start_s = device.now_s()
+            busy_s = device.run_step(step, cost)
+            monitor.on_step(start_s, device.now_s(), busy_s, timed_steps=device.accounted_steps)
+        device.flush_timing()
+    return [(w.time_change, w.power_change) for w in windows], len(monitor.events)
+
+
 def _spread(values: list[float], scale: float = 1.0, digits: int = 4) -> str:
     mean = statistics.fmean(values) * scale
     std = statistics.stdev(values) * scale if len(values) > 1 else 0.0
@@ -116,8 +153,8 @@ def _spread(values: list[float], scale: float = 1.0, digits: int = 4) -> str:
 
 
 def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
-            readings: int, train_s: float, pynvml_module: ModuleType | None = None,
-            cpu_step: bool = False) -> int:
+            readings: int, train_s: float, window_s: float = 0.0,
+            pynvml_module: ModuleType | None = None, cpu_step: bool = False) -> int:
     """Measure and append the report's lines; the exit status. (`pynvml_module` and
     `cpu_step`: the tests' fakes.)"""
     if pynvml_module is None:
@@ -148,6 +185,21 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
             for name, (spus, watts_seen) in rows.items():
                 lines.append(f"{b:>4}  {name:<38} {_spread(spus, 1e3):>24} "
                              f"{_spread(watts_seen, digits=1):>14}")
+        for b in (batch_sizes if window_s > 0 else []):
+            changes, drifts = drift_windows(device, model, b, window_s)
+            for what, values in (("time", [t for t, _ in changes]),
+                                 ("power", [w for _, w in changes])):
+                if not values:
+                    continue
+                beyond = sum(1 for v in values if abs(v) > 0.1)
+                lines.append(f"b={b} drift windows vs a point measured just before, {what}: "
+                             f"{len(values)} windows, {_spread(values, 100, 1)} %, range "
+                             f"{min(values):+.1%} to {max(values):+.1%}, {beyond} beyond 10 %")
+            lines.append(f"b={b} windows' time changes in order (%): "
+                         + " ".join(f"{t * 100:+.0f}" for t, _ in changes))
+            single = sum(1 for t, w in changes if abs(t) > 0.1 or abs(w) > 0.1)
+            lines.append(f"b={b} drift called: {drifts} of {len(changes)} windows by the "
+                         f"monitor's rule; {single} by a window-by-window rule at 10 %")
     finally:
         device.close()
     lines.append(f"setters refused: {len(guard.refused)} {sorted(set(guard.refused))}")
@@ -162,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readings", type=int, default=5, help="sensor readings per point")
     parser.add_argument("--train-s", type=float, default=1.5,
                         help="seconds of each training run (its first third warms up)")
+    parser.add_argument("--windows-s", type=float, default=0.0,
+                        help="also train this long per batch size with the drift monitor "
+                        "reporting every window (nothing re-planned)")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     lines = [f"wattcap gpu_timing_modes, {time.strftime('%Y-%m-%d %H:%M:%S')}"]
@@ -177,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                      "compare")
         cuda = False
     code = compare(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
-                   args.rounds, args.readings, args.train_s) if cuda else 0
+                   args.rounds, args.readings, args.train_s, args.windows_s) if cuda else 0
     report = "\n".join(lines)
     print(report)
     if args.out is not None:

@@ -70,18 +70,23 @@ def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatc
     from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
     from tests.runtime.test_session import TorchDeviceSpy
 
+    # the profile's sensor-noise window in real time on the fake's period: 10 readings
+    monkeypatch.setattr("wattcap.measure.profiling.NOISE_READINGS", 10)
     gpu = FakeGpu()
     nvml = FakeNvml([gpu])
     FakeCuda({0: gpu}).install(monkeypatch)
     TorchDeviceSpy(monkeypatch)
     lines: list[str] = []
     code = load_bench_script("gpu_timing_modes").compare(
-        lines, "digits-cnn", [8], rounds=2, readings=2, train_s=0.6, pynvml_module=nvml,
-        cpu_step=True)
+        lines, "digits-cnn", [8], rounds=2, readings=2, train_s=0.6, window_s=1.5,
+        pynvml_module=nvml, cpu_step=True)
     report = "\n".join(lines)
     assert code == 0, report
     rows = [line for line in lines if line.lstrip().startswith("8 ")]
     assert len(rows) == 4 and all(" ± " in row for row in rows), report
+    # every drift window of the steady run is reported, none re-planned
+    assert "b=8 drift windows vs a point measured just before, time:" in report
+    assert "b=8 drift called: 0 of" in report
     assert "setters refused: 0" in report and nvml.setter_calls == []
 
 

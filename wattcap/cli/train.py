@@ -401,8 +401,8 @@ def train(
     dry_run: DryRunOpt = False,
     drift_tolerance: Annotated[float, typer.Option(
         help="Relative difference of measured step time or power from the profile that counts "
-        "as drift: the row is re-measured and the frequency re-planned at the next checkpoint "
-        "(0 = off).")] = 0.1,
+        "as drift (or 3 sigmas of the measurement windows' noise, where larger): the row is "
+        "re-measured and the frequency re-planned at the next checkpoint (0 = off).")] = 0.1,
     drift: DriftOpt = None,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,

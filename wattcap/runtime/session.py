@@ -231,7 +231,8 @@ class Session:
         batch_size_hold_s: under a moving cap, the batch size changes at most once per this
             many device seconds (default 30) unless the current one cannot meet the cap.
         drift_tolerance: with a profile, re-measure and re-plan when measured step time or
-            power leave it by more than this fraction (0: off).
+            power leave it by more than this fraction, or by more than the measurement's own
+            noise where that is larger (`wattcap.algorithms.drift`; 0: off).
         checkpoint_dir: where `attach`/`save_checkpoint` keep the run; a restart resumes.
         identity: what makes a checkpoint belong to this run (default: model, batch size,
             learning rate, target); a checkpoint of another identity is refused.

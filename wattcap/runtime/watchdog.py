@@ -28,6 +28,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
+from wattcap.algorithms.drift import DriftTest, WindowChange
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.core.profile import ProfileTable
@@ -301,14 +302,16 @@ class DriftMonitor:
     Use it as a sensor-tick callback (it collects readings) and call `on_step` after every
     training step with the step's device-time span. Readings taken outside steps (evaluation,
     checkpoints) are ignored, and so are steps during which the frequency changed. Every
-    `min_readings` readings (and at least `min_steps` steps) at one frequency, it compares the
-    window's seconds per sample and average power with the profile point; a relative difference
-    beyond `time_tolerance` or `power_tolerance` records a `DriftEvent` and marks a re-plan as
-    due. `replan_if_due`, called by the trainer at the next evaluation, re-measures the row of
-    the batch size with the profiler, from the current frequency down until a point is under
-    the cap (up only to frequencies that are not known to break it), applies the highest
-    feasible frequency and records a `Replan`. Re-measured points replace the profile's, so a
-    drift is reported once, not at every window.
+    `min_readings` readings (and at least `min_steps` steps) at one frequency closes a window,
+    whose seconds per sample and average power are compared with the profile point; when the
+    windows at the point say it moved beyond `time_tolerance` or `power_tolerance`, or beyond
+    the noise the windows show where that is larger (`wattcap.algorithms.drift`: the median of
+    the last windows at the point, once the run's windows showed their noise), a `DriftEvent`
+    is recorded and a re-plan is due. `replan_if_due`, called by the trainer at the next
+    evaluation, re-measures the row of the batch size with the profiler, from the current
+    frequency down until a point is under the cap (up only to frequencies that are not known
+    to break it), applies the highest feasible frequency and records a `Replan`. Re-measured
+    points replace the profile's, so a drift is reported once, not at every window.
 
     On real hardware the re-measure runs the profiler's synthetic training step of the model,
     which needs memory for a second copy of the model next to the one being trained.
@@ -350,6 +353,8 @@ class DriftMonitor:
         self.events: list[DriftEvent] = []
         self.replans: list[Replan] = []
         self.notes: list[str] = []
+        #: the windows at the point in use, and whether they say drift or noise
+        self._test = DriftTest(self.time_tolerance, self.power_tolerance)
         self.pending: DriftEvent | None = None
         self._lock = threading.Lock()
         self._incoming: list[PowerReading] = []
@@ -399,6 +404,8 @@ class DriftMonitor:
             # and readings mix two frequencies), or the step was not of the batch size: the
             # window restarts after it (and the time still queued, of steps before the restart,
             # is left out when it is accounted).
+            if frequency_hz != self._window_hz:
+                self._test.new_point()  # another point: its level starts afresh
             self._reset_window(frequency_hz, end_s)
             self._mixed_time_due = self.device.pending_steps > 0
             return None
@@ -444,21 +451,41 @@ class DriftMonitor:
             return None
         measured_sps = self._window_busy_s / (self._window_timed_steps * self.batch_size)
         measured_w = sum(self._window_power_w) / len(self._window_power_w)
-        time_change = measured_sps / expected.seconds_per_sample - 1.0
-        power_change = measured_w / expected.avg_power_w - 1.0
-        if abs(time_change) <= self.time_tolerance and abs(power_change) <= self.power_tolerance:
+        verdict = self._test.add(WindowChange(
+            time_change=measured_sps / expected.seconds_per_sample - 1.0,
+            power_change=measured_w / expected.avg_power_w - 1.0,
+            steps=self._window_steps, readings=len(self._window_power_w)))
+        self._note_noise()
+        if verdict is None:
             return None
         event = DriftEvent(
             time_s=time_s, batch_size=self.batch_size, frequency_hz=self._window_hz,
             expected_seconds_per_sample=expected.seconds_per_sample,
-            measured_seconds_per_sample=measured_sps,
-            expected_avg_power_w=expected.avg_power_w, measured_avg_power_w=measured_w,
-            time_change=time_change, power_change=power_change,
-            steps=self._window_steps, readings=len(self._window_power_w),
+            measured_seconds_per_sample=expected.seconds_per_sample * (1 + verdict.time_change),
+            expected_avg_power_w=expected.avg_power_w,
+            measured_avg_power_w=expected.avg_power_w * (1 + verdict.power_change),
+            time_change=verdict.time_change, power_change=verdict.power_change,
+            steps=verdict.steps, readings=verdict.readings,
         )
         self.events.append(event)
         self.pending = event
         return event
+
+    def _note_noise(self) -> None:
+        """Say once per point when the windows' noise, not the tolerance, sets what counts
+        as drift there."""
+        time_threshold, power_threshold = self._test.thresholds()
+        if time_threshold <= self.time_tolerance and power_threshold <= self.power_tolerance:
+            return
+        assert self._window_hz is not None
+        where = f"b={self.batch_size}, {self._window_hz / 1e6:.1f} MHz"
+        if any(note.startswith(f"drift at {where} is reported beyond") for note in self.notes):
+            return
+        self.notes.append(
+            f"drift at {where} is reported beyond {time_threshold:.0%} in time and "
+            f"{power_threshold:.0%} in power, not the tolerance's {self.time_tolerance:.0%} / "
+            f"{self.power_tolerance:.0%}: the measurement windows there vary that much from "
+            "one to the next (a host-bound step, a busy host or a board moving its clock)")
 
     # -- re-planning ---------------------------------------------------------------------------
     def _ceiling_hz(self, current_hz: int) -> int:
@@ -521,6 +548,7 @@ class DriftMonitor:
             reason=reason,
         )
         self.replans.append(replan)
+        self._test.new_point()  # the point is measured afresh
         self._reset_window(None, self.device.now_s())
         return replan
 
@@ -531,6 +559,7 @@ class DriftMonitor:
             self._incoming.clear()
         self.batch_size = batch_size
         self.power_cap_w = power_cap_w
+        self._test.new_point()
         self._reset_window(None, self.device.now_s())
 
     def adopt(self, replans: list[Replan]) -> None:
