@@ -247,6 +247,33 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
     return 0 if ok else 1
 
 
+def gpu_usable(lines: list[str], nothing_to_do: str) -> bool:
+    """Whether NVML answers and torch has CUDA; where not, `lines` say why and that there is
+    `nothing_to_do`."""
+    try:
+        import pynvml
+        import torch
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception as err:  # noqa: BLE001 - any missing piece means: no GPU here
+        lines.append(f"no NVIDIA GPU usable here ({type(err).__name__}: {err}): {nothing_to_do}")
+        return False
+    if not torch.cuda.is_available():
+        lines.append(f"NVML answers but torch has no CUDA (a CPU build?): {nothing_to_do}")
+        return False
+    return True
+
+
+def print_report(lines: list[str], out: Path | None) -> None:
+    """Print the report, and write it to `out` too when given."""
+    report = "\n".join(lines)
+    print(report)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(report + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18")
@@ -257,29 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     lines = [f"wattcap gpu_check, {time.strftime('%Y-%m-%d %H:%M:%S')}"]
-    try:
-        import pynvml
-        import torch
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        cuda = torch.cuda.is_available()
-    except Exception as err:  # noqa: BLE001 - any missing piece means: no GPU here
-        lines.append(f"no NVIDIA GPU usable here ({type(err).__name__}: {err}): nothing to "
-                     "check; wattcap's emulated devices work without one")
-        code = 0
-    else:
-        if not cuda:
-            lines.append("NVML answers but torch has no CUDA (a CPU build?): nothing to check")
-            code = 0
-        else:
-            code = check(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
-                         args.steps, watch_s=args.watch_s)
-    report = "\n".join(lines)
-    print(report)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report + "\n")
+    code = 0
+    if gpu_usable(lines, "nothing to check; wattcap's emulated devices work without one"):
+        code = check(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
+                     args.steps, watch_s=args.watch_s)
+    print_report(lines, args.out)
     return code
 
 

@@ -15,7 +15,6 @@ setter, as in bench/gpu_check.py). Without CUDA or NVML it says so and exits 0.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -24,15 +23,9 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-
-
-def _bench_module(name: str) -> ModuleType:
-    """A script beside this one, imported as a module."""
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(HERE))  # gpu_check and nvml_probe, the scripts beside this one
+import gpu_check  # noqa: E402
+from nvml_probe import ReadOnlyNvmlDevice  # noqa: E402
 
 
 def waited_point(device: Any, model: str, b: int, readings: int) -> tuple[float, float]:
@@ -159,8 +152,8 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
     `cpu_step`: the tests' fakes.)"""
     if pynvml_module is None:
         import pynvml as pynvml_module
-    guard = _bench_module("gpu_check").RefusingNvml(pynvml_module)
-    device = _bench_module("nvml_probe").ReadOnlyNvmlDevice(0, pynvml_module=guard)
+    guard = gpu_check.RefusingNvml(pynvml_module)
+    device = ReadOnlyNvmlDevice(0, pynvml_module=guard)
     device.cpu_step = cpu_step
     try:
         lines.append(f"GPU: {device.gpu_name} ({device.torch_device}), clock left to the board "
@@ -220,24 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     lines = [f"wattcap gpu_timing_modes, {time.strftime('%Y-%m-%d %H:%M:%S')}"]
-    try:
-        import pynvml
-        import torch
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        cuda = torch.cuda.is_available()
-    except Exception as err:  # noqa: BLE001 - any missing piece means: no GPU here
-        lines.append(f"no NVIDIA GPU usable here ({type(err).__name__}: {err}): nothing to "
-                     "compare")
-        cuda = False
-    code = compare(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
-                   args.rounds, args.readings, args.train_s, args.windows_s) if cuda else 0
-    report = "\n".join(lines)
-    print(report)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report + "\n")
+    code = 0
+    if gpu_check.gpu_usable(lines, "nothing to compare"):
+        code = compare(lines, args.model, [int(b) for b in args.batch_sizes.split(",")],
+                       args.rounds, args.readings, args.train_s, args.windows_s)
+    gpu_check.print_report(lines, args.out)
     return code
 
 
