@@ -154,3 +154,26 @@ def test_a_batch_size_whose_proxy_seeds_missed_is_planned_with_restarts() -> Non
                    margin_sigmas=0)
     assert reached.choices["wattcap"].batch_size == 32
     assert not any(n.startswith("r_b with restarts") for n in reached.notes)
+
+
+def test_a_points_time_uncertainty_counts_in_the_near_ties() -> None:
+    """Repeated rows of an imported table (or a predicted point) carry a spread of their time
+    per sample: two batch sizes whose r_b are exact are still within noise of each other when
+    their times are closer than that spread."""
+    vector = vector_from_samples({8: [1000, 1000, 1000], 32: [1000, 1000, 1000],
+                                  128: [2000, 2000, 2000]}, sample_budget=10_000, use_fit=False,
+                                 model="m", input_shape=[], dataset="proxy",
+                                 task="image-classification", target_accuracy=0.8,
+                                 seeds=[0, 1, 2])
+    exact = _profile({8: 1.0e-3, 32: 0.95e-3, 128: 1.0e-3})
+    choice = plan(exact, None, efficiency=vector, margin_sigmas=0)
+    assert choice.choices["wattcap"].batch_size == 32
+    assert not any(n.startswith("within noise") for n in choice.notes)
+    spread = exact.model_copy(update={"points": [
+        p.model_copy(update={"seconds_per_sample_std": 0.05 * p.seconds_per_sample})
+        for p in exact.points]})
+    noisy = plan(spread, None, efficiency=vector, margin_sigmas=0)
+    assert noisy.choices["wattcap"].batch_size == 32
+    note = next(n for n in noisy.notes if n.startswith("within noise"))
+    assert "r_b's and the points' time's uncertainty" in note
+    assert "b=8 at 900.0 MHz (+5.3%)" in note and "b=128" not in note

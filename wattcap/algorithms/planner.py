@@ -378,27 +378,39 @@ class Replanner:
 
     def near_ties(self, power_cap_w: float | None, choice: Choice) -> str | None:
         """The batch sizes whose predicted time at f*(b) is within one standard deviation of
-        r_b's uncertainty (theirs and the choice's, combined) of wattcap's choice: between
-        them the choice is within noise. None without an efficiency vector or for objectives
+        the uncertainty of r_b and of the point's time per sample (theirs and the choice's,
+        combined) of wattcap's choice: between them the choice is within noise. A point's time
+        has an uncertainty where it is predicted or comes from repeated rows of an imported
+        table (`seconds_per_sample_std`). None without an efficiency vector or for objectives
         other than time."""
         if self.efficiency is None or not self.objective.is_paper_time:
             return None
+        efficiency = self.efficiency
         frontier = self.selector.frontier(power_cap_w)
         times = {b: point.seconds_per_sample * self.samples[b] for b, point in frontier.items()
                  if self.ratios.get(b) is not None and self.samples.get(b)}
         chosen = choice.batch_size
         if chosen not in times:
             return None
-        spread = ratio_log_spread(self.efficiency, chosen)
+
+        def time_spread(b: int) -> float:  # relative, as a log spread
+            point = frontier[b]
+            return (point.seconds_per_sample_std or 0.0) / point.seconds_per_sample
+
+        def log_spread(b: int) -> float:
+            return math.hypot(ratio_log_spread(efficiency, b), time_spread(b))
+
         close = [f"b={b} at {self.original.describe_knob(frontier[b].knob_value)} "
                  f"({time_s / times[chosen] - 1:+.1%})"
                  for b, time_s in sorted(times.items()) if b != chosen
                  and abs(math.log(time_s / times[chosen]))
-                 <= math.hypot(spread, ratio_log_spread(self.efficiency, b))]
+                 <= math.hypot(log_spread(chosen), log_spread(b))]
         if not close:
             return None
+        of_time = any(time_spread(b) > 0 for b in times)
         return ("within noise of wattcap's choice (predicted time within one sigma of r_b's "
-                "uncertainty): " + ", ".join(close))
+                + ("and the points' time's " if of_time else "") + "uncertainty): "
+                + ", ".join(close))
 
     def check_cap(self, power_cap_w: float | None) -> None:
         """Raise `InfeasibleCapError` if every configuration draws more than the cap."""
