@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One read-only check session on a machine with an NVIDIA GPU: the GPU's settings before and
-# after (they must match), `pytest -m gpu`, bench/gpu_check.py and bench/nvml_probe.py.
+# after (they must match), `pytest -m gpu`, bench/gpu_check.py, bench/nvml_probe.py and
+# bench/gpu_timing_modes.py.
 # Nothing here changes a clock or a power limit. Reports go to $OUT (default: gpu-session/).
 #
 #     bash bench/gpu_session.sh            # from the repository root, wattcap importable
@@ -35,6 +36,11 @@ echo "gpu_check exit $?" >>"$OUT/gpu-check.txt"
 cat "$OUT/stderr.tmp" >>"$OUT/gpu-check.txt" && rm -f "$OUT/stderr.tmp"
 timeout 120 "$PY" bench/nvml_probe.py --batch-sizes 4,16,64 >"$OUT/nvml-probe.txt" 2>&1
 echo "nvml_probe exit $?" >>"$OUT/nvml-probe.txt"
+# How a profile point's numbers compare with training's, and the drift monitor's windows on a
+# device that has not moved (about a minute).
+timeout 150 "$PY" bench/gpu_timing_modes.py --rounds 2 --batch-sizes 32,128 --windows-s 10 \
+  >"$OUT/timing-modes.txt" 2>&1
+echo "gpu_timing_modes exit $?" >>"$OUT/timing-modes.txt"
 { settings; nvidia-smi -q -d CLOCK | grep -iA3 "locked\|applications clocks"; } \
   >"$OUT/settings-after.txt" 2>&1
 # The settings, less the readings that move by themselves (pstate, the live SM clock).
