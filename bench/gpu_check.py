@@ -57,10 +57,9 @@ def _probe_module() -> ModuleType:
     return probe
 
 
-def _train(session: Any, model: str, b: int, steps: int | None = None,
-           seconds: float | None = None) -> None:
-    """Train `model` at batch size `b` on random data through `session`, for `steps` steps
-    or `seconds` of wall time."""
+def training_step(session: Any, model: str, b: int) -> Any:
+    """One training step of `model` at batch size `b` on random data, run through `session`
+    (a function; the model, batch and optimiser made once, on the session's device)."""
     import torch
 
     from wattcap.models import build_model
@@ -69,14 +68,26 @@ def _train(session: Any, model: str, b: int, steps: int | None = None,
     shape = tuple(session.workload.input_shape) if session.workload else (3, 32, 32)
     x, y = session.to_device(torch.randn(b, *shape), torch.zeros(b, dtype=torch.long))
     opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+
+    def step() -> None:
+        with session.step():
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+
+    return step
+
+
+def _train(session: Any, model: str, b: int, steps: int | None = None,
+           seconds: float | None = None) -> None:
+    """Train `model` at batch size `b` on random data through `session`, for `steps` steps
+    or `seconds` of wall time."""
+    step = training_step(session, model, b)
     start_s = time.monotonic()
     with session:
         while (steps is not None and session.steps < steps) or \
                 (seconds is not None and time.monotonic() - start_s < seconds):
-            with session.step():
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(net(x), y).backward()
-                opt.step()
+            step()
 
 
 def watched_run(lines: list[str], device: Any, model: str, b: int,

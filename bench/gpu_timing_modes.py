@@ -68,24 +68,15 @@ def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, fl
     """(event seconds per sample, wall seconds per sample, mean W) of training through a
     Session, measured over its last two thirds (the first third warms up: allocator, cuDNN,
     the board's clock), its own sensor window beside the Session's."""
-    import torch
-
     from wattcap.measure.profiling import PowerStats
-    from wattcap.models import build_model
     from wattcap.runtime.session import Session
 
     session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
-    net = session.prepare(build_model(model))
-    shape = tuple(session.workload.input_shape) if session.workload else (3, 32, 32)
-    x, y = session.to_device(torch.randn(b, *shape), torch.zeros(b, dtype=torch.long))
-    opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+    step = gpu_check.training_step(session, model, b)
 
     def train_until(end_s: float) -> None:
         while time.monotonic() < end_s:
-            with session.step():
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(net(x), y).backward()
-                opt.step()
+            step()
 
     start_s = time.monotonic()
     with session:

@@ -82,7 +82,8 @@ def test_no_decision_before_the_noise_is_known_and_it_outlives_a_point() -> None
     the noise learnt."""
     test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
     assert [test.add(window(0.4)) for _ in range(MIN_DIFFERENCES)] == [None] * MIN_DIFFERENCES
-    assert test.add(window(0.4)) is not None
+    assert not test.ready
+    assert test.add(window(0.4)) is not None and test.ready
     test.new_point()
     assert test.add(window(0.4)) is None  # one window at the new point
     assert test.add(window(0.4)) is not None

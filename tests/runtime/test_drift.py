@@ -188,6 +188,34 @@ def test_monitor_compares_only_readings_taken_during_steps(
     assert event.readings == 3 * 8 and event.steps == 3 * 2
 
 
+def test_the_monitor_says_when_the_windows_noise_sets_the_threshold(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    """Windows whose power swings by 20 % either way around the point: not drift, and the run's
+    events say the threshold rose above the tolerance (once, and only once the noise is
+    known)."""
+    before, _ = profiles
+    device = quiet_nano()
+    f = before.knob_values[-3]
+    device.set_frequency_hz(f)
+    point = before.lookup(B, f)
+    period_s = device.sensor_period_s
+    monitor = DriftMonitor(device, before, B, tolerance=0.1, min_readings=1, min_steps=1)
+    busy_s = point.seconds_per_sample * B
+    t, events, noted_after = 0.0, [], []
+    for index in range(12):
+        swing = 1.2 if index % 2 else 0.8
+        monitor(PowerReading(t + period_s, point.avg_power_w * swing, "test"))
+        events.append(monitor.on_step(t, t + period_s, busy_s))
+        noted_after.append(len(monitor.notes))
+        t += period_s
+    assert events == [None] * 12
+    assert noted_after[:4] == [0] * 4  # the first window opens, then 3 differences are learnt
+    assert noted_after[-1] == 1
+    assert "is reported beyond" in monitor.notes[0] and "not the tolerance's 10%" in \
+        monitor.notes[0]
+
+
 class QueuedNano(EmulatedDevice):
     """The emulated Nano, with steps queued on it as on a GPU (set by `QueuedTiming`)."""
 

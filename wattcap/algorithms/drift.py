@@ -98,6 +98,11 @@ class DriftTest:
         the point measured afresh): its level starts afresh, the noise learnt stays."""
         self._point = []
 
+    @property
+    def ready(self) -> bool:
+        """Whether the run's windows have shown their noise (drift can be decided)."""
+        return len(self._time_differences) >= MIN_DIFFERENCES
+
     def thresholds(self) -> tuple[float, float]:
         """(time, power) thresholds from the noise learnt so far."""
         return (noise_threshold(self.time_tolerance, window_noise(list(self._time_differences))),
@@ -112,7 +117,7 @@ class DriftTest:
             self._time_differences.append(window.time_change - last.time_change)
             self._power_differences.append(window.power_change - last.power_change)
         self._point = [*self._point[-(MEDIAN_OF - 1):], window]
-        if len(self._time_differences) < MIN_DIFFERENCES or len(self._point) < MIN_POINT_WINDOWS:
+        if not self.ready or len(self._point) < MIN_POINT_WINDOWS:
             return None
         time_change = statistics.median(w.time_change for w in self._point)
         power_change = statistics.median(w.power_change for w in self._point)

@@ -473,7 +473,9 @@ class DriftMonitor:
 
     def _note_noise(self) -> None:
         """Say once per point when the windows' noise, not the tolerance, sets what counts
-        as drift there."""
+        as drift there (once it is known: a first difference or two are no estimate)."""
+        if not self._test.ready:
+            return
         time_threshold, power_threshold = self._test.thresholds()
         if time_threshold <= self.time_tolerance and power_threshold <= self.power_tolerance:
             return
