@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wattcap.cli import app
-from wattcap.core.profile import ProfileTable
+from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.schema import WattcapFileError
 from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
@@ -156,16 +156,23 @@ def test_a_profile_of_another_device_is_refused(
                           profile=before)
 
 
-def test_monitor_compares_only_readings_taken_during_steps(
-    profiles: tuple[ProfileTable, ProfileTable],
-) -> None:
-    before, _ = profiles
+def _monitor_at_a_point(before: ProfileTable, **options: object
+                        ) -> tuple[DriftMonitor, ProfilePoint, float]:
+    """A drift monitor on the quiet Nano at the third-highest clock of `before`: (the monitor,
+    its profile point, the sensor period)."""
     device = quiet_nano()
     f = before.knob_values[-3]
     device.set_frequency_hz(f)
     point = before.lookup(B, f)
-    period_s = device.sensor_period_s
-    monitor = DriftMonitor(device, before, B, tolerance=0.1, min_readings=4, min_steps=2)
+    assert point is not None
+    return DriftMonitor(device, before, B, tolerance=0.1, **options), point, \
+        device.sensor_period_s
+
+
+def test_monitor_compares_only_readings_taken_during_steps(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    monitor, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
     step_s = 4 * period_s
     busy_s = point.seconds_per_sample * B  # on time
     t = 0.0
@@ -194,13 +201,7 @@ def test_the_monitor_says_when_the_windows_noise_sets_the_threshold(
     """Windows whose power swings by 20 % either way around the point: not drift, and the run's
     events say the threshold rose above the tolerance (once, and only once the noise is
     known)."""
-    before, _ = profiles
-    device = quiet_nano()
-    f = before.knob_values[-3]
-    device.set_frequency_hz(f)
-    point = before.lookup(B, f)
-    period_s = device.sensor_period_s
-    monitor = DriftMonitor(device, before, B, tolerance=0.1, min_readings=1, min_steps=1)
+    monitor, point, period_s = _monitor_at_a_point(profiles[0], min_readings=1, min_steps=1)
     busy_s = point.seconds_per_sample * B
     t, events, noted_after = 0.0, [], []
     for index in range(12):
