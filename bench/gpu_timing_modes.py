@@ -54,14 +54,31 @@ def waited_point(device: Any, model: str, b: int, readings: int) -> tuple[float,
     return busy_s / (steps * b), stats.average_w
 
 
-def queued_point(device: Any, model: str, b: int, readings: int) -> tuple[float, float]:
-    """(seconds per sample, mean W) of wattcap's profiler at the clock in effect."""
+def queued_point(device: Any, model: str, b: int, readings: int,
+                 own_std: list[float | None] | None = None) -> tuple[float, float]:
+    """(seconds per sample, mean W) of wattcap's profiler at the clock in effect; the point's
+    own standard error of its time (from its window's parts) is appended to `own_std`."""
     from wattcap.measure.profiling import Profiler
 
     profiler = Profiler(device, model, batch_sizes=(b,), min_readings=readings)
     point = profiler.measure(b, device.pinned_hz)
     profiler.release_steps()
+    if own_std is not None:
+        own_std.append(point.seconds_per_sample_std)
     return point.seconds_per_sample, point.avg_power_w
+
+
+def own_std_line(b: int, own_std: list[float | None], spus: list[float]) -> str:
+    """How the points' own standard error of time (what the plan's near-ties note counts)
+    compares with the spread of the same point between rounds (what it should stand for)."""
+    known = [s for s in own_std if s is not None]
+    mean_spu = statistics.fmean(spus)
+    between = statistics.stdev(spus) / mean_spu if len(spus) > 1 else float("nan")
+    if not known:
+        return f"b={b} queued point's own time std: none recorded (fewer than 3 parts)"
+    own = statistics.fmean(known) / mean_spu
+    return (f"b={b} queued point's own time std (standard error, from its window's parts): "
+            f"{own:.1%} of its time, mean of {len(known)}; between rounds: {between:.1%}")
 
 
 def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, float, float]:
@@ -153,11 +170,13 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
         lines.append(f"{'b':>4}  {'how':<38} {'ms/sample (mean ± std)':>24} {'mean W':>14}")
         for b in batch_sizes:
             rows: dict[str, tuple[list[float], list[float]]] = {}
+            own_std: list[float | None] = []
             for _ in range(rounds):
                 for name, (spu, watts) in (
                     ("point, each step waited for (before)", waited_point(device, model, b,
                                                                           readings)),
-                    ("point, steps queued (now)", queued_point(device, model, b, readings)),
+                    ("point, steps queued (now)", queued_point(device, model, b, readings,
+                                                               own_std)),
                 ):
                     rows.setdefault(name, ([], []))[0].append(spu)
                     rows[name][1].append(watts)
@@ -169,6 +188,7 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
             for name, (spus, watts_seen) in rows.items():
                 lines.append(f"{b:>4}  {name:<38} {_spread(spus, 1e3):>24} "
                              f"{_spread(watts_seen, digits=1):>14}")
+            lines.append(own_std_line(b, own_std, rows["point, steps queued (now)"][0]))
         for b in (batch_sizes if window_s > 0 else []):
             changes, drifts = drift_windows(device, model, b, window_s)
             for what, values in (("time", [t for t, _ in changes]),

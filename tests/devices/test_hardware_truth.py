@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pynvml
@@ -479,3 +480,52 @@ def test_training_with_a_power_limit_plan_on_nvml_sets_the_limit_and_puts_it_bac
     assert (record.knob_kind, record.knob_value) == ("power_limit", 250_000)
     assert any("power limit 250 W applied" in event for event in record.events)
     device.close()
+
+
+def test_a_profile_point_states_its_own_time_spread_from_its_sensor_periods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A point's window on a GPU is accounted once per sensor period; the periods' times per
+    sample give the point a standard error (`seconds_per_sample_std`), so a plan can tell when
+    two choices are within the noise of the points that rank them (H200, resnet18 b=8: 3.4 %
+    stated, 3.4 % between rounds). A steady step states a small one, a step whose time jumps
+    from period to period a larger one."""
+    import time as clock
+
+    from wattcap.measure.profiling import Profiler
+
+    _, _, device = _gpu_and_device(monkeypatch)
+
+    def stated(step: Callable[[], None]) -> float:
+        profiler = Profiler(device, "digits-cnn", batch_sizes=(8,), min_readings=6,
+                            step_factory=lambda b, d: step)
+        point = profiler.measure(8, device.frequencies_hz()[-1])
+        assert point.seconds_per_sample_std is not None, point
+        return point.seconds_per_sample_std / point.seconds_per_sample
+
+    steady = stated(lambda: clock.sleep(0.002))
+    waits = [0]
+    real_flush = device.flush_timing
+
+    def flush_timing() -> float:
+        waits[0] += 1
+        return real_flush()
+
+    def jumping() -> None:  # 1 ms or 4 ms, from one of the GPU's waits to the next
+        clock.sleep(0.004 if waits[0] % 2 else 0.001)
+
+    monkeypatch.setattr(device, "flush_timing", flush_timing)
+    jumps = stated(jumping)
+    assert jumps > 0.1 and jumps > 2 * steady
+    device.close()
+
+
+def test_an_emulated_point_states_no_time_spread() -> None:
+    """The emulator's timing is noise-free: a point of three sensor periods or more states 0,
+    one of fewer states none."""
+    from wattcap.devices.emulated import EmulatedDevice
+    from wattcap.measure.profiling import Profiler
+
+    profile = Profiler(EmulatedDevice(), "digits-cnn", batch_sizes=(8, 64)).run(exhaustive=True)
+    stds = {p.seconds_per_sample_std for p in profile.points}
+    assert stds <= {0.0, None} and 0.0 in stds

@@ -84,6 +84,7 @@ def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatc
     assert code == 0, report
     rows = [line for line in lines if line.lstrip().startswith("8 ")]
     assert len(rows) == 4 and all(" ± " in row for row in rows), report
+    assert "b=8 queued point's own time std" in report
     # every drift window of the steady run is reported, none re-planned
     assert "b=8 drift windows vs a point measured just before, time:" in report
     assert "b=8 drift called: 0 of" in report

@@ -380,9 +380,9 @@ class Replanner:
         """The batch sizes whose predicted time at f*(b) is within one standard deviation of
         the uncertainty of r_b and of the point's time per sample (theirs and the choice's,
         combined) of wattcap's choice: between them the choice is within noise. A point's time
-        has an uncertainty where it is predicted or comes from repeated rows of an imported
-        table (`seconds_per_sample_std`). None without an efficiency vector or for objectives
-        other than time."""
+        has an uncertainty where it is predicted, comes from repeated rows of an imported table
+        or was measured over three sensor periods or more (`seconds_per_sample_std`). None
+        without an efficiency vector or for objectives other than time."""
         if self.efficiency is None or not self.objective.is_paper_time:
             return None
         efficiency = self.efficiency

@@ -37,8 +37,11 @@ class ProfilePoint(BaseModel):
     #: True when the point was predicted by a device model fitted to measured points
     #: (`wattcap.measure.active_profiling`), not measured; steps and readings are then 0
     predicted: bool = False
-    #: one standard deviation of a predicted value (what a measurement would differ by);
-    #: None for measured points
+    #: one standard deviation of a predicted value (what a measurement would differ by), of
+    #: repeated imported rows, or, for the time of a point measured since 2026-11-26, the
+    #: standard error of its window's time from the window's parts (0 where timing is
+    #: noise-free, None with fewer than 3 parts); the powers' are None for measured points
+    #: (the sensor's noise, stored once, sets their margin)
     seconds_per_sample_std: float | None = None
     peak_power_std_w: float | None = None
     avg_power_std_w: float | None = None

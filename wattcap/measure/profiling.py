@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.algorithms.timing_spread import window_time_std_s
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.knob import KnobKind, format_knob, knob_unit
@@ -90,6 +91,37 @@ class PowerStats:
     def energy_j(self, period_s: float) -> float:
         """Energy, integrating each reading over one sensor period."""
         return sum(r.power_w for r in self.readings) * period_s
+
+
+@dataclass
+class _WindowParts:
+    """A window's accounted time cut at the sensor's readings: a part closes at the first
+    accounted step after a new reading (on a GPU, at the wait of each sensor period), so its
+    parts' spread is the window's own noise (`window_time_std_s`)."""
+
+    stats: PowerStats
+    closed: list[tuple[float, int]] = field(default_factory=list)
+    _seconds: float = 0.0
+    _steps: int = 0
+    _readings_at_start: int = 0
+
+    def add(self, seconds: float, accounted_steps: int, last: bool = False) -> None:
+        self._seconds += seconds
+        self._steps += accounted_steps
+        if self._steps and (last or len(self.stats.readings) > self._readings_at_start):
+            self.closed.append((self._seconds, self._steps))
+            self._seconds, self._steps = 0.0, 0
+            self._readings_at_start = len(self.stats.readings)
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One measurement window: its readings, steps, accounted device seconds and parts."""
+
+    stats: PowerStats
+    steps: int
+    busy_s: float
+    parts: list[tuple[float, int]]
 
 
 #: the profiler's progress: one `JobProgress` per measured point, the point as its `item`
@@ -207,18 +239,19 @@ class Profiler:
 
     def _point(self, batch_size: int, frequency_hz: int | None, knob_value: int,
                detail: str) -> tuple[ProfilePoint, list[PowerReading]]:
-        stats, steps, busy_s = self._window(batch_size, frequency_hz, self.min_readings,
-                                            key=f"b={batch_size} f={frequency_hz}"
-                                            if frequency_hz is not None
-                                            else f"b={batch_size} knob={knob_value}")
+        window = self._window(batch_size, frequency_hz, self.min_readings,
+                              key=f"b={batch_size} f={frequency_hz}"
+                              if frequency_hz is not None else f"b={batch_size} knob={knob_value}")
+        stats, steps = window.stats, window.steps
         point = ProfilePoint(
             batch_size=batch_size,
             knob_value=knob_value,
             peak_power_w=round(stats.peak_w, 4),
             avg_power_w=round(stats.average_w, 4),
-            seconds_per_sample=busy_s / (steps * batch_size),
+            seconds_per_sample=window.busy_s / (steps * batch_size),
             steps=steps,
             readings=len(stats.readings),
+            seconds_per_sample_std=window_time_std_s(window.parts, batch_size),
         )
         self._reading_series.append([r.power_w for r in stats.readings])
         self._points_measured += 1
@@ -230,10 +263,9 @@ class Profiler:
         return point, stats.readings
 
     def _window(self, batch_size: int, frequency_hz: int | None, min_readings: int, key: str,
-                ) -> tuple[PowerStats, int, float]:
+                ) -> _Window:
         """Run `batch_size` at `frequency_hz` (None: the clock as the board sets it) through
-        one measurement window of at least `min_readings` sensor readings: (the readings,
-        steps, busy seconds)."""
+        one measurement window of at least `min_readings` sensor readings."""
         assert self.workload is not None
         cost = self.workload.step_cost(batch_size, self._overhead)
         step = self._step_fn(batch_size)
@@ -253,6 +285,7 @@ class Profiler:
         stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
         steps = 0
         busy_s = 0.0
+        parts = _WindowParts(stats)
         self.device.begin_measurement(key)
         with self.device.sensor_ticks(stats):
             # A window shorter than a few sensor periods would report one stale value. Its
@@ -263,12 +296,16 @@ class Profiler:
                 or len(stats.readings) < min_readings
                 or busy_s < min_readings * period_s
             ):
-                busy_s += self.device.run_step(step, cost)
+                seconds = self.device.run_step(step, cost)
+                busy_s += seconds
                 steps += 1
+                parts.add(seconds, self.device.accounted_steps)
                 self.device.check_watch()
             with out_of_memory_as_device_error(cost):
-                busy_s += self.device.flush_timing()
-        return stats, steps, busy_s
+                seconds = self.device.flush_timing()
+            busy_s += seconds
+            parts.add(seconds, self.device.accounted_steps, last=True)
+        return _Window(stats, steps, busy_s, parts.closed)
 
     def measure_sensor_noise(self) -> float | None:
         """The sensor's noise (one standard deviation, W), measured once on its own window of
@@ -279,8 +316,8 @@ class Profiler:
         frequency_hz = min(self.device.frequencies_hz())
         start_s = self.device.now_s()
         try:
-            stats, _, _ = self._window(min(self.batch_sizes), frequency_hz, NOISE_READINGS,
-                                       key="sensor-noise")
+            stats = self._window(min(self.batch_sizes), frequency_hz, NOISE_READINGS,
+                                 key="sensor-noise").stats
         except DeviceOutOfMemoryError:
             self.release_steps()
             return None
