@@ -4,7 +4,9 @@ wattcap profiled before 2026-11-26), (b) a point whose steps run queued as train
 (wattcap's profiler now) and (c) training through a Session (its steady part), interleaved so that
 the board's warming and the host's noise fall on each alike. Prints each one's time per sample
 (its CUDA-event time; wall time for the training) and its mean power, mean and spread over
-the rounds. Profiling exists to predict (c): the closer a point's numbers to it, the better.
+the rounds, and (d) the same steps in a plain PyTorch loop, whose wall time the Session's is
+compared with (the Session's own per-step cost where steps are short). Profiling exists to
+predict (c): the closer a point's numbers to it, the better.
 
 The clock is left to the board and no setting is changed (the NVML module refuses every
 setter, as in bench/gpu_check.py). Without CUDA or NVML it says so and exits 0.
@@ -110,6 +112,41 @@ def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, fl
     return busy_s / samples, wall_s / samples, stats.average_w
 
 
+def plain_loop(device: Any, model: str, b: int, seconds: float) -> float:
+    """Wall seconds per sample of the same steps in a plain PyTorch loop (no Session, no
+    timing, no sensor), measured as `training` measures its own: over the last two thirds,
+    the GPU waited for at both ends. The Session's per-step cost is its wall time over this."""
+    import torch
+
+    from wattcap.devices.base import configure_cuda_backends, cuda_of
+    from wattcap.devices.workload import workload_for
+    from wattcap.models import build_model
+
+    configure_cuda_backends(device.torch_device)  # as the Session's device does
+    net = build_model(model).to(device.torch_device)
+    x = torch.randn(b, *workload_for(model).input_shape, device=device.torch_device)
+    y = torch.zeros(b, dtype=torch.long, device=device.torch_device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    cuda = cuda_of(device.torch_device)  # None: the tests' CPU step
+
+    def train_until(end_s: float) -> int:
+        steps = 0
+        while time.monotonic() < end_s:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+            steps += 1
+        if cuda is not None:
+            cuda.synchronize(device.torch_device)
+        return steps
+
+    start_s = time.monotonic()
+    train_until(start_s + seconds / 3)
+    window_start_s = time.monotonic()
+    steps = train_until(start_s + seconds)
+    return (time.monotonic() - window_start_s) / (max(steps, 1) * b)
+
+
 def drift_windows(device: Any, model: str, b: int, seconds: float
                   ) -> tuple[list[tuple[float, float]], int]:
     """Every drift-monitor window's (time change, power change) over `seconds` of steady
@@ -171,6 +208,7 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
         for b in batch_sizes:
             rows: dict[str, tuple[list[float], list[float]]] = {}
             own_std: list[float | None] = []
+            overhead: list[float] = []
             for _ in range(rounds):
                 for name, (spu, watts) in (
                     ("point, each step waited for (before)", waited_point(device, model, b,
@@ -185,9 +223,15 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
                                   ("training, wall time", wall_s)):
                     rows.setdefault(name, ([], []))[0].append(spu)
                     rows[name][1].append(watts)
+                plain_s = plain_loop(device, model, b, train_s)
+                rows.setdefault("plain PyTorch loop, wall time", ([], []))[0].append(plain_s)
+                overhead.append(wall_s / plain_s)
             for name, (spus, watts_seen) in rows.items():
                 lines.append(f"{b:>4}  {name:<38} {_spread(spus, 1e3):>24} "
-                             f"{_spread(watts_seen, digits=1):>14}")
+                             + (f"{_spread(watts_seen, digits=1):>14}" if watts_seen
+                                else f"{'(not read)':>14}"))
+            lines.append(f"b={b} Session's wall time over a plain loop's, round by round: "
+                         f"{_spread(overhead, digits=3)}")
             lines.append(own_std_line(b, own_std, rows["point, steps queued (now)"][0]))
         for b in (batch_sizes if window_s > 0 else []):
             changes, drifts = drift_windows(device, model, b, window_s)

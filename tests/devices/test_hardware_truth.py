@@ -118,6 +118,24 @@ def test_nvml_1_is_timed_and_synchronised_on_gpu_1(monkeypatch: pytest.MonkeyPat
     assert not cuda.devices("device-sync")  # never the current device's synchronize
 
 
+def test_the_cuda_device_of_an_nvml_gpu_is_found_once_not_at_every_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each timed step asks for the device's CUDA device four times; finding it asks NVML for
+    the PCI bus and scans CUDA's devices (9.5 us on an H200): it is found once, on the first
+    ask where torch's CUDA can answer, and kept (CUDA's numbering is fixed for the process)."""
+    from wattcap.devices.workload import workload_for
+
+    nvml, _, device = _gpu_and_device(monkeypatch, index=1)
+    cost = workload_for("digits-cnn").step_cost(8)
+    for _ in range(50):
+        device.run_step(lambda: None, cost)
+    device.flush_timing()
+    assert device.torch_device == "cuda:1"
+    assert nvml.calls.count("nvmlDeviceGetPciInfo") <= 2  # construction may read it once
+    device.close()
+
+
 def test_a_stalled_poll_skips_its_missed_slots(monkeypatch: pytest.MonkeyPatch) -> None:
     from wattcap.runtime.watchdog import CapWatchdog
 

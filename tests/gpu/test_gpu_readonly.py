@@ -65,7 +65,7 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench/gpu_timing_modes.py runs each of its four ways on the fakes, sets nothing."""
+    """bench/gpu_timing_modes.py runs each of its five ways on the fakes, sets nothing."""
     from tests.fakes.fake_cuda import FakeCuda
     from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
     from tests.runtime.test_session import TorchDeviceSpy
@@ -83,7 +83,8 @@ def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatc
     report = "\n".join(lines)
     assert code == 0, report
     rows = [line for line in lines if line.lstrip().startswith("8 ")]
-    assert len(rows) == 4 and all(" ± " in row for row in rows), report
+    assert len(rows) == 5 and all(" ± " in row for row in rows), report
+    assert "b=8 Session's wall time over a plain loop's, round by round: " in report
     assert "b=8 queued point's own time std" in report
     # every drift window of the steady run is reported, none re-planned
     assert "b=8 drift windows vs a point measured just before, time:" in report

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.base import Device, DeviceInfo, cuda_of
 from wattcap.devices.errors import (
     DeviceError,
     DeviceLostError,
@@ -136,6 +136,8 @@ class NvmlDevice(Device):
         self._locked = False
         #: the power limit found (mW) when this object first changed it, None: untouched
         self._found_limit_mw: int | None = None
+        #: the CUDA device, once torch's CUDA could tell (`torch_device`)
+        self._torch_device: str | None = None
         nvml = self._nvml
         try:
             nvml.nvmlInit()
@@ -290,9 +292,18 @@ class NvmlDevice(Device):
     def torch_device(self) -> str:
         """The CUDA device of this NVML GPU. CUDA numbers GPUs fastest first unless
         CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML by PCI bus: the PCI bus id decides, the NVML index
-        is the fallback (then set CUDA_DEVICE_ORDER=PCI_BUS_ID to keep them the same)."""
+        is the fallback (then set CUDA_DEVICE_ORDER=PCI_BUS_ID to keep them the same).
+
+        Found once, when torch's CUDA is there to ask: CUDA's numbering is fixed for the
+        process, and every timed step asks four times (an NVML PCI query and a scan of CUDA's
+        devices: 9.5 us per ask on an H200, host time a host-bound step waits for)."""
+        if self._torch_device is not None:
+            return self._torch_device
         index = cuda_index_for_pci_bus(self.pci_bus_id())
-        return f"cuda:{self.index if index is None else index}"
+        device = f"cuda:{self.index if index is None else index}"
+        if cuda_of(device) is not None:  # torch with CUDA answered: final
+            self._torch_device = device
+        return device
 
     def pci_bus_id(self) -> str | None:
         """The GPU's PCI bus id ("00000000:3B:00.0"), None where NVML cannot tell."""
