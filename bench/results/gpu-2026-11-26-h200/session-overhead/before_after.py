@@ -20,6 +20,18 @@ import gpu_timing_modes  # noqa: E402
 from nvml_probe import ReadOnlyNvmlDevice  # noqa: E402
 
 
+def report(lines: list[str], rows: list[tuple[str, list[float]]], refused: list[str],
+           out: str) -> int:
+    """Print and write the report: each row's label with its rounds' mean ± std and each
+    round's value, then the setters refused; the exit status (1 if any was)."""
+    for label, values in rows:
+        lines.append(f"{label} {statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f} "
+                     f"({', '.join(f'{v:.3f}' for v in values)})")
+    lines.append(f"setters refused: {len(refused)}")
+    gpu_check.print_report(lines, Path(out))
+    return 1 if refused else 0
+
+
 def looked_up_every_time(self: object) -> str:
     from wattcap.devices.nvml import cuda_index_for_pci_bus
 
@@ -57,14 +69,10 @@ def main(out: str, rounds: int = 4, seconds: float = 1.5, model: str = "resnet18
     finally:
         NvmlDevice.torch_device = found_once  # type: ignore[method-assign]
         device.close()
-    for (name, b), values in sorted(ratios.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        lines.append(f"b={b} {name}: Session wall / plain loop wall = "
-                     f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f} "
-                     f"({', '.join(f'{v:.3f}' for v in values)})")
-    lines.append(f"setters refused: {len(guard.refused)}")
-    Path(out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 1 if guard.refused else 0
+    return report(lines, [(f"b={b} {name}: Session wall / plain loop wall =", values)
+                          for (name, b), values in sorted(ratios.items(),
+                                                          key=lambda kv: (kv[0][1], kv[0][0]))],
+                  guard.refused, out)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,16 @@ the loop through a Session (`bench/gpu_timing_modes.training`). Read-only.
 from __future__ import annotations
 
 import contextlib
-import statistics
 import sys
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # before_after, beside this one
 import gpu_check  # noqa: E402
 import gpu_timing_modes  # noqa: E402
+from before_after import report  # noqa: E402
 from nvml_probe import ReadOnlyNvmlDevice  # noqa: E402
 
 
@@ -90,13 +91,8 @@ def main(out: str, rounds: int = 4, seconds: float = 1.5, model: str = "resnet18
         device.close()
     lines = [f"GPU: {device.gpu_name}; {model}, {rounds} rounds of {seconds:g} s each; wall "
              "time per sample over the plain loop's of the same round"]
-    for (b, how), values in results.items():
-        lines.append(f"b={b} {how:<8} {statistics.fmean(values):.3f} ± "
-                     f"{statistics.stdev(values):.3f} ({', '.join(f'{v:.3f}' for v in values)})")
-    lines.append(f"setters refused: {len(guard.refused)}")
-    Path(out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 1 if guard.refused else 0
+    return report(lines, [(f"b={b} {how:<8}", values) for (b, how), values in results.items()],
+                  guard.refused, out)
 
 
 if __name__ == "__main__":
