@@ -508,9 +508,9 @@ def test_a_profile_point_states_its_own_time_spread_from_its_sensor_periods(
 ) -> None:
     """A point's window on a GPU is accounted once per sensor period; the periods' times per
     sample give the point a standard error (`seconds_per_sample_std`), so a plan can tell when
-    two choices are within the noise of the points that rank them (H200, resnet18 b=8: 3.4 %
-    stated, 3.4 % between rounds). A steady step states a small one, a step whose time jumps
-    from period to period a larger one."""
+    two choices are within the noise of the points that rank them (H200, resnet18: 0.1-4.4 %
+    stated; the same points varied 0.1-20 % between rounds minutes apart). A steady step
+    states a small one, a step whose time jumps from period to period a larger one."""
     import time as clock
 
     from wattcap.measure.profiling import Profiler
