@@ -14,7 +14,7 @@ from wattcap.algorithms.drift import (
     DriftTest,
     WindowChange,
     noise_threshold,
-    window_noise,
+    sigma_of_differences,
 )
 
 
@@ -90,11 +90,11 @@ def test_no_decision_before_the_noise_is_known_and_it_outlives_a_point() -> None
 
 
 def test_the_noise_sets_the_threshold_above_the_tolerance() -> None:
-    assert window_noise([]) == 0.0
+    assert sigma_of_differences([]) == 0.0
     # differences of a normal noise sigma have a median |d| of 0.954 sigma
     rng = random.Random(3)
     draws = [rng.gauss(0, 0.12) for _ in range(4001)]
-    sigma = window_noise([b - a for a, b in zip(draws, draws[1:], strict=False)])
+    sigma = sigma_of_differences([b - a for a, b in zip(draws, draws[1:], strict=False)])
     assert sigma == pytest.approx(0.12, rel=0.05)
     assert noise_threshold(0.1, 0.0) == 0.1
     assert noise_threshold(0.1, 0.12) == pytest.approx(3 * 0.12 * (4 / 3) ** 0.5)

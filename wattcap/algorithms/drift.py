@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 #: successive differences of windows (in the run, each between two windows at one point) that
 #: the noise is known from before a drift can be decided
@@ -39,7 +41,7 @@ NOISE_SIGMAS = 3.0
 #: successive differences kept for the noise estimate
 HISTORY_DIFFERENCES = 20
 #: median |x - y| of two independent normal draws of sigma s is this times s
-_MEDIAN_ABS_DIFFERENCE = 0.6745 * math.sqrt(2)
+_MEDIAN_ABS_DIFFERENCE = NormalDist().inv_cdf(0.75) * math.sqrt(2)
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,10 @@ class DriftVerdict:
     power_threshold: float
 
 
-def window_noise(differences: list[float]) -> float:
-    """One window's noise (a standard deviation, relative) from the median absolute difference
-    of successive windows; 0 without differences."""
+def sigma_of_differences(differences: Sequence[float]) -> float:
+    """One standard deviation of a noisy series from its successive differences (a window's
+    relative time or power from one window to the next; a sensor's readings): their median
+    absolute value, which a change of level or a few jumps move little; 0 without any."""
     if not differences:
         return 0.0
     return statistics.median(abs(d) for d in differences) / _MEDIAN_ABS_DIFFERENCE
@@ -105,9 +108,9 @@ class DriftTest:
 
     def thresholds(self) -> tuple[float, float]:
         """(time, power) thresholds from the noise learnt so far."""
-        return (noise_threshold(self.time_tolerance, window_noise(list(self._time_differences))),
+        return (noise_threshold(self.time_tolerance, sigma_of_differences(self._time_differences)),
                 noise_threshold(self.power_tolerance,
-                                window_noise(list(self._power_differences))))
+                                sigma_of_differences(self._power_differences)))
 
     def add(self, window: WindowChange) -> DriftVerdict | None:
         """Add one window at the point in use; the verdict when the windows now say drift,

@@ -65,6 +65,8 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.stats import norm
 
+from wattcap.algorithms.drift import sigma_of_differences
+
 
 class _StepCost(Protocol):
     dram_bytes: float
@@ -130,10 +132,7 @@ def reading_noise_w(series: Sequence[Sequence[float]]) -> float:
     differences cancel the power level, and their median absolute value ignores the few jumps
     between phases. Returns 0.0 when there are fewer than 3 differences."""
     diffs = [b - a for readings in series for a, b in zip(readings, readings[1:], strict=False)]
-    if len(diffs) < 3:
-        return 0.0
-    mad = float(np.median(np.abs(np.asarray(diffs))))
-    return mad / (norm.ppf(0.75) * math.sqrt(2.0))
+    return sigma_of_differences(diffs) if len(diffs) >= 3 else 0.0
 
 
 @dataclass(frozen=True)
