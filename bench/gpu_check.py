@@ -104,9 +104,7 @@ def watched_run(lines: list[str], device: Any, model: str, b: int,
     seen = record.observed_frequency_hz
     readings = 0 if seen is None else seen.readings
     due = record.wall_time_s / device.sensor_period_s
-    clock = ("no clock reported" if seen is None else
-             f"clock {seen.min_hz / 1e6:g}-{seen.max_hz / 1e6:g} MHz (mean "
-             f"{seen.mean_hz / 1e6:.0f})")
+    clock = "no clock reported" if seen is None else f"clock {seen.describe()}"
     lines.append(f"watched run: {record.steps} steps of b={b} over {record.wall_time_s:.2f} s; "
                  f"{readings} sensor readings ({due:.0f} due at {device.sensor_period_s:g} s); "
                  f"{clock}")
@@ -235,9 +233,11 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
         profiler = Profiler(device, model, batch_sizes=tuple(batch_sizes))
         for b in batch_sizes:
             point = profiler.measure(b, device.pinned_hz)
+            seen = point.observed_frequency_hz
             lines.append(f"profile b={b} (clock unlocked): peak {point.peak_power_w:.1f} W, avg "
                          f"{point.avg_power_w:.1f} W, {point.seconds_per_sample * 1e3:.3f} "
-                         f"ms/sample over {point.steps} steps")
+                         f"ms/sample over {point.steps} steps; clock "
+                         + ("not reported" if seen is None else seen.describe()))
         b = batch_sizes[0]
         session = Session(device, model=model, batch_size=b, restore=False,
                           handle_signals=False)

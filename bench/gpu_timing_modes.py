@@ -57,23 +57,24 @@ def waited_point(device: Any, model: str, b: int, readings: int) -> tuple[float,
 
 
 def queued_point(device: Any, model: str, b: int, readings: int,
-                 own_std: list[float | None] | None = None) -> tuple[float, float]:
-    """(seconds per sample, mean W) of wattcap's profiler at the clock in effect; the point's
-    own standard error of its time (from its window's parts) is appended to `own_std`."""
+                 points: list[Any] | None = None) -> tuple[float, float]:
+    """(seconds per sample, mean W) of wattcap's profiler at the clock in effect; the point
+    itself (its own standard error of time, the clock its readings reported) is appended to
+    `points`."""
     from wattcap.measure.profiling import Profiler
 
     profiler = Profiler(device, model, batch_sizes=(b,), min_readings=readings)
     point = profiler.measure(b, device.pinned_hz)
     profiler.release_steps()
-    if own_std is not None:
-        own_std.append(point.seconds_per_sample_std)
+    if points is not None:
+        points.append(point)
     return point.seconds_per_sample, point.avg_power_w
 
 
-def own_std_line(b: int, own_std: list[float | None], spus: list[float]) -> str:
+def own_std_line(b: int, points: list[Any], spus: list[float]) -> str:
     """How the points' own standard error of time (what the plan's near-ties note counts)
     compares with the spread of the same point between rounds (what it should stand for)."""
-    known = [s for s in own_std if s is not None]
+    known = [p.seconds_per_sample_std for p in points if p.seconds_per_sample_std is not None]
     mean_spu = statistics.fmean(spus)
     between = statistics.stdev(spus) / mean_spu if len(spus) > 1 else float("nan")
     if not known:
@@ -207,14 +208,14 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
         lines.append(f"{'b':>4}  {'how':<38} {'ms/sample (mean ± std)':>24} {'mean W':>14}")
         for b in batch_sizes:
             rows: dict[str, tuple[list[float], list[float]]] = {}
-            own_std: list[float | None] = []
+            points: list[Any] = []
             overhead: list[float] = []
             for _ in range(rounds):
                 for name, (spu, watts) in (
                     ("point, each step waited for (before)", waited_point(device, model, b,
                                                                           readings)),
                     ("point, steps queued (now)", queued_point(device, model, b, readings,
-                                                               own_std)),
+                                                               points)),
                 ):
                     rows.setdefault(name, ([], []))[0].append(spu)
                     rows[name][1].append(watts)
@@ -232,7 +233,10 @@ def compare(lines: list[str], model: str, batch_sizes: list[int], rounds: int,
                                 else f"{'(not read)':>14}"))
             lines.append(f"b={b} Session's wall time over a plain loop's, round by round: "
                          f"{_spread(overhead, digits=3)}")
-            lines.append(own_std_line(b, own_std, rows["point, steps queued (now)"][0]))
+            lines.append(own_std_line(b, points, rows["point, steps queued (now)"][0]))
+            lines.append(f"b={b} queued points' clock, round by round: " + "; ".join(
+                "not reported" if p.observed_frequency_hz is None
+                else p.observed_frequency_hz.describe() for p in points))
         for b in (batch_sizes if window_s > 0 else []):
             changes, drifts = drift_windows(device, model, b, window_s)
             for what, values in (("time", [t for t, _ in changes]),

@@ -310,3 +310,35 @@ def test_efficiency_vector_of_another_model_is_refused(
     other_shape = make_efficiency({b: [1000] for b in (4, 8)}, input_shape=(3, 64, 64))
     with pytest.raises(WattcapFileError):
         plan(nano_resnet18_profile, 5.0, efficiency=other_shape)
+
+
+def test_a_plan_says_when_the_board_did_not_hold_a_points_clock(nano_resnet18_profile) -> None:
+    """A point whose readings reported a clock below its own (a board that throttled in the
+    window) was measured at a lower clock than its label: the plan says so, and says when
+    wattcap's choice is such a point; a profile whose board held every clock says nothing."""
+    from wattcap.core.observed_clock import ObservedFrequency
+
+    held = plan(nano_resnet18_profile, 5.0)
+    assert not any("did not hold the clock" in note for note in held.notes)
+    chosen = held.choices["wattcap"]
+    profile = nano_resnet18_profile.model_copy(deep=True)
+    point = profile.lookup(chosen.batch_size, chosen.knob_value)
+    assert point is not None and point.observed_frequency_hz is not None
+    seen = point.observed_frequency_hz
+    # four readings of six at 60 % of the clock: the mean falls 27 % below it
+    point.observed_frequency_hz = ObservedFrequency.of(
+        [seen.max_hz] * 2 + [int(seen.max_hz * 0.6)] * 4)
+    note = next(n for n in plan(profile, 5.0).notes if "did not hold the clock" in n)
+    assert note.startswith("the board did not hold the clock of 1 measured point(s) "
+                           f"(b={chosen.batch_size} at ")
+    assert "wattcap's choice is one of them" in note
+    # a point the plan does not choose: named, the choice not
+    other = next(p for p in profile.points
+                 if (p.batch_size, p.knob_value) != (chosen.batch_size, chosen.knob_value))
+    point.observed_frequency_hz = seen
+    other.observed_frequency_hz = ObservedFrequency.of([int(other.knob_value * 0.9)] * 5)
+    note = next(n for n in plan(profile, 5.0).notes if "did not hold the clock" in n)
+    assert f"(b={other.batch_size} at " in note and "choice" not in note
+    # a point within a clock step of its own is held
+    other.observed_frequency_hz = ObservedFrequency.of([int(other.knob_value * 0.99)] * 5)
+    assert not any("did not hold the clock" in n for n in plan(profile, 5.0).notes)

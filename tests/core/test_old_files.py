@@ -20,7 +20,7 @@ from wattcap.core.schema import WattcapFileError
 OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
             "profile-v2-fingerprint.json": 2, "profile-v3.json": 3,
-            "profile-v4.json": 4}
+            "profile-v4.json": 4, "profile-v5.json": 5}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
            "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
            "efficiency-v4.json": 4, "efficiency-v5.json": 5}
@@ -46,10 +46,14 @@ def test_each_earlier_profile_loads_with_its_measurements(name: str) -> None:
     assert table.schema_version == ProfileTable.SCHEMA_VERSION
     assert len(table.points) == len(raw["points"]) and table.points
     assert [(p.batch_size, p.knob_value, p.peak_power_w) for p in table.points] == [
-        (p["batch_size"], p["frequency_hz"], p["peak_power_w"]) for p in raw["points"]]
-    # a profile before knobs varied the GPU clock, in Hz
-    assert table.knob_kind == "gpu_clock" and table.knob_values == raw["frequencies_hz"]
+        (p["batch_size"], p.get("knob_value", p.get("frequency_hz")), p["peak_power_w"])
+        for p in raw["points"]]
+    # a profile before knobs varied the GPU clock, in Hz (version 5 says so itself)
+    assert table.knob_kind == "gpu_clock"
+    assert table.knob_values == raw.get("knob_values", raw.get("frequencies_hz"))
     # absent fields stay absent: nothing is invented for a file that did not record them
+    assert all(p.observed_frequency_hz is None for p in table.points)
+    assert table.clock_not_held() == []
     if "architecture_fingerprint" not in raw:
         assert table.architecture_fingerprint is None and table.device_spec is None
 
@@ -96,7 +100,8 @@ def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
     result = invoke("migrate", tmp_path / "profile-v1.json",
                     tmp_path / "efficiency-v2-fingerprint.json")
     assert result.exit_code == 0, result.output
-    assert "schema version 1 -> 5" in result.output and "schema version 2 -> 6" in result.output
+    assert f"schema version 1 -> {ProfileTable.SCHEMA_VERSION}" in result.output
+    assert "schema version 2 -> 6" in result.output  # the efficiency vector's
     migrated = json.loads((tmp_path / "profile-v1.json").read_text())
     assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
     assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None

@@ -17,6 +17,7 @@ import torch
 from tests.fakes.fake_cuda import FakeCuda
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from tests.runtime.test_session import TorchDeviceSpy, small_run
+from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.run import TrainConfig
 from wattcap.data import get_dataset
 from wattcap.devices.base import PowerReading
@@ -348,6 +349,9 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
                          sample_budget=1024, eval_every_samples=256, max_eval_samples=64)
     ends: list[float] = []
     accounted: list[int] = []
+    #: (the time a step's end returned, the steps its wait accounted), one per step: the
+    #: evaluations' waits are in `accounted` only, or the two lists would pair up wrongly
+    step_ends: list[tuple[float, int]] = []
     real_end, real_flush = device.end_step, device.flush_timing
 
     in_step = [False]
@@ -357,6 +361,7 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
         ends.append(real_end(timer))  # type: ignore[arg-type]
         in_step[0] = False
         accounted.append(device.accounted_steps)
+        step_ends.append((ends[-1], device.accounted_steps))
         return ends[-1]
 
     def flush_timing() -> float:  # the waits at evaluations (those of a step count there)
@@ -376,7 +381,10 @@ def test_the_gpu_is_waited_for_once_per_sensor_period_and_at_evaluations(
     # each wait says how many steps its time is of (what the drift monitor divides it by):
     # every step is accounted once, a queued one as 0
     assert sum(accounted) == record.steps and max(accounted) > 1
-    assert all((t == 0.0) == (n == 0) for t, n in zip(ends, accounted, strict=False) if n < 2)
+    # a step's end returns time exactly when its wait accounted steps (under load one period
+    # may hold a single step: a wait of one)
+    assert len(step_ends) == record.steps
+    assert all((t == 0.0) == (n == 0) for t, n in step_ends)
     assert device.pending_steps == 0
     # every step is in the device time by each evaluation: the curve's times only grow
     times = [p.device_time_s for p in record.curve]
@@ -550,3 +558,58 @@ def test_an_emulated_point_states_no_time_spread() -> None:
     profile = Profiler(EmulatedDevice(), "digits-cnn", batch_sizes=(8, 64)).run(exhaustive=True)
     stds = {p.seconds_per_sample_std for p in profile.points}
     assert stds <= {0.0, None} and 0.0 in stds
+
+
+def test_a_profile_point_records_the_clock_its_board_ran_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A point records the clock the board reported at each of its readings: a board that
+    holds the locked clock shows it; one that throttles to 1200 MHz part-way through the
+    window (a power or thermal limit under load, where the lock read back fine when set)
+    shows a mean below the point's clock, so the profile names the point."""
+    import time as clock
+
+    from wattcap.measure.profiling import Profiler
+
+    nvml, _, device = _gpu_and_device(monkeypatch)
+    gpu = nvml.gpus[0]
+    top_hz = device.frequencies_hz()[-1]
+    # a real board keeps its clock over the microseconds between a wait and the next launch
+    # (H200, host-bound b=32: 1980-1980 MHz at 30 readings); the fake would read its idle
+    # clock there, so it idles at the lock
+    gpu.idle_clock_mhz = top_hz // MHZ
+    throttle_at_s = [float("inf")]
+
+    def step() -> None:
+        if clock.monotonic() >= throttle_at_s[0]:
+            gpu.clock_mhz = 1200
+        clock.sleep(0.002)
+
+    profiler = Profiler(device, "digits-cnn", batch_sizes=(8,), min_readings=6,
+                        step_factory=lambda b, d: step)
+    steady = profiler.measure(8, top_hz)
+    seen = steady.observed_frequency_hz
+    assert seen is not None and seen.readings == steady.readings >= 6
+    assert seen.min_hz == seen.max_hz == top_hz
+
+    throttle_at_s[0] = clock.monotonic() + 0.25  # 0.1 s sensor: 2 readings held, then 1200
+    throttled = profiler.measure(8, top_hz)
+    seen = throttled.observed_frequency_hz
+    assert seen is not None and seen.readings == throttled.readings
+    assert seen.min_hz == 1200 * MHZ and seen.max_hz == top_hz
+    assert seen.mean_hz < 0.98 * top_hz and seen.below_hz(top_hz, 0.02)
+    assert not ObservedFrequency.of([top_hz] * 6).below_hz(top_hz, 0.02)
+    device.close()
+
+
+def test_an_emulated_point_records_its_own_clock() -> None:
+    """The emulator runs each point at its clock: every reading reports it."""
+    from wattcap.devices.emulated import EmulatedDevice
+    from wattcap.measure.profiling import Profiler
+
+    profile = Profiler(EmulatedDevice(), "digits-cnn", batch_sizes=(8, 64)).run(exhaustive=True)
+    for point in profile.points:
+        seen = point.observed_frequency_hz
+        assert seen is not None and seen.readings == point.readings
+        assert seen.min_hz == seen.max_hz == seen.mean_hz == point.knob_value
+    assert profile.clock_not_held() == []

@@ -60,6 +60,8 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "training to 90 %" in report and "on cpu reached=True" in report
     assert "capped run (cap 30.5 W)" in report and "the run stops rather than go on" in report
     assert "fresh-profile run (informational): b=8" in report
+    # the profiled point says what clock the board reported (the fake runs unlocked at 345)
+    assert "ms/sample over" in report and "steps; clock 345 MHz" in report
     assert nvml.setter_calls == []
 
 
@@ -86,6 +88,7 @@ def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatc
     assert len(rows) == 5 and all(" ± " in row for row in rows), report
     assert "b=8 Session's wall time over a plain loop's, round by round: " in report
     assert "b=8 queued point's own time std" in report
+    assert "b=8 queued points' clock, round by round: 345 MHz; 345 MHz" in report
     # every drift window of the steady run is reported, none re-planned
     assert "b=8 drift windows vs a point measured just before, time:" in report
     assert "b=8 drift called: 0 of" in report

@@ -543,6 +543,11 @@ def plan(
     tie_note = replanner.near_ties(power_cap_w, choices["wattcap"])
     if tie_note:
         notes.append(tie_note)
+    chosen = choices["wattcap"]
+    clock_note = profile.clock_not_held_note(
+        chosen=(chosen.batch_size, chosen.knob_value), chosen_by="wattcap")
+    if clock_note:
+        notes.append(clock_note)
 
     references = [with_power_margin(r, margin_sigmas)
                   for r in (reference_profiles or [profile]) if r.knob_kind == profile.knob_kind]

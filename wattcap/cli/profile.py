@@ -293,6 +293,9 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
+    clock_note = table.clock_not_held_note()
+    if clock_note:
+        console.print(f"[yellow]warning:[/] {clock_note}")
 
 
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.knob import KnobKind, format_knob, knob_unit
+from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.schema import (
     Migration,
     VersionedFile,
@@ -19,6 +20,11 @@ from wattcap.core.schema import (
     rename_key,
     require_match,
 )
+
+#: how far below a point's clock the board's reported clock may fall before the point is said
+#: not to have held it: a clock step or two (NVML's are ~15 MHz in ~1.5 GHz, a Jetson's ~5 %
+#: apart, read back exactly when locked)
+CLOCK_HELD_TOLERANCE = 0.02
 
 
 class ProfilePoint(BaseModel):
@@ -45,6 +51,12 @@ class ProfilePoint(BaseModel):
     seconds_per_sample_std: float | None = None
     peak_power_std_w: float | None = None
     avg_power_std_w: float | None = None
+    #: the clock the board reported at the point's sensor readings (schema 6; None where it
+    #: was not read: a predicted or imported point, a sensor without the clock, an earlier
+    #: file): where the clock was left to the board (a power limit, a GPU profiled at the
+    #: clock in effect) it is the clock the point ran at; where a clock was set, a mean
+    #: below it says the board did not hold it (`ProfileTable.clock_not_held`)
+    observed_frequency_hz: ObservedFrequency | None = None
 
     def time_for_samples_s(self, samples: float) -> float:
         """Device seconds to process `samples` samples at this point."""
@@ -65,8 +77,9 @@ class ProfileTable(VersionedFile):
     #: 2: points may be predicted (ProfilePoint.predicted and the *_std fields), mode "model";
     #: 3: architecture_fingerprint, device_spec; 4: imported tables (mode "imported",
     #: imported_from, peak_power_source); 5: knobs (knob_kind; frequency_hz and frequencies_hz
-    #: became knob_value and knob_values; max_power_limit_w)
-    SCHEMA_VERSION = 5
+    #: became knob_value and knob_values; max_power_limit_w); 6: each measured point's
+    #: observed clock (ProfilePoint.observed_frequency_hz)
+    SCHEMA_VERSION = 6
     #: every field added since version 1 is optional and absent means "not recorded": an
     #: earlier file loads as it is (nothing is invented for it)
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
@@ -75,6 +88,7 @@ class ProfileTable(VersionedFile):
         3: lambda raw: raw,  # 4 added imported_from, peak_power_source ("measured") and
         #                      power_window_s
         4: _knob_of_frequency,
+        5: lambda raw: raw,  # 6 added the points' observed clock
     }
 
     device: str
@@ -132,6 +146,33 @@ class ProfileTable(VersionedFile):
             if point.batch_size == batch_size and point.knob_value == knob_value:
                 return point
         return None
+
+    def clock_not_held(self, tolerance: float = CLOCK_HELD_TOLERANCE) -> list[ProfilePoint]:
+        """Points of a clock profile whose board reported a mean clock more than `tolerance`
+        below the point's own over its window (throttling, a clock the board did not take): their
+        time and power were measured at a lower clock than their label."""
+        if self.knob_kind != "gpu_clock":
+            return []  # a power limit or a mode leaves the clock to the board
+        return [p for p in self.points if p.observed_frequency_hz is not None
+                and p.observed_frequency_hz.below_hz(p.knob_value, tolerance)]
+
+    def clock_not_held_note(self, chosen: tuple[int, int] | None = None,
+                            chosen_by: str = "") -> str | None:
+        """Which measured points the board did not hold the clock of (None where it held every
+        one), and whether `chosen` (batch size, knob value), `chosen_by`'s, is among them."""
+        slipped = self.clock_not_held()
+        if not slipped:
+            return None
+        first = slipped[0]
+        seen = first.observed_frequency_hz
+        assert seen is not None
+        chosen_too = any((p.batch_size, p.knob_value) == chosen for p in slipped)
+        return (f"the board did not hold the clock of {len(slipped)} measured point(s) "
+                f"(b={first.batch_size} at {self.describe_knob(first.knob_value)} read "
+                f"{seen.describe()})"
+                + (f"; {chosen_by}'s choice is one of them" if chosen_too else "")
+                + ": their time and power are of a lower clock (throttling); re-profile with "
+                "the board cooler or its power limit higher")
 
     def rows(self) -> dict[int, list[ProfilePoint]]:
         """Measured points per batch size, ascending in knob value."""

@@ -17,6 +17,7 @@ from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.core.knob import KnobKind
 from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
+from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.schema import VersionedFile
 
 
@@ -98,16 +99,6 @@ class CurvePoint(BaseModel):
     samples: int
     accuracy: float
     device_time_s: float
-
-
-class ObservedFrequency(BaseModel):
-    """The clock the hardware reported during a run, beside the one requested."""
-
-    model_config = ConfigDict(extra="forbid")
-    mean_hz: float
-    min_hz: int
-    max_hz: int
-    readings: int
 
 
 class RunRecord(VersionedFile):

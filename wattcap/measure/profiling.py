@@ -31,6 +31,7 @@ from wattcap.algorithms.timing_spread import window_time_std_s
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.knob import KnobKind, format_knob, knob_unit
+from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.core.schema import require_match
@@ -252,6 +253,7 @@ class Profiler:
             steps=steps,
             readings=len(stats.readings),
             seconds_per_sample_std=window_time_std_s(window.parts, batch_size),
+            observed_frequency_hz=ObservedFrequency.of(r.clock_hz for r in stats.readings),
         )
         self._reading_series.append([r.power_w for r in stats.readings])
         self._points_measured += 1

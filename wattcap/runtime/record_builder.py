@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from wattcap.core.run import ObservedFrequency, RunRecord
+from wattcap.core.observed_clock import ObservedFrequency
+from wattcap.core.run import RunRecord
 
 
 class RecordBuilder:
