@@ -546,3 +546,47 @@ def test_write_sysfs_is_the_only_writer(nano: FakeBoard) -> None:
     # The real writer, used when no fake kernel is installed, writes one value in place.
     jetson.write_sysfs(nano.devfreq / "max_freq", "844800000")
     assert nano.read("max_freq") == "844800000"
+
+
+def test_a_point_whose_board_throttles_mid_window_is_named(
+    nano: FakeBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A locked Jetson clock reads back at the set, then a thermal limit pulls devfreq's
+    cur_freq down under load: the point's readings report it, and the profile names the point
+    (its time and power are of a lower clock than its label)."""
+    from wattcap.core.profile import ProfileTable
+    from wattcap.measure.profiling import Profiler
+
+    FakeDevfreqKernel().install(monkeypatch)
+    device = JetsonDevice(nano.root)
+    top_hz, throttled_hz = NANO_FREQUENCIES_HZ[-1], NANO_FREQUENCIES_HZ[-4]
+    throttle_at_s = [float("inf")]
+
+    def step() -> None:
+        if time.monotonic() >= throttle_at_s[0]:
+            throttle_at_s[0] = float("inf")
+            # the thermal limit, written whole (a sysfs read never sees half a write)
+            staged = nano.devfreq / "cur_freq.new"
+            staged.write_text(str(throttled_hz))
+            os.replace(staged, nano.devfreq / "cur_freq")
+        time.sleep(0.002)
+
+    profiler = Profiler(device, "digits-cnn", batch_sizes=(4,), min_readings=8,
+                        step_factory=lambda b, d: step)
+    held = profiler.measure(4, top_hz)
+    throttle_at_s[0] = time.monotonic() + 0.15  # 0.05 s sensor: 2-3 readings held, then not
+    slipped = profiler.measure(4, top_hz)
+    assert held.observed_frequency_hz is not None and slipped.observed_frequency_hz is not None
+    assert held.observed_frequency_hz.min_hz == top_hz == held.observed_frequency_hz.max_hz
+    assert slipped.observed_frequency_hz.min_hz == throttled_hz
+    assert slipped.observed_frequency_hz.readings == slipped.readings >= 8
+    table = ProfileTable(device=device.name, device_kind="jetson", sensor_rail="POM_5V_IN",
+                         sensor_period_s=device.sensor_period_s, model="digits-cnn",
+                         input_shape=[1, 8, 8], batch_sizes=[4], knob_values=[top_hz],
+                         max_batch_size=4, mode="exhaustive", points=[slipped],
+                         points_measured=1, profiling_device_s=1.0)
+    assert table.clock_not_held() == [slipped]
+    note = table.clock_not_held_note(chosen=(4, top_hz), chosen_by="wattcap")
+    assert note is not None and f"b=4 at {top_hz / MHZ:g} MHz read" in note
+    assert "wattcap's choice is one of them" in note
+    assert table.model_copy(update={"points": [held]}).clock_not_held_note() is None
