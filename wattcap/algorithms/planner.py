@@ -94,7 +94,11 @@ def with_power_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTab
     Planning against the cap on these values keeps that margin below it. A peak of averaged
     readings is also raised to the instant peak it hides (see `averaging_gain`), whatever the
     sigmas."""
-    profile = monotone_peaks(profile)
+    return _raised_by_margin(monotone_peaks(profile), margin_sigmas)
+
+
+def _raised_by_margin(profile: ProfileTable, margin_sigmas: float) -> ProfileTable:
+    """`with_power_margin` of a profile whose peaks are monotone already (`monotone_peaks`)."""
     noise_w = profile.power_noise_w or 0.0
     gain = averaging_gain(profile)
     if gain == 1.0 and (margin_sigmas <= 0
@@ -324,13 +328,13 @@ class Replanner:
             raise ValueError(f"margin_sigmas must be >= 0, got {margin_sigmas}")
         self.original = profile
         self.margin_sigmas = margin_sigmas
-        #: the peaks the cap is compared with: measured peak + the margin
-        profile = with_power_margin(profile, margin_sigmas)
+        #: the peaks before the margin: measured, each at least its row's at a lower knob value
+        self.monotone = monotone_peaks(self.original)
+        #: the peaks the cap is compared with: measured peak + the margin (`with_power_margin`)
+        profile = _raised_by_margin(self.monotone, margin_sigmas)
         self.profile = profile
         self.selector = Selector(profile)
         self.lowest_feasible_cap_w = self.selector.lowest_feasible_cap_w()
-        #: the peaks before the margin: measured, each at least its row's at a lower knob value
-        self.monotone = monotone_peaks(self.original)
         self.efficiency = efficiency
         self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate,
                                                               risk=risk)

@@ -13,20 +13,20 @@ from wattcap.devices.base import PowerReading
 class PowerMeter:
     """Running peak, mean and energy of sensor readings (a sensor-tick callback)."""
 
-    def __init__(self, period_s: float, peak_w: float | None = None, total_w: float = 0.0,
-                 readings: int = 0, off_period_j: float = 0.0) -> None:
+    def __init__(self, period_s: float) -> None:
+        """An empty meter for a sensor of period `period_s` (a checkpoint's sums: `resume`)."""
         self.period_s = period_s
-        self.peak_w = peak_w
+        self.peak_w: float | None = None
         #: sum of the readings that came one sensor period after the one before (energy)
-        self.total_w = total_w
+        self.total_w = 0.0
         #: sum of every reading (the mean): a polling thread's readings come a period apart
         #: give or take its jitter, so on real hardware nearly every reading is "off period"
         #: and `total_w` alone would hold almost none of them
-        self.sum_w = total_w
-        self.readings = readings
+        self.sum_w = 0.0
+        self.readings = 0
         #: energy of readings that did not come one sensor period after the one before
         #: (a stalled poll, a sensor that changed period): power x the real time between them
-        self.off_period_j = off_period_j
+        self.off_period_j = 0.0
         self.last: PowerReading | None = None
         self.clock = ObservedClock()
 
