@@ -147,6 +147,34 @@ def test_interrupted_run_resumes_to_the_same_result(digits_splits, tmp_path):
         full.observed_frequency_hz.readings, abs=2)
 
 
+def test_a_run_resumed_past_its_target_makes_as_many_more_evaluations(digits_splits, tmp_path):
+    """A run that goes on for `evals_past_target` evaluations past the crossing and is killed
+    among them makes only the ones left after its resume, not that many again."""
+    train, test = digits_splits
+    config = small_config(evals_past_target=3)
+    full = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"))
+    samples = [p.samples for p in full.curve]
+    crossing = next(s for s in samples if s >= full.samples_to_target)
+    kill_at = samples[samples.index(crossing) + 2]  # two of the three made
+    assert kill_at < samples[-1]
+
+    class Killed(Exception):
+        pass
+
+    def kill(point):
+        if point.samples == kill_at:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                          checkpoint_dir=tmp_path, on_eval=kill)
+    resumed = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                                checkpoint_dir=tmp_path)
+    assert resumed.resumed_from_samples == kill_at
+    assert [p.samples for p in resumed.curve] == samples
+    assert resumed.samples_seen == full.samples_seen
+
+
 def test_checkpoint_of_another_configuration_is_refused(digits_splits, tmp_path):
     train, test = digits_splits
     train_to_accuracy(small_config(sample_budget=256), train, test, checkpoint_dir=tmp_path)

@@ -853,6 +853,26 @@ class Session:
                                                      self.target_metric.direction))
         return self._crossing[1]
 
+    @property
+    def reports_past_target(self) -> int:
+        """Reports made since the one at which the smoothed curve crossed the target, while it
+        stayed crossed (0: not reached, or reached at the last report). A loop that goes on for
+        a few reports past the target counts from here after a resume, as the uninterrupted run
+        counted (a resume does not start its count again)."""
+        if not self.reached:
+            return 0
+        from wattcap.algorithms.curves import samples_to_target
+
+        target = self.target_accuracy
+        assert target is not None  # reached
+        crossed = 0
+        for end in range(len(self.curve), 0, -1):  # once per resume: prefixes, newest first
+            if samples_to_target(self.curve[:end], target,
+                                 self.target_metric.direction) is None:
+                break
+            crossed += 1
+        return crossed - 1
+
     def time_at_samples_s(self, samples: float) -> float:
         """Device seconds when the run had trained `samples` samples (linear between
         reports: the device's time per sample is constant between them)."""

@@ -299,7 +299,7 @@ def train_to_accuracy(
         # Under a moving cap the size of the next batch is known only when it is due.
         b = session.batch_size
         batches = batches_of(b) if session.cap_source is None else None
-        past_target = 0
+        past_target = session.reports_past_target  # a resumed run counts on
         try:
             while not session.done or (session.reached
                                        and past_target < config.evals_past_target
