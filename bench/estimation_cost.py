@@ -50,7 +50,8 @@ CAPS_W: tuple[float | None, ...] = (4.0, 4.5, 5.0, 5.5, 6.5, None)
 GOAL_SHARE = 0.2
 
 
-def _weights(out: Path) -> Path:
+def pretrained_weights(out: Path) -> Path:
+    """digits32-cnn pre-trained on digits-0-4-32 for 2 epochs, made once in `out`."""
     from wattcap.train.loop import pretrain
 
     path = out / f"{MODEL}-pretrained.safetensors"
@@ -88,7 +89,7 @@ def _choice_label(choice) -> str:
 
 def compare_proxies(out: Path, proxies: tuple[str, ...], seeds: int, gns_samples: int,
                     fresh: bool) -> None:
-    weights = _weights(out)
+    weights = pretrained_weights(out)
     profile = _profile(out)
     references = emulated_reference_profiles(DEVICE)
     shares: dict[str, list[float]] = {}
@@ -158,7 +159,7 @@ def compare_proxies(out: Path, proxies: tuple[str, ...], seeds: int, gns_samples
 
 
 def serial_vs_ray(out: Path, proxy: str, seeds: int, sample_budget: int) -> None:
-    weights = _weights(out)
+    weights = pretrained_weights(out)
     settings = dict(weights=weights, seeds=seeds, sample_budget=sample_budget)
     print(f"\n== the same sweep ({MODEL} on {proxy}, {seeds} seed(s), auto target, budget "
           f"{sample_budget}) serially and on a local Ray of 2 CPUs")
