@@ -41,6 +41,19 @@ def small_config(**overrides) -> TrainConfig:
     return TrainConfig(**values)
 
 
+class Killed(Exception):
+    """Stands for a kill of the training process at an evaluation."""
+
+
+def kill_at(samples: int):
+    """An `on_eval` that kills the run at the evaluation after `samples` samples (the
+    checkpoint is written when the accuracy is reported, before on_eval runs)."""
+    def kill(point) -> None:
+        if point.samples == samples:
+            raise Killed
+    return kill
+
+
 def test_square_root_learning_rate_scaling():
     assert scaled_learning_rate(1e-3, 32, 32) == pytest.approx(1e-3)
     assert scaled_learning_rate(1e-3, 32, 128) == pytest.approx(2e-3)
@@ -124,16 +137,9 @@ def test_interrupted_run_resumes_to_the_same_result(digits_splits, tmp_path):
     config = small_config()
     full = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"))
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_768(point):
-        if point.samples == 768:
-            raise Killed
-
     with pytest.raises(Killed):
         train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
-                          checkpoint_dir=tmp_path, on_eval=kill_at_768)
+                          checkpoint_dir=tmp_path, on_eval=kill_at(768))
     resumed = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
                                 checkpoint_dir=tmp_path)
     # The checkpoint is written when the accuracy is reported, before on_eval runs.
@@ -155,22 +161,15 @@ def test_a_run_resumed_past_its_target_makes_as_many_more_evaluations(digits_spl
     full = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"))
     samples = [p.samples for p in full.curve]
     crossing = next(s for s in samples if s >= full.samples_to_target)
-    kill_at = samples[samples.index(crossing) + 2]  # two of the three made
-    assert kill_at < samples[-1]
-
-    class Killed(Exception):
-        pass
-
-    def kill(point):
-        if point.samples == kill_at:
-            raise Killed
+    killed_at = samples[samples.index(crossing) + 2]  # two of the three made
+    assert killed_at < samples[-1]
 
     with pytest.raises(Killed):
         train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
-                          checkpoint_dir=tmp_path, on_eval=kill)
+                          checkpoint_dir=tmp_path, on_eval=kill_at(killed_at))
     resumed = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
                                 checkpoint_dir=tmp_path)
-    assert resumed.resumed_from_samples == kill_at
+    assert resumed.resumed_from_samples == killed_at
     assert [p.samples for p in resumed.curve] == samples
     assert resumed.samples_seen == full.samples_seen
 
@@ -301,17 +300,10 @@ def test_a_resumed_run_with_dropout_ends_bitwise_equal(digits_splits, tmp_path):
     train, test = digits_splits
     config = small_config(model=model, target_accuracy=1.0, sample_budget=1024)
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_512(point):
-        if point.samples == 512:
-            raise Killed
-
     full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
     train_to_accuracy(config, train, test, checkpoint_dir=full_dir)
     with pytest.raises(Killed):
-        train_to_accuracy(config, train, test, checkpoint_dir=cut_dir, on_eval=kill_at_512)
+        train_to_accuracy(config, train, test, checkpoint_dir=cut_dir, on_eval=kill_at(512))
     resumed = train_to_accuracy(config, train, test, checkpoint_dir=cut_dir)
     assert resumed.resumed_from_samples == 512 and resumed.samples_seen == 1024
     full = load_file(str(full_dir / "checkpoint.safetensors"))
