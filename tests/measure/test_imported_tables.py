@@ -87,6 +87,35 @@ def test_every_time_and_clock_layout_gives_the_same_points(tmp_path: Path) -> No
             [p.seconds_per_sample for p in base.points])
 
 
+def test_units_written_by_the_measuring_tool_are_converted(tmp_path: Path) -> None:
+    """nvidia-smi writes "148.10 W" and "1410 MHz" (or, with nounits, the unit in the header:
+    "power.draw [W]"): a unit of the column's kind is converted, whatever its prefix."""
+    plain = _import(_write(tmp_path / "plain.csv", "batch_size,frequency_mhz,ms_per_sample,"
+                           "avg_power_w,peak_power_w",
+                           ["8,1410,0.5,148.1,160", "32,1410,0.25,190.5,201"]))
+    with_units = _import(_write(tmp_path / "units.csv", "batch_size, clocks.sm [MHz], "
+                                "ms_per_sample, power.draw [W], peak_power_w",
+                                ["8, 1.41 GHz, 500 us, 148.1 W, 160000 mW",
+                                 "32, 1410, 0.25, 190.5, 201 W"]),
+                         columns="frequency_hz=clocks.sm [MHz],avg_power_w=power.draw [W]")
+    header_only = _import(_write(tmp_path / "header.csv", "batch_size,clock (GHz),"
+                                 "step [s],power [mW],peak_power_w",
+                                 ["8,1.41,0.0005,148100,160", "32,1.41,0.00025,190500,201"]),
+                          columns="frequency_mhz=clock (GHz),ms_per_sample=step [s],"
+                                  "avg_power_w=power [mW]")
+    for table in (with_units, header_only):
+        assert [(p.batch_size, p.knob_value) for p in table.points] == [
+            (p.batch_size, p.knob_value) for p in plain.points]
+        for ours, theirs in zip(table.points, plain.points, strict=True):
+            assert ours.seconds_per_sample == pytest.approx(theirs.seconds_per_sample)
+            assert ours.avg_power_w == pytest.approx(theirs.avg_power_w)
+            assert ours.peak_power_w == pytest.approx(theirs.peak_power_w)
+    with pytest.raises(TableImportError, match=r"column 'power \[MHz\]': '3' is in MHz, "
+                       "where the column takes mW, W, kW"):
+        _import(_write(tmp_path / "bad.csv", "batch_size,frequency_mhz,seconds_per_sample,"
+                       "power [MHz]", ["8,921.6,0.002,3"]), columns="avg_power_w=power [MHz]")
+
+
 @pytest.mark.parametrize(("header", "row", "message"), [
     ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921600000,0.002,3.0",
      r"column 'frequency_mhz': 921600000 MHz must be in \(1, 10000\] MHz: check the unit"),
@@ -99,6 +128,15 @@ def test_every_time_and_clock_layout_gives_the_same_points(tmp_path: Path) -> No
      "8,921.6,0.002,3,2.5", r"peak power 2.5 W is below the average 3 W"),
     ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8.5,921.6,0.002,3",
      r"8.5 is not a whole number"),
+    # a unit of another kind, a unit on a count, a converted value out of range
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921.6,0.002,3 MiB",
+     r"column 'avg_power_w': '3 MiB' is in MiB, where the column takes mW, W, kW"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8 samples,921.6,0.002,3",
+     r"column 'batch_size': '8 samples': the column takes a plain number, not samples"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921.6,0.002,6 kW",
+     r"column 'avg_power_w': 6 kW \(6000 W\) must be in \(0.01, 5000\] W"),
+    ("batch_size,frequency_mhz,seconds_per_sample,avg_power_w", "8,921.6 Hz,0.002,3",
+     r"921.6 Hz \(0.0009216 MHz\) must be in \(1, 10000\] MHz"),
 ])
 def test_bad_tables_are_refused_naming_the_row_and_column(
     tmp_path: Path, header: str, row: str, message: str,

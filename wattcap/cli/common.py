@@ -45,6 +45,11 @@ def say(message: str) -> None:
     console.print(message, highlight=False)
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 point', '3 points' ('1 batch size', '2 batch sizes')."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def parse_cap(value: str | None) -> float | None:
     """'none' (or no value) means no cap; otherwise watts."""
     if value is None or value.strip().lower() in ("none", "off", ""):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from wattcap.cli.common import say
+from wattcap.cli.common import counted, say
 from wattcap.cli.inputs import parse_input_shape
 from wattcap.cli.options import ColumnsOpt, InputShapeOpt
 from wattcap.core.knob import knob_unit
@@ -67,9 +67,12 @@ def import_profile_command(
                              columns=columns)
     profile.save(out)
     merged = (profile.imported_from or {}).get("repeated_rows_merged", 0)
-    say(f"wrote {out}: {len(profile.points)} points of {len(profile.batch_sizes)} batch sizes "
-        f"and {len(profile.knob_values)} values of the {knob_unit(profile.knob_kind).label}"
-        + (f" ({merged} repeated rows merged into their mean and spread)" if merged else "")
+    say(f"wrote {out}: {counted(len(profile.points), 'point')} of "
+        f"{counted(len(profile.batch_sizes), 'batch size')} and "
+        f"{counted(len(profile.knob_values), 'value')} of the "
+        f"{knob_unit(profile.knob_kind).label}"
+        + (f" ({counted(merged, 'repeated row')} merged into their mean and spread)"
+           if merged else "")
         + {"measured": "",
            "averaged": f"; its peaks are of {profile.power_window_s} s averages: the planner "
                        "raises them for the instant peaks they hide",

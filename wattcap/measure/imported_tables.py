@@ -35,7 +35,10 @@ perplexity fall) and its target are stored in the vector; a target outside the m
 is refused.
 
 `--columns name=header,...` maps a column to another header. Units are checked (positive,
-finite, and within what a GPU can be); rows repeated for one (batch size, knob) become their
+finite, and within what a GPU can be); a unit written after a value ("148.10 W", "1410 MHz", as
+nvidia-smi writes them) or in the header's brackets ("power.draw [W]", nvidia-smi's nounits
+layout) is converted to the column's (mW, W, kW; Hz to GHz; us, ms, s), and a unit of another
+kind, or on a count, is refused; rows repeated for one (batch size, knob) become their
 mean with its spread (the *_std fields, which widen the planner's margin); nothing the file does
 not hold is invented: an absent peak stays absent (the table says its "peak" is the average
 power), steps and readings are 0 (not recorded), the input shape is empty unless given.
@@ -46,6 +49,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,6 +79,18 @@ EFFICIENCY_COLUMNS = ("batch_size", "seed", "samples_to_target", "epochs_to_targ
 CLOCK_RANGE_MHZ = (1.0, 10_000.0)
 POWER_RANGE_W = (0.01, 5_000.0)
 NOT_REACHED = {"", "not reached", "none", "nan", "-"}
+#: a value's unit in a measured table, converted to the unit of wattcap's column: the factor
+#: that takes a value in the table's unit to the column's (tools such as nvidia-smi write
+#: "148.10 W", "1410 MHz", or the unit in the header: "power.draw [W]")
+UNIT_FACTORS: dict[str, dict[str, float]] = {
+    "W": {"mW": 1e-3, "W": 1.0, "kW": 1e3},
+    "MHz": {"Hz": 1e-6, "kHz": 1e-3, "MHz": 1.0, "GHz": 1e3},
+    "Hz": {"Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9},
+    "s": {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0},
+    "ms": {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3},
+}
+_VALUE_WITH_UNIT = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?")
+_HEADER_UNIT = re.compile(r".*?[\[(]\s*([^\])]+?)\s*[\])]\s*")
 
 
 class TableImportError(WattcapError, ValueError):
@@ -126,6 +142,17 @@ class PowerSampling:
         return f"imported ({self.kind}, {self.period_s:g} s)"
 
 
+def _factor(where: str, raw: str, found: str, unit: str) -> float:
+    """What takes a value in `found` (the table's unit) to `unit` (the column's)."""
+    if not unit:
+        raise TableImportError(f"{where}: {raw!r}: the column takes a plain number, not {found}")
+    factor = UNIT_FACTORS.get(unit, {unit: 1.0}).get(found)
+    if factor is None:
+        known = ", ".join(UNIT_FACTORS.get(unit, {unit: 1.0}))
+        raise TableImportError(f"{where}: {raw!r} is in {found}, where the column takes {known}")
+    return factor
+
+
 def parse_columns(text: str | None, known: Iterable[str]) -> dict[str, str]:
     """'name=header,...' as {name: header}; an unknown name is refused."""
     mapping: dict[str, str] = {}
@@ -169,21 +196,31 @@ class _Rows:
 
     def number(self, index: int, row: dict[str, str], name: str,
                low: float = 0.0, high: float = math.inf, unit: str = "") -> float:
+        """The cell as a number in `unit` (the column's): a unit written after the value or
+        in the header's brackets is converted, or refused where it is not one of `unit`'s."""
         raw = self.text(row, name)
-        where = f"{self.source}: row {index + 2}, column {self.headers[name]!r}"
-        try:
-            value = float(raw)
-        except ValueError:
-            raise TableImportError(f"{where}: {raw!r} is not a number") from None
+        header = self.headers[name]
+        where = f"{self.source}: row {index + 2}, column {header!r}"
+        match = _VALUE_WITH_UNIT.fullmatch(raw)
+        if match is None:
+            raise TableImportError(f"{where}: {raw!r} is not a number")
+        value = float(match.group(1))
+        hint = f" {unit}" if unit else ""
+        shown = f"{raw}{hint}"
+        in_header = _HEADER_UNIT.fullmatch(header) if unit else None
+        found = match.group(2) or (in_header.group(1) if in_header is not None else None)
+        if found is not None:
+            value *= _factor(where, raw, found.strip(), unit)
+            shown = f"{raw}{'' if match.group(2) else ' ' + found} ({value:g}{hint})"
         if not math.isfinite(value) or not low < value <= high:
-            hint = f" {unit}" if unit else ""
             bound = f"in ({low:g}, {high:g}]{hint}" if math.isfinite(high) else \
                 f"above {low:g}{hint}"
-            raise TableImportError(f"{where}: {raw}{hint} must be {bound}: check the unit (or "
+            raise TableImportError(f"{where}: {shown} must be {bound}: check the unit (or "
                                    "map another column with --columns)")
         return value
 
     def integer(self, index: int, row: dict[str, str], name: str, low: float = 0.0) -> int:
+        """The cell as a whole number (a count: no unit)."""
         value = self.number(index, row, name, low)
         if value != int(value):
             raise TableImportError(f"{self.source}: row {index + 2}, column "
