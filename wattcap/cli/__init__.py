@@ -18,8 +18,8 @@ from wattcap.cli import demo, devices, experiments, files, fleet, plan, profile,
 from wattcap.cli.errors import WattcapGroup
 
 app = typer.Typer(
-    help="wattcap: choose batch size and GPU frequency together, for the fastest training "
-    "under a power cap.",
+    help="wattcap: choose batch size and GPU frequency (or power limit, or Jetson power mode) "
+    "together, for the fastest training under a power cap.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     # help is markdown: paragraphs re-flow (no hard line breaks from the docstrings), and

@@ -1,4 +1,4 @@
-"""`wattcap plan`: every method's (batch size, frequency) under a power cap."""
+"""`wattcap plan`: every method's (batch size, knob value) under a power cap."""
 
 from __future__ import annotations
 
@@ -217,7 +217,8 @@ def plan_command(
     target_accuracy: TargetFilterOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Choose (batch size, frequency) for each method under a power cap.
+    """Choose (batch size, knob value: GPU clock, power limit or power mode) for each
+    method under a power cap.
 
     From local files (--profile, --efficiency), or from a wattcap server: `wattcap plan
     --server URL --device-name jetson-nano --model resnet18 --power-cap 5` fetches the newest

@@ -155,8 +155,9 @@ def profile(
     num_classes: NumClassesOpt = None,
     vocab_size: VocabSizeOpt = None,
 ) -> None:
-    """Measure peak power and time per sample over (batch size, frequency): pruned for
-    --power-cap (the cap whose frontier --refresh re-measures), else every point."""
+    """Measure peak power and time per sample over (batch size, knob value; --knob: the
+    GPU clock, the power limit or the power mode): pruned for --power-cap (the cap whose
+    frontier --refresh re-measures), else every point."""
     from wattcap.core.profile import ProfileTable
     from wattcap.devices import DeviceError, get_device
 

@@ -417,7 +417,8 @@ def train(
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
 ) -> None:
-    """Select (b, f) under the cap, apply the frequency, train to the target, restore.
+    """Select (batch size, knob value) under the cap, apply the knob (GPU clock, power
+    limit or power mode), train to the target, restore.
 
     Under a cap that moves (--power-cap solar:seed=3,day_s=600, battery:..., schedule:FILE,
     file:PATH) the selection re-runs at every change: the frequency drops within one sensor
