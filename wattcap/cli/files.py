@@ -48,7 +48,9 @@ def _shape(text: str | None) -> list[int] | None:
 def import_profile_command(
     table: Path = typer.Argument(..., help="CSV: batch_size, one knob (frequency_mhz, "
                                  "power_limit_w or power_mode), seconds_per_sample, "
-                                 "avg_power_w[, peak_power_w]."),
+                                 "avg_power_w[, peak_power_w]. Values may carry their "
+                                 "unit ('148.1 W', '1410 MHz') or the header may "
+                                 "('power.draw [W]'): it is converted."),
     device: str = typer.Option(..., help="The device the table was measured on."),
     model: str = typer.Option(..., help="The model it was measured with."),
     power_sampling: str = typer.Option(..., help="How its power was measured: "
