@@ -81,6 +81,24 @@ def test_help_reads_right_and_the_version_is_there() -> None:
     assert "battery:..., schedule:FILE, file:PATH) the selection re-runs" in train.output
 
 
+def test_every_positional_argument_says_what_it_is_in_help() -> None:
+    """click 8.5 reset the help typer gives a positional argument to None (wattcap.cli.
+    argument_help mends it): every argument of every command shows its help."""
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    checked = 0
+    for name, command in _commands().items():
+        for param in command.params:
+            if param.param_type_name != "argument":
+                continue
+            assert param.help, f"{name} {param.name}: no help"
+            shown = runner.invoke(app, [*name.split(), "--help"], env={"COLUMNS": "400"})
+            assert param.help.split(".")[0][:40] in shown.output, (name, shown.output)
+            checked += 1
+    assert checked >= 5
+
+
 def test_plan_json_says_what_it_is(tmp_path, nano_resnet18_profile) -> None:
     import json
 

@@ -4,10 +4,11 @@ Modules: `options` (every option more than one command takes, as one `Annotated`
 `common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
 (the one handler of `WattcapError`), `devices`, `profile` (profile, plot-profile), `files`
 (migrate, import, export), `plan`, `train` (pretrain, estimate, train), `demo`,
-`experiments` (compare, sensitivity), `fleet` (fleet plan) and `server` (serve, push, pull
-and the `--server` helpers). Each imports only typer, rich and light wattcap modules at load
-time; torch loads inside the commands that train or measure, so `wattcap --help` and the
-light commands start fast. No library module imports this package.
+`experiments` (compare, sensitivity), `fleet` (fleet plan), `server` (serve, push, pull
+and the `--server` helpers) and `argument_help` (a mend of typer on click 8.5). Each imports
+only typer, rich and light wattcap modules at load time; torch loads inside the commands that
+train or measure, so `wattcap --help` and the light commands start fast. No library module
+imports this package.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from __future__ import annotations
 import typer
 
 from wattcap.cli import demo, devices, experiments, files, fleet, plan, profile, server, train
+from wattcap.cli.argument_help import keep_argument_help
 from wattcap.cli.errors import WattcapGroup
+
+keep_argument_help()  # before typer builds the commands (at the first call of `app`)
 
 app = typer.Typer(
     help="wattcap: choose batch size and GPU frequency (or power limit, or Jetson power mode) "
