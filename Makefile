@@ -4,14 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast checks lint-imports typecheck deadcode lint bench clean venv
+.PHONY: demo test test-fast durations checks lint-imports typecheck deadcode docs lint bench clean venv
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	# the exact CPU torch lives only in constraints-cpu.txt: pip takes the local CPU wheel; a
 	# loose requirement would pull a CUDA build. pyproject.toml has lower bounds only.
 	$(PY) -m pip install --quiet -c constraints-cpu.txt torch
-	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev,server,nvml,lightning,hf,ray,fleet]"
+	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev,docs,server,nvml,lightning,hf,ray,fleet]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -31,7 +31,12 @@ typecheck: $(STAMP)
 deadcode: $(STAMP)
 	$(VENV)/bin/vulture
 
-checks: lint-imports typecheck deadcode
+# the documentation site, built offline; --strict makes a broken link, a missing page or a
+# docstring the API reference cannot read fail the build (the site goes to site/)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 PYTHONWARNINGS=ignore::DeprecationWarning $(VENV)/bin/mkdocs build --strict --quiet
+
+checks: lint-imports typecheck deadcode docs
 
 # The tests run in two processes (pytest-xdist), one per core of the 2-core machines we keep
 # `make test` under 10 minutes on; a test file stays in one process (its module fixtures are
@@ -46,6 +51,10 @@ test: checks
 test-fast: checks
 	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
 
+# the slowest tests and the time of each: where `make test`'s minutes go
+durations: $(STAMP)
+	$(PY) -m pytest $(PYTEST_PARALLEL) --durations=25 --durations-min=2
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check wattcap tests bench
 
@@ -53,4 +62,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache site

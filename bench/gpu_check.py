@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -97,7 +99,8 @@ def watched_run(lines: list[str], device: Any, model: str, b: int,
     the mean power.)"""
     from wattcap.runtime.session import Session
 
-    session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
+    session = Session(device, model=model, planning=PlanSettings(batch_size=b),
+                      device_handling=DeviceHandling(restore=False, handle_signals=False))
     _train(session, model, b, seconds=seconds)
     record = session.record
     assert record is not None
@@ -129,8 +132,8 @@ def capped_run(lines: list[str], device: Any, model: str, b: int, cap_w: float) 
     from wattcap.devices.errors import WatchError
     from wattcap.runtime.session import Session
 
-    session = Session(device, model=model, batch_size=b, power_cap_w=cap_w, restore=False,
-                      handle_signals=False)
+    session = Session(device, model=model, planning=PlanSettings(batch_size=b), cap=cap_w,
+                      device_handling=DeviceHandling(restore=False, handle_signals=False))
     start_s = time.monotonic()
     try:
         _train(session, model, b, seconds=10.0)
@@ -159,8 +162,9 @@ def fresh_profile_run(lines: list[str], device: Any, model: str, b: int,
 
     profile = Profiler(device, model, batch_sizes=(b,)).run(exhaustive=True)
     point = profile.points[0]
-    session = Session(device, model=model, batch_size=b, profile=profile, restore=False,
-                      handle_signals=False, drift_tolerance=0.1)
+    session = Session(device, model=model, planning=PlanSettings(batch_size=b, profile=profile),
+                      cap=CapSettings(drift_tolerance=0.1),
+                      device_handling=DeviceHandling(restore=False, handle_signals=False))
     _train(session, model, b, seconds=seconds)
     record = session.record
     assert record is not None
@@ -239,8 +243,8 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
                          f"ms/sample over {point.steps} steps; clock "
                          + ("not reported" if seen is None else seen.describe()))
         b = batch_sizes[0]
-        session = Session(device, model=model, batch_size=b, restore=False,
-                          handle_signals=False)
+        session = Session(device, model=model, planning=PlanSettings(batch_size=b),
+                          device_handling=DeviceHandling(restore=False, handle_signals=False))
         _train(session, model, b, steps=steps)
         lines.append(f"training: {session.steps} steps of b={b} on {session.torch_device}, "
                      f"{session.device_time_s * 1e3:.1f} ms of step time (CUDA events)")

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from wattcap.runtime.session_config import DeviceHandling, PlanSettings
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # gpu_check and nvml_probe, the scripts beside this one
 import gpu_check  # noqa: E402
@@ -91,7 +93,8 @@ def training(device: Any, model: str, b: int, seconds: float) -> tuple[float, fl
     from wattcap.measure.profiling import PowerStats
     from wattcap.runtime.session import Session
 
-    session = Session(device, model=model, batch_size=b, restore=False, handle_signals=False)
+    session = Session(device, model=model, planning=PlanSettings(batch_size=b),
+                      device_handling=DeviceHandling(restore=False, handle_signals=False))
     step = gpu_check.training_step(session, model, b)
 
     def train_until(end_s: float) -> None:

@@ -18,6 +18,7 @@ from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.models import get_model_spec
 from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import PlanSettings
 from wattcap.train.loop import BatchStream, TrainConfig, evaluate, train_to_accuracy
 
 
@@ -60,8 +61,10 @@ def session_loop(model_name: str, train, test, batch_size: int, samples: int, se
     model = spec.build(num_classes=train.num_classes).train()
     device = EmulatedDevice("jetson-nano")
     with Session(device, model=model, example_input=train.to_tensors()[0][:batch_size],
-                 batch_size=batch_size, frequency_hz=device.frequencies_hz()[-1],
-                 power_cap_w=5.0, lr_ref=1e-3, batch_size_ref=32) as session:
+                 planning=PlanSettings(batch_size=batch_size,
+                                       frequency_hz=device.frequencies_hz()[-1], lr_ref=1e-3,
+                                       batch_size_ref=32),
+                 cap=5.0) as session:
         model = session.prepare(model)
         optimizer = torch.optim.Adam(model.parameters(), lr=session.learning_rate)
         x, y = train.to_tensors()

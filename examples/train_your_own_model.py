@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import wattcap
+from wattcap.runtime.session_config import Goal, PlanSettings
 
 
 class MyNet(nn.Module):
@@ -70,9 +71,10 @@ def main() -> None:
     train, test = digits()
     net = MyNet()
     with wattcap.Session(args.device, model=net, model_name="my-net",
-                         example_input=train.tensors[0][:8], profile="auto",
-                         power_cap_w=args.power_cap, target_accuracy=args.target_accuracy,
-                         sample_budget=50_000, checkpoint_dir=args.checkpoint_dir) as session:
+                         example_input=train.tensors[0][:8], planning=PlanSettings(profile="auto"),
+                         cap=args.power_cap,
+                         goal=Goal(target_accuracy=args.target_accuracy, sample_budget=50_000),
+                         checkpoint=args.checkpoint_dir) as session:
         print(f"plan: batch size {session.batch_size} at {session.frequency_hz / 1e6:.1f} MHz, "
               f"learning rate {session.learning_rate:.2e} (cap {args.power_cap:g} W)")
         net = session.prepare(net)

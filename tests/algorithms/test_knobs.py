@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import cap_on_average, monotone_peaks, plan
+from wattcap.algorithms.planner import plan
+from wattcap.algorithms.power_margin import cap_on_average, monotone_peaks
 from wattcap.cli import app
 from wattcap.core.knob import format_knob, knob_unit
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.measure.imported_tables import TableImportError, export_profile, import_profile
+from wattcap.runtime.session_config import PlanSettings
 
 #: a datacenter GPU's sweep over power limits (W): at 250 W the board runs hot and its clock
 #: falls below what 200 W gives, so b=64 is faster at 200 W than at 250 W (not monotone)
@@ -219,7 +221,8 @@ def test_a_session_plans_the_power_limit_and_leaves_the_clock_alone(tmp_path: Pa
     from wattcap.runtime.session import Session
 
     profile = _import(_power_limit_csv(tmp_path / "limits.csv"))
-    session = Session(None, profile=profile, power_cap_w=250.0)  # plans; touches nothing
+    # plans; touches nothing
+    session = Session(None, planning=PlanSettings(profile=profile), cap=250.0)
     expected = plan(profile, 250.0).choices["wattcap"]
     assert (session.knob_kind, session.frequency_hz) == ("power_limit", None)
     assert (session.batch_size, session.knob_value) == (expected.batch_size,

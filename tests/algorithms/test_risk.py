@@ -12,6 +12,7 @@ from wattcap.algorithms.efficiency import ratio_log_spread, vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.cli import app
 from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.runtime.session_config import PlanSettings
 
 F_HZ = 900_000_000
 
@@ -93,17 +94,19 @@ def test_a_session_and_a_moving_cap_plan_on_the_same_quantile() -> None:
     from wattcap.runtime.session import Session
 
     vector, profile = _vector(), _profile(SECONDS)
-    session = Session(None, profile=profile, efficiency=vector, risk=0.9, margin_sigmas=0)
+    session = Session(None, planning=PlanSettings(profile=profile, efficiency=vector, risk=0.9,
+                                                  margin_sigmas=0))
     assert session.batch_size == 8  # the plan of `plan --risk 0.9`
     assert any("90% quantile" in event for event in session.events)
-    assert Session(None, profile=profile, efficiency=vector, margin_sigmas=0).batch_size == 32
+    assert Session(None, planning=PlanSettings(profile=profile, efficiency=vector,
+                                               margin_sigmas=0)).batch_size == 32
     chooser = ConfigChooser(profile, "replan", 32, None, efficiency=vector, margin_sigmas=0,
                             risk=0.9)
     target = chooser.choose(None, 32)
     assert target is not None and target.batch_size == 8
     assert chooser.with_profile(profile).risk == 0.9  # kept across a re-measured profile
     with pytest.raises(SessionError, match="risk must be a quantile"):
-        Session(None, profile=profile, efficiency=vector, risk=1.0)
+        Session(None, planning=PlanSettings(profile=profile, efficiency=vector, risk=1.0))
 
 
 def test_train_takes_risk_and_refuses_a_power_limit_under_a_moving_cap(tmp_path) -> None:

@@ -1,6 +1,5 @@
-"""The public API is a tested list (issue 25): every import the README shows, `wattcap.Session`
-with its documented keywords, the callbacks, and the flat paths of earlier releases (kept as
-deprecated re-exports)."""
+"""The public API is a tested list: every import the README shows, `wattcap.Session` with its
+documented arguments and parts, the callbacks, and one home per module (no flat re-exports)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: the pages users copy code from: the README and the documentation site's pages
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _readme_imports() -> list[str]:
-    """Every `from wattcap... import ...` / `import wattcap...` line of the README's Python
-    blocks (continuation lines in parentheses joined)."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """Every `from wattcap... import ...` / `import wattcap...` line of the Python blocks of the
+    README and the docs pages (continuation lines in parentheses joined)."""
+    text = "\n".join(page.read_text() for page in DOC_PAGES)
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     found = []
     for block in blocks:
         for match in re.finditer(r"^(from wattcap[\w.]* import [^\n(]*(\([^)]*\))?|"
@@ -42,22 +44,40 @@ def test_every_readme_import_works_without_deprecation(statement: str) -> None:
         exec(statement, {})  # noqa: S102 - the README's own line
 
 
-SESSION_KEYWORDS = {
+SESSION_ARGUMENTS = {
     # the README's and the example's Session calls, and the integrations'
-    "model", "model_name", "example_input", "profile", "efficiency", "power_cap",
-    "power_cap_w", "target_accuracy", "sample_budget", "checkpoint_dir", "objective",
-    "cap_policy", "batch_size", "frequency_hz", "method", "margin_sigmas", "watchdog",
-    "progress", "restore",
+    "device", "model", "model_name", "example_input", "planning", "cap", "goal", "checkpoint",
+    "reporting", "device_handling",
+}
+#: each part of a Session's settings, with the fields the README's calls use
+SESSION_PARTS = {
+    "PlanSettings": {"profile", "efficiency", "objective", "batch_size", "frequency_hz",
+                     "method", "margin_sigmas"},
+    "CapSettings": {"power_cap", "policy", "watchdog"},
+    "Goal": {"target_accuracy", "target_metric", "sample_budget"},
+    "CheckpointSettings": {"directory"},
+    "Reporting": {"progress"},
+    "DeviceHandling": {"restore"},
 }
 
 
-def test_session_is_exported_from_the_root_with_its_documented_keywords() -> None:
+def test_session_is_exported_from_the_root_with_its_documented_arguments() -> None:
     import wattcap
 
     parameters = inspect.signature(wattcap.Session).parameters
-    assert "device" in parameters
-    missing = SESSION_KEYWORDS - set(parameters)
-    assert not missing, f"Session lost documented keywords: {sorted(missing)}"
+    missing = SESSION_ARGUMENTS - set(parameters)
+    assert not missing, f"Session lost documented arguments: {sorted(missing)}"
+    assert wattcap.SessionConfig is importlib.import_module(
+        "wattcap.runtime.session_config").SessionConfig
+
+
+@pytest.mark.parametrize("part", sorted(SESSION_PARTS))
+def test_the_session_parts_keep_their_documented_fields(part: str) -> None:
+    import dataclasses
+
+    kind = getattr(importlib.import_module("wattcap.runtime.session_config"), part)
+    missing = SESSION_PARTS[part] - {f.name for f in dataclasses.fields(kind)}
+    assert not missing, f"{part} lost documented fields: {sorted(missing)}"
 
 
 def test_the_callbacks_and_samplers_are_where_the_readme_says() -> None:
@@ -69,39 +89,16 @@ def test_the_callbacks_and_samplers_are_where_the_readme_says() -> None:
     assert "session" in inspect.signature(SessionBatchSampler).parameters
 
 
-#: flat module of earlier releases -> (its new home, names users import from it)
-DEPRECATED = {
-    "wattcap.planner": ("wattcap.algorithms.planner", ["plan", "Plan", "Choice",
-                                                        "InfeasibleCapError"]),
-    "wattcap.profiling": ("wattcap.measure.profiling", ["Profiler", "ProfileTable",
-                                                        "ProfilePoint"]),
-    "wattcap.sampling": ("wattcap.runtime.sampling", ["SessionBatchSampler", "BatchStream"]),
-    "wattcap.training": ("wattcap.train.loop", ["train_to_accuracy", "TrainConfig",
-                                                "RunRecord", "pretrain"]),
-    "wattcap.efficiency": ("wattcap.train.efficiency", ["estimate_efficiency",
-                                                        "EfficiencyVector"]),
-    "wattcap.references": ("wattcap.measure.references", ["emulated_reference_profiles"]),
-    "wattcap.gns_replan": ("wattcap.runtime.gns_replan", ["GnsSettings"]),
-    "wattcap.session": ("wattcap.runtime.session", ["Session", "SessionError"]),
-    "wattcap.run": ("wattcap.core.run", ["RunRecord", "TrainConfig", "CurvePoint"]),
-    "wattcap.caps": ("wattcap.devices.caps", ["CapSource", "parse_cap_source", "SolarCap"]),
-    "wattcap.noise_scale": ("wattcap.train.noise_scale", ["measure_noise_scale",
-                                                          "NoiseScaleEstimate"]),
-    "wattcap.executors": ("wattcap.train.executors", ["get_executor", "SerialExecutor"]),
-}
+#: the flat modules of the layout before the layers: each name has one home now
+FLAT_MODULES = ["planner", "profiling", "sampling", "training", "efficiency", "references",
+                "gns_replan", "session", "run", "caps", "noise_scale", "executors"]
 
 
-@pytest.mark.parametrize("old", sorted(DEPRECATED))
-def test_flat_paths_still_import_with_a_deprecation_warning(old: str) -> None:
-    new, names = DEPRECATED[old]
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=re.escape(new)):
-        module = importlib.import_module(old)
-    for name in names:
-        assert hasattr(module, name), f"{old}.{name} is gone"
-        value = getattr(module, name)
-        home = importlib.import_module(value.__module__) if hasattr(value, "__module__") else None
-        assert home is not None and getattr(home, name) is value  # the same object, re-exported
+@pytest.mark.parametrize("name", FLAT_MODULES)
+def test_the_flat_modules_are_gone(name: str) -> None:
+    sys.modules.pop(f"wattcap.{name}", None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"wattcap.{name}")
 
 
 def test_new_paths_import_without_warnings() -> None:

@@ -224,30 +224,8 @@ def test_estimate_in_a_pipe_prints_progress_lines_before_the_table(tmp_path) -> 
         assert samples is not None
         assert f"b={entry.batch_size} seed=0: {samples:.0f} samples to target" in shown
 
-@pytest.mark.slow  # the demo also pre-trains and trains on the bundled digits (~1 min)
-def test_demo(tmp_path) -> None:
-    out = tmp_path / "demo"
-    result = invoke("demo", "--out", out, "--quick")
-    assert result.exit_code == 0, result.output
-    assert "speed-up" in result.output and "vs wattcap" in result.output
-    assert "2 seeds" in result.output
-    heatmaps = sorted(out.glob("heatmap-*.png"))
-    profiles = sorted(out.glob("profile-*.json"))
-    assert len(heatmaps) >= 2 and len(profiles) >= 2
-    for png in heatmaps:
-        assert png.read_bytes()[:8] == PNG_MAGIC
-    for path in profiles:
-        assert ProfileTable.load(path).device == "jetson-nano"
-    # the README's table: one row per cap, wattcap's choice as the comparison recorded it
-    from wattcap.experiments.compare import Comparison
-
-    comparison = Comparison.load(out / "comparison.json")
-    rows = (out / "table.md").read_text().splitlines()[2:]
-    caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
-    assert len(rows) == len(caps)
-    for row, cap in zip(rows, caps, strict=True):
-        ours = comparison.get("jetson-nano", cap, comparison.targets[0], "wattcap")
-        assert f"| {ours.batch_size}, {ours.knob_value / 1e6:.1f}: " in row
+# `wattcap demo --quick` as its user sees it: tests/golden/test_golden.py, on the run of the demo
+# that the goldens make
 
 
 def test_plan_cost_takes_its_maximum_power_from_the_user(profile_file) -> None:

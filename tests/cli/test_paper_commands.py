@@ -1,6 +1,6 @@
-"""The README's "Reproduce the paper" commands, run as written on small files in the real
-formats (CIFAR python pickles, SVHN .mat, a CINIC-10 folder of PNGs, WikiText and novels as
-text), with small budgets appended (a later option wins over an earlier one)."""
+"""The "Reproducing the paper" page's commands (docs/paper.md), run as written on small files
+in the real formats (CIFAR python pickles, SVHN .mat, a CINIC-10 folder of PNGs, WikiText and
+novels as text), with small budgets appended (a later option wins over an earlier one)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from wattcap.cli import app
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.run import RunRecord
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAPER_PAGE = Path(__file__).resolve().parents[2] / "docs" / "paper.md"
 MARKER = "<!-- paper-commands:"
 
 # Small budgets for CI, appended to each command (the last occurrence of an option wins).
@@ -38,8 +38,8 @@ CI_OVERRIDES = {
 
 
 def paper_commands() -> tuple[dict[str, str], list[list[str]]]:
-    """(shell variables, wattcap commands) of the README block after the marker."""
-    text = README.read_text()
+    """(shell variables, wattcap commands) of the page's block after the marker."""
+    text = PAPER_PAGE.read_text()
     block = text[text.index(MARKER):]
     block = block[block.index("```bash\n") + len("```bash\n"):]
     block = block[:block.index("```")]
@@ -92,7 +92,7 @@ def test_the_readme_paper_commands_run_on_small_real_format_files(tmp_path, monk
     assert [c[0] for c in commands].count("train") >= 3
     data = tmp_path / "data"
     write_paper_data(data)
-    variables["DATA"] = str(data)  # the README's ~/data, here
+    variables["DATA"] = str(data)  # the page's ~/data, here
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     for words in commands:

@@ -179,3 +179,49 @@ def test_a_percentage_is_never_rounded_up_to_100() -> None:
     line = PlainProgress("sweep", 1000, "runs", stream=io.StringIO())
     line.completed = 996
     assert "(99%)" in line.line()
+
+
+def test_before_the_first_unit_a_jobs_message_is_shown_at_once() -> None:
+    """The first unit of a sweep may take minutes: what the job is about to do is printed as
+    soon as the job says it, not when the throttle next lets a line through."""
+    clock = FakeClock()
+    report, stream = _plain(6, clock)
+    with report:
+        report.update(0, "6 runs; the first trains the whole budget")  # no time passed: shown
+        report.update(0, "6 runs; the first trains the whole budget")  # nothing new: quiet
+        clock.now_s += 90
+        report.update(1, "b=128 seed=0")                               # the first tenth
+        clock.now_s += 1
+        report.update(1, "a message once a unit is done")              # throttled as before
+    assert _lines(stream)[:3] == [
+        "sweep: 0/6 runs (0%), 0:00:00 elapsed",
+        "sweep: 0/6 runs (0%), 0:00:00 elapsed; 6 runs; the first trains the whole budget",
+        "sweep: 1/6 runs (16%), 0:01:30 elapsed; b=128 seed=0",
+    ]
+    assert len(_lines(stream)) == 4  # and the end state
+
+
+def test_a_proxy_sweep_says_what_it_will_do_before_its_first_run() -> None:
+    """`estimate`'s first run (the automatic target's, the whole budget) is its longest: the
+    line before it says how many runs there are and that this one is long. Each run "takes" a
+    minute on the injected clock, so the announcement's time is read from the reporter."""
+    from wattcap.train.efficiency import estimate_efficiency
+
+    clock = FakeClock()
+    report, stream = _plain(4, clock)
+
+    def show(update: object) -> None:
+        if getattr(update, "item", None) is not None:
+            clock.now_s += 60  # a run finished: a minute went by
+        report.show(update)  # type: ignore[arg-type]
+
+    with report:
+        estimate_efficiency("digits-cnn", "digits", "auto", batch_sizes=(16, 32), seeds=2,
+                            sample_budget=256, eval_every_samples=128, budget_extension=None,
+                            lr_ref=1e-3, batch_size_ref=32, progress=show)
+    first, announced, after = _lines(stream)[:3]
+    assert first == "sweep: 0/4 runs (0%), 0:00:00 elapsed"
+    assert announced == ("sweep: 0/4 runs (0%), 0:00:00 elapsed; 4 runs (2 batch size(s) x 2 "
+                         "seed(s)); the first, b=32 seed 0, trains the whole 256-sample budget "
+                         "to set the proxy's target")
+    assert after.startswith("sweep: 1/4 runs (25%), 0:01:00 elapsed; b=32 seed=0")

@@ -19,6 +19,7 @@ from tests.fakes.sysfs import (
 from wattcap.devices import EmulatedDevice, jetson
 from wattcap.devices.errors import DeviceNotSupportedError, DevicePermissionError
 from wattcap.devices.jetson import JetsonDevice
+from wattcap.runtime.session_config import DeviceHandling, PlanSettings
 
 FAKE_BIN = Path(__file__).resolve().parents[1] / "fakes" / "bin"
 
@@ -254,8 +255,8 @@ def test_training_with_a_power_mode_plan_switches_the_mode_and_puts_it_back(
                          max_batch_size=8, mode="exhaustive", points=points,
                          points_measured=2, profiling_device_s=1.0, power_noise_w=0.0)
     found = _devfreq(board)
-    session = Session(device, profile=table, power_cap_w=7.0, margin_sigmas=0,
-                      handle_signals=False)
+    session = Session(device, planning=PlanSettings(profile=table, margin_sigmas=0), cap=7.0,
+                      device_handling=DeviceHandling(handle_signals=False))
     assert (session.batch_size, session.knob_value) == (8, 1)  # 15W breaks the cap
     session.start()
     assert _calls(board) == ["-m 1"] and device.power_mode == "7W"

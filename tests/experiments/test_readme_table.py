@@ -1,5 +1,5 @@
-"""The README's demo table is the demo's output: `markdown_table` renders a comparison, and
-bench/readme_demo_table.py pastes OUT/table.md between the README's markers."""
+"""The results page's demo table is the demo's output: `markdown_table` renders a comparison,
+and bench/readme_demo_table.py pastes OUT/table.md between the page's markers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.bench_scripts import load_bench_script
 from wattcap.experiments.compare import Comparison, MethodResult
 from wattcap.experiments.demo import DEVICE, markdown_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RESULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 
 
 def _result(method: str, cap: float | None, b: int, times: list[float | None]) -> MethodResult:
@@ -42,18 +42,18 @@ def test_the_table_renders_each_cap_from_the_comparison() -> None:
 
 def test_the_script_pastes_between_the_markers_and_refuses_without_them(tmp_path: Path) -> None:
     script = load_bench_script("readme_demo_table")
-    assert "<!-- demo-table -->" in README.read_text()  # the real README has the block
-    readme = tmp_path / "README.md"
+    assert "<!-- demo-table -->" in RESULTS_PAGE.read_text()  # the real page has the block
+    readme = tmp_path / "results.md"
     readme.write_text("intro\n<!-- demo-table -->\nold table\n<!-- /demo-table -->\nrest\n")
     out = tmp_path / "demo-output"
     out.mkdir()
     (out / "table.md").write_text("| cap |\n|---|\n| 4.5 W |\n")
-    assert script.main([str(out), "--readme", str(readme), "--date", "2026-11-25"]) == 0
+    assert script.main([str(out), "--page", str(readme), "--date", "2026-11-25"]) == 0
     text = readme.read_text()
     assert "old table" not in text and "| 4.5 W |" in text and "run of 2026-11-25" in text
     assert text.startswith("intro\n") and text.endswith("rest\n")
     readme.write_text("no markers\n")
-    assert script.main([str(out), "--readme", str(readme)]) == 1
+    assert script.main([str(out), "--page", str(readme)]) == 1
     assert readme.read_text() == "no markers\n"
     with pytest.raises(ValueError, match="no <!-- demo-table -->"):
         script.paste("x", "t", "d")

@@ -1,8 +1,8 @@
-"""Golden outputs of the command line on fixed seeds (issue 25: the layout moved, behaviour did
-not). `python tests/golden/generate.py OUT` writes them into OUT through the public CLI only
-(`python -m wattcap.cli ...`), masked; `tests/test_golden.py` compares a fresh run with the
-files committed beside this script. Regenerate after an intended change of behaviour with
-`python tests/golden/generate.py tests/golden/expected`.
+"""Golden outputs of the command line on fixed seeds. `python tests/golden/generate.py OUT`
+writes them into OUT through the public CLI only (`python -m wattcap.cli ...`), masked;
+`test_golden.py` compares a fresh run with the files committed beside this script (decisions
+exactly, the numbers of CPU training within the tolerances of `compare.py`). Regenerate after
+an intended change of behaviour with `python tests/golden/generate.py tests/golden/expected`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def mask(value: object, key: str = "") -> object:
     return value
 
 
-def run_cli(args: list[str], cwd: Path) -> str:
-    """Run `wattcap ARGS` in a fresh process (the same interpreter); its stdout."""
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb")
+def run_cli(args: list[str], cwd: Path, env_extra: dict[str, str] | None = None) -> str:
+    """Run `wattcap ARGS` in a fresh process (the same interpreter, `env_extra` added to its
+    environment); its stdout."""
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb", **(env_extra or {}))
     out = subprocess.run([sys.executable, "-m", "wattcap.cli", *args], cwd=cwd, env=env,
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -55,39 +56,57 @@ def write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(mask(data), indent=1, sort_keys=True) + "\n")
 
 
-def generate(out: Path) -> list[str]:
-    """Write every golden output into `out`; the names written."""
+def _profiles_and_plans(out: Path, work: Path, eff: Path) -> list[str]:
+    """Profiles of the emulated devices (device time is deterministic) and plans from them:
+    decisions from fixed inputs, no CPU training in them."""
+    written = []
+    for device in ("jetson-nano", "jetson-tx2nx"):
+        profile = work / f"{device}.json"
+        run_cli(["profile", "--device", f"emulated:{device}", "--model", "digits32-cnn",
+                 "--exhaustive", "--out", str(profile)], work)
+        write_json(out / f"profile-{device}.json", json.loads(profile.read_text()))
+        written.append(f"profile-{device}.json")
+        caps = ("4.5", "5.5", "none") if device == "jetson-nano" else ("7", "9", "none")
+        for cap in caps:
+            text = run_cli(["plan", "--profile", str(profile), "--efficiency", str(eff),
+                            "--power-cap", cap, "--json"], work)
+            name = f"plan-{device}-{cap}.json"
+            write_json(out / name, json.loads(text))
+            written.append(name)
+    return written
+
+
+def generate(out: Path, *, decisions: bool = True,
+             env_extra: dict[str, str] | None = None, keep: Path | None = None) -> list[str]:
+    """Write the golden outputs into `out` (without the profiles and plans when `decisions`
+    is false: only those of CPU training), each command run with `env_extra` in its
+    environment; the names written. With `keep`, the commands' own outputs stay there (the
+    demo's folder in `keep/demo`, what it printed in `keep/demo-stdout.txt`)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = keep if keep is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         eff = work / "efficiency.json"
         shutil.copy(INPUTS / "efficiency.json", eff)
-        # profiles of the emulated devices (device time is deterministic)
-        for device in ("jetson-nano", "jetson-tx2nx"):
-            profile = work / f"{device}.json"
-            run_cli(["profile", "--device", f"emulated:{device}", "--model", "digits32-cnn",
-                     "--exhaustive", "--out", str(profile)], work)
-            write_json(out / f"profile-{device}.json", json.loads(profile.read_text()))
-            written.append(f"profile-{device}.json")
-            caps = ("4.5", "5.5", "none") if device == "jetson-nano" else ("7", "9", "none")
-            for cap in caps:
-                text = run_cli(["plan", "--profile", str(profile), "--efficiency", str(eff),
-                                "--power-cap", cap, "--json"], work)
-                name = f"plan-{device}-{cap}.json"
-                write_json(out / name, json.loads(text))
-                written.append(name)
-        # a training run's record on the emulated Nano
+        if decisions:
+            written += _profiles_and_plans(out, work, eff)
+        # a training run's record on the emulated Nano, planned on the Nano's profile
+        profile = work / "jetson-nano.json"
+        if not profile.exists():
+            run_cli(["profile", "--device", "emulated:jetson-nano", "--model", "digits32-cnn",
+                     "--exhaustive", "--out", str(profile)], work, env_extra)
         record = work / "record.json"
-        run_cli(["train", "--profile", str(work / "jetson-nano.json"), "--efficiency", str(eff),
+        run_cli(["train", "--profile", str(profile), "--efficiency", str(eff),
                  "--model", "digits32-cnn", "--data", "digits-5-9-32", "--power-cap", "4.5",
                  "--target-accuracy", "0.8", "--sample-budget", "4096", "--seed", "0",
-                 "--out", str(record)], work)
+                 "--out", str(record)], work, env_extra)
         write_json(out / "run-record.json", json.loads(record.read_text()))
         written.append("run-record.json")
         # the quick demo: the comparison harness end to end, its tables and files
         demo = work / "demo"
-        run_cli(["demo", "--quick", "--out", str(demo)], work)
+        shown = run_cli(["demo", "--quick", "--out", str(demo)], work, env_extra)
+        (work / "demo-stdout.txt").write_text(shown)
         for path in sorted(demo.rglob("*")):
             # run files are named by their identity key, whose hash covers file stamps of
             # the temporary folder: the name without it

@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from wattcap.devices import EmulatedDevice
 from wattcap.runtime.session import SessionError
+from wattcap.runtime.session_config import Goal, PlanSettings
 
 MHZ = 1_000_000
 
@@ -80,9 +81,9 @@ def test_lightning_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noq
     initial_hz = device.current_frequency_hz()
     probe = FrequencyProbe(device)
 
-    callback = WattcapCallback(device=device, batch_size=8, frequency_hz=f_hz,
-                               accuracy_metric="val_acc", target_accuracy=0.99,
-                               set_learning_rate=True)
+    callback = WattcapCallback(device=device, accuracy_metric="val_acc", set_learning_rate=True,
+                               planning=PlanSettings(batch_size=8, frequency_hz=f_hz),
+                               goal=Goal(target_accuracy=0.99))
     assert callback.batch_size == 8
     lrs: list[float] = []
 
@@ -117,7 +118,8 @@ def test_lightning_refuses_a_batch_size_that_is_not_the_plans(tmp_path) -> None:
     device, f_hz = nano_and_frequency()
     initial_hz = device.current_frequency_hz()
 
-    callback = WattcapCallback(device=device, batch_size=8, frequency_hz=f_hz)
+    callback = WattcapCallback(device=device,
+                               planning=PlanSettings(batch_size=8, frequency_hz=f_hz))
     trainer = pl.Trainer(max_steps=2, accelerator="cpu", logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, default_root_dir=str(tmp_path),
@@ -174,10 +176,11 @@ def test_hf_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noqa: ANN0
         logits, labels = prediction
         return {"accuracy": float((logits.argmax(-1) == labels).mean())}
 
-    callback = WattcapTrainerCallback(device=device, batch_size=8, frequency_hz=f_hz,
-                                      example_input=torch.randn(4, 16),
-                                      accuracy_metric="eval_accuracy", target_accuracy=0.999,
-                                      set_batch_size=True, set_learning_rate=True)
+    callback = WattcapTrainerCallback(device=device, example_input=torch.randn(4, 16),
+                                      accuracy_metric="eval_accuracy", set_batch_size=True,
+                                      set_learning_rate=True,
+                                      planning=PlanSettings(batch_size=8, frequency_hz=f_hz),
+                                      goal=Goal(target_accuracy=0.999))
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4,
         per_device_eval_batch_size=32, eval_strategy="steps", eval_steps=2,
@@ -217,8 +220,8 @@ def test_hf_callback_restores_when_training_raises(tmp_path) -> None:  # noqa: A
                 raise RuntimeError("boom")
             return super().forward(x, labels)
 
-    callback = WattcapTrainerCallback(device=device, batch_size=8, frequency_hz=f_hz,
-                                      example_input=torch.randn(4, 16))
+    callback = WattcapTrainerCallback(device=device, example_input=torch.randn(4, 16),
+                                      planning=PlanSettings(batch_size=8, frequency_hz=f_hz))
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=8,
         save_strategy="no", report_to=[], use_cpu=True, logging_strategy="no",
@@ -253,8 +256,9 @@ def test_lightning_pauses_and_resumes_under_a_moving_cap(tmp_path) -> None:  # n
 
     # 1 W is below every configuration (and the idle power): training pauses from the tick at
     # 0.05 s until the one at 0.20 s reads 5 W again
-    callback = WattcapCallback(device=device, model_name="tiny-linear", profile=profile,
-                               power_cap=ScheduleCap([(0, 5.0), (0.03, 1.0), (0.18, 5.0)]))
+    callback = WattcapCallback(device=device, model_name="tiny-linear",
+                               planning=PlanSettings(profile=profile),
+                               cap=ScheduleCap([(0, 5.0), (0.03, 1.0), (0.18, 5.0)]))
     assert callback.session.cap_policy == "frequency"  # the dataloader keeps its batch size
     trainer = pl.Trainer(max_steps=12, accelerator="cpu", logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
@@ -279,8 +283,8 @@ def test_hf_callback_keeps_the_trainers_batch_size_under_a_moving_cap() -> None:
     from wattcap.integrations.huggingface import WattcapTrainerCallback
 
     callback = WattcapTrainerCallback(device=EmulatedDevice("jetson-nano"),
-                                      model_name="tiny-linear", profile=tiny_profile(),
-                                      example_input=torch.randn(4, 16),
-                                      power_cap="solar:seed=2,day_s=60")
+                                      model_name="tiny-linear", example_input=torch.randn(4, 16),
+                                      planning=PlanSettings(profile=tiny_profile()),
+                                      cap="solar:seed=2,day_s=60")
     assert callback.session.cap_policy == "frequency"
     assert callback.session.cap_source is not None

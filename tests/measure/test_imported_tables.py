@@ -337,3 +337,138 @@ def test_an_exported_efficiency_vector_imports_to_the_same_runs(tmp_path: Path) 
     assert {e.batch_size: e.samples_per_seed for e in back.entries} == samples
     # the runs, not the ratios, travel: the import recomputes r_b by its own rule (the fit)
     assert back.entry(32).samples_mean == pytest.approx(vector.entry(32).samples_mean)
+
+
+PROFILE_HEADER = "batch_size,frequency_mhz,seconds_per_sample,avg_power_w,peak_power_w"
+
+
+def test_a_time_in_us_among_bare_seconds_is_refused_naming_its_row(tmp_path: Path) -> None:
+    """One row written '1400 us', the others bare seconds (~1.21 s per sample): converted,
+    that row is 864x below the rest. Read as it is, it made baseline-1's plan 871.91x slower
+    than wattcap's; it is refused, its row named."""
+    path = _write(tmp_path / "mixed.csv", PROFILE_HEADER,
+                  ["8,921.6,1.21,3.0,3.5", "16,921.6,1400 us,3.2,3.6", "32,921.6,1.19,4.0,4.6",
+                   "64,921.6,1.25,4.1,4.7"])
+    with pytest.raises(TableImportError) as refused:
+        _import(path)
+    message = str(refused.value)
+    assert "column 'seconds_per_sample' mixes units whose values disagree: row 3:" in message
+    assert "'1400 us' is 0.0014 s, 864x below the median 1.21 s" in message
+    assert "bare (read as s)" in message
+    # through the command line: exit 2, the row named, no profile written
+    out = tmp_path / "mixed.json"
+    result = CliRunner().invoke(app, ["import", "profile", str(path), "--device", "d",
+                                      "--model", "m", "--power-sampling", "instant:0.1",
+                                      "--out", str(out)])
+    assert result.exit_code == 2 and "row 3" in result.output and "1400 us" in result.output
+    assert not out.exists()
+
+
+def test_cells_in_different_explicit_units_must_agree_once_converted(tmp_path: Path) -> None:
+    """ms, us and s in one column: the us cell agrees with the ms cells (1.4 ms), the s cell
+    is 880x above their median and is the one named."""
+    with pytest.raises(TableImportError, match=r"row 5: '1.1 s' is 1100 ms, 880x above the "
+                       r"median 1.25 ms of the 2 cells written in ms") as refused:
+        _import(_write(tmp_path / "units.csv", "batch_size,frequency_mhz,ms_per_sample,"
+                       "avg_power_w", ["8,900,1.2 ms,3.0", "16,900,1400 us,3.1",
+                                       "32,900,1.3 ms,3.5", "64,900,1.1 s,3.9"]))
+    assert "row 3" not in str(refused.value) and "'1400 us'" not in str(refused.value)
+
+
+def test_a_column_in_one_unit_keeps_its_measured_spread(tmp_path: Path) -> None:
+    """Time per sample spans two orders of magnitude over a profile (b=4 at the lowest clock
+    against b=128 at the highest): in one unit, bare or not, that is the measurement."""
+    rows = ["4,76.8,0.08,2.0,2.2", "4,921.6,0.006,2.6,2.9", "128,76.8,0.01,2.4,2.7",
+            "128,921.6,0.0008,4.0,4.6"]
+    bare = _import(_write(tmp_path / "bare.csv", PROFILE_HEADER, rows))
+    written = _import(_write(tmp_path / "ms.csv", PROFILE_HEADER.replace(
+        "seconds_per_sample", "ms_per_sample"), ["4,76.8,80 ms,2.0,2.2", "4,921.6,6 ms,2.6,2.9",
+                                                 "128,76.8,10 ms,2.4,2.7",
+                                                 "128,921.6,800 us,4.0,4.6"]))
+    assert [p.seconds_per_sample for p in written.points] == pytest.approx(
+        [p.seconds_per_sample for p in bare.points])
+    assert max(p.seconds_per_sample for p in bare.points) / min(
+        p.seconds_per_sample for p in bare.points) == pytest.approx(100)
+
+
+def test_every_problem_of_a_table_is_reported_in_one_run(tmp_path: Path) -> None:
+    path = _write(tmp_path / "many.csv", PROFILE_HEADER,
+                  ["8,921.6,fast,3.0,3.5", "16.5,921.6,0.002,3.2,3.6",
+                   "32,921600000,0.001,4.0,4.6", "64,921.6,0.001,4.1,3.7",
+                   "64,921.6,0.001,4 MiB,4.7"])
+    with pytest.raises(TableImportError) as refused:
+        _import(path)
+    lines = str(refused.value).splitlines()
+    assert lines[0] == f"{path}: 5 problems:"
+    for expected in ("row 2, column 'seconds_per_sample': 'fast' is not a number",
+                     "row 3, column 'batch_size': 16.5 is not a whole number",
+                     "row 4, column 'frequency_mhz': 921600000 MHz must be in (1, 10000] MHz",
+                     "row 5: peak power 3.7 W is below the average 4.1 W",
+                     "row 6, column 'avg_power_w': '4 MiB' is in MiB"):
+        assert sum(expected in line for line in lines[1:]) == 1, expected
+
+
+def test_missing_columns_are_named_together_with_the_other_cells_problems(
+        tmp_path: Path) -> None:
+    path = _write(tmp_path / "cols.csv", "batch_size,frequency_mhz,peak_power_w",
+                  ["8,921.6,3.5", "x,921.6,3.6"])
+    with pytest.raises(TableImportError) as refused:
+        _import(path)
+    message = str(refused.value)
+    assert "3 problems" in message and "no time column" in message
+    assert "no average power column ('avg_power_w')" in message
+    assert "row 3, column 'batch_size': 'x' is not a number" in message
+
+
+def test_a_long_list_of_problems_is_cut_with_a_count_of_the_rest(tmp_path: Path) -> None:
+    path = _write(tmp_path / "long.csv", PROFILE_HEADER,
+                  [f"{b},921.6,slow,3.0,3.5" for b in range(1, 26)])
+    with pytest.raises(TableImportError) as refused:
+        _import(path)
+    lines = str(refused.value).splitlines()
+    assert lines[0].endswith("25 problems:")
+    assert len(lines) == 1 + 20 + 1 and lines[-1].strip() == "... and 5 more"
+    assert "row 21," in lines[20] and "row 22," not in str(refused.value)
+
+
+def test_every_problem_of_an_efficiency_table_is_reported_in_one_run(tmp_path: Path) -> None:
+    path = _write(tmp_path / "runs.csv", "batch_size,seed,samples_to_target,budget_samples",
+                  ["16,0,400,2000", "16,0,410,2000", "16,1,4000,2000", "64,0,lots,2000",
+                   "64,1,500,2k", "128,0,700,2000"])
+    with pytest.raises(TableImportError) as refused:
+        import_efficiency(path, model="m", dataset="d", target_accuracy=0.8)
+    message = str(refused.value)
+    assert "5 problems" in message
+    for expected in ("row 3: batch size 16, seed 0 appears twice",
+                     "row 4: 4000 samples to target is beyond the run's budget of 2000",
+                     "row 5, column 'samples_to_target': 'lots' is not a number",
+                     "row 6, column 'budget_samples': '2k': the column takes a plain number",
+                     "missing b=128 seed=1"):
+        assert expected in message, expected
+
+
+def test_every_problem_of_a_table_of_curves_is_reported_in_one_run(tmp_path: Path) -> None:
+    path = _write(tmp_path / "curves.csv", "batch_size,seed,samples_seen,metric_value,"
+                  "budget_samples", ["8,0,100,0.5,1000", "8,0,100,0.6,1000", "8,0,200,abc,1000",
+                                     "16,0,100,0.7,1000", "16,0,200,1.5,1000"])
+    with pytest.raises(TableImportError) as refused:
+        import_efficiency(path, model="m", dataset="d", target_accuracy=0.6)
+    message = str(refused.value)
+    assert "3 problems" in message
+    for expected in ("row 4, column 'metric_value': 'abc' is not a number",
+                     "row 6, column 'metric_value': 1.5 (accuracy) must be in",
+                     "batch size 8, seed 0 has two evaluations at the same sample count"):
+        assert expected in message, expected
+
+
+def test_disagreeing_cells_are_shown_in_the_columns_unit_and_bare_ones_in_the_headers(
+        tmp_path: Path) -> None:
+    """A header in MHz mapped to frequency_hz: bare cells read as MHz, a cell in kHz (the
+    wrong prefix) is a thousand times too low, shown in Hz as the column stores it."""
+    with pytest.raises(TableImportError, match=r"row 4: '1410 kHz' is 1\.41e\+06 Hz, 1000x "
+                       r"below the median 1\.41e\+09 Hz of the 2 cells written bare \(read as "
+                       r"MHz\)"):
+        _import(_write(tmp_path / "clock.csv", "batch_size,clock [MHz],seconds_per_sample,"
+                       "avg_power_w", ["8,1410,0.002,3.0", "16,1410,0.002,3.1",
+                                       "32,1410 kHz,0.001,3.5"]),
+                columns="frequency_hz=clock [MHz]")

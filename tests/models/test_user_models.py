@@ -20,7 +20,8 @@ from wattcap.core.schema import WattcapFileError
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.devices.workload import measure_workload, workload_for
-from wattcap.measure.profiling import Profiler, refresh_profile
+from wattcap.measure.profile_refresh import refresh_profile
+from wattcap.measure.profiling import Profiler
 from wattcap.measure.references import emulated_reference_profiles, reference_profiles_for
 from wattcap.models import (
     UserModelError,
@@ -31,6 +32,7 @@ from wattcap.models import (
     user_model_text,
 )
 from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import PlanSettings
 from wattcap.train.loop import TrainConfig, train_to_accuracy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,7 +211,8 @@ def test_files_carry_the_fingerprint_and_refuse_another_architecture(net_file):
                                                              match="architecture fingerprint"):
         train_to_accuracy(config, train, test, device=dev, profile=profile)
     with pytest.raises(WattcapFileError, match="architecture fingerprint"):
-        Session(EmulatedDevice("jetson-nano"), model=text, profile=profile, batch_size=8)
+        Session(EmulatedDevice("jetson-nano"), model=text,
+                planning=PlanSettings(profile=profile, batch_size=8))
     stale = vector.model_copy(update={"architecture_fingerprint": new_fingerprint})
     with pytest.raises(WattcapFileError, match="efficiency vector was made for architecture "
                        f"fingerprint '{new_fingerprint}'"):

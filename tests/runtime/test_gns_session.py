@@ -13,6 +13,7 @@ from wattcap.measure.profiling import Profiler
 from wattcap.models import get_model_spec
 from wattcap.runtime.gns_replan import GnsSettings
 from wattcap.runtime.session import Session, SessionError
+from wattcap.runtime.session_config import DeviceHandling, PlanSettings, Reporting
 from wattcap.train.loop import BatchStream, TrainConfig, train_to_accuracy
 
 MODEL = "digits-cnn"
@@ -36,9 +37,11 @@ def test_session_measures_then_replans_keeping_the_optimiser(profile, data) -> N
     torch.manual_seed(0)
     spec = get_model_spec(MODEL)
     net = spec.build(num_classes=train.num_classes)
-    with Session("emulated:jetson-nano", model=MODEL, profile=profile, efficiency=settings,
-                 power_cap_w=CAP_W, batch_size=64, lr_ref=spec_lr, batch_size_ref=64,
-                 dataset=train.name, handle_signals=False) as session:
+    with Session("emulated:jetson-nano", model=MODEL,
+                 planning=PlanSettings(profile=profile, efficiency=settings, batch_size=64,
+                                       lr_ref=spec_lr, batch_size_ref=64),
+                 cap=CAP_W, reporting=Reporting(dataset=train.name),
+                 device_handling=DeviceHandling(handle_signals=False)) as session:
         assert session.measuring_noise_scale and session.batch_size == 64
         optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
         session.attach(net, optimizer)
@@ -92,10 +95,11 @@ def test_our_loop_follows_the_gns_replan(profile, data) -> None:
 
 def test_gns_needs_a_profile_and_the_attached_optimiser(profile) -> None:
     with pytest.raises(SessionError, match="needs a profile"):
-        Session(None, model=MODEL, batch_size=32, efficiency="gns")
+        Session(None, model=MODEL, planning=PlanSettings(batch_size=32, efficiency="gns"))
     net = torch.nn.Linear(3, 2)
-    with Session("emulated:jetson-nano", model=MODEL, profile=profile, efficiency="gns",
-                 power_cap_w=CAP_W, handle_signals=False) as session, \
+    with Session("emulated:jetson-nano", model=MODEL,
+                 planning=PlanSettings(profile=profile, efficiency="gns"), cap=CAP_W,
+                 device_handling=DeviceHandling(handle_signals=False)) as session, \
             pytest.raises(SessionError, match="attach"):
         session.backward(lambda a, t: net(a).sum(), torch.zeros(4, 3), torch.zeros(4))
     config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.9,

@@ -18,6 +18,7 @@ from wattcap.devices.errors import DeviceNotSupportedError
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import DeviceHandling, PlanSettings
 
 MODEL = "digits-cnn"
 
@@ -45,8 +46,9 @@ def test_a_power_limit_plan_is_applied_watched_and_restored(limit_profile) -> No
     device = EmulatedDevice("jetson-nano")
     device.power_limit_emulated = True
     found_hz = device.requested_frequency_hz()
-    session = Session(device, model=MODEL, profile=limit_profile, batch_size=32,
-                      knob_value=3000, handle_signals=False)
+    session = Session(device, model=MODEL,
+                      planning=PlanSettings(profile=limit_profile, batch_size=32, knob_value=3000),
+                      device_handling=DeviceHandling(handle_signals=False))
     assert session.frequency_hz is None and session.knob_kind == "power_limit"
     with session:
         assert device.power_limit_w() == pytest.approx(3.0)
@@ -68,8 +70,9 @@ def test_a_power_mode_plan_runs_in_that_mode_and_puts_the_mode_found_back(
     maxn, five_w = mode_profile.lookup(32, 0), mode_profile.lookup(32, 1)
     assert maxn is not None and five_w is not None
     cap = (maxn.peak_power_w + five_w.peak_power_w) / 2  # only the 5W mode fits at b=32
-    session = Session(device, model=MODEL, profile=mode_profile, batch_size=32,
-                      power_cap_w=cap, margin_sigmas=0, handle_signals=False)
+    session = Session(device, model=MODEL,
+                      planning=PlanSettings(profile=mode_profile, batch_size=32, margin_sigmas=0),
+                      cap=cap, device_handling=DeviceHandling(handle_signals=False))
     assert session.knob_value == 1
     with session:
         assert device.power_mode == "5W"
@@ -84,12 +87,14 @@ def test_what_acts_on_clocks_refuses_another_knob_in_one_line(limit_profile) -> 
     device = EmulatedDevice("jetson-nano")
     device.power_limit_emulated = True
     with pytest.raises(SessionError, match="give knob_value, not frequency_hz"):
-        Session(device, model=MODEL, profile=limit_profile, batch_size=32,
-                frequency_hz=max(device.frequencies_hz()))
+        Session(device, model=MODEL,
+                planning=PlanSettings(profile=limit_profile, batch_size=32,
+                                      frequency_hz=max(device.frequencies_hz())))
     with pytest.raises(SessionError, match="give the profile"):
-        Session(device, model=MODEL, batch_size=32, knob_value=3000)
+        Session(device, model=MODEL, planning=PlanSettings(batch_size=32, knob_value=3000))
     with pytest.raises(KnobError, match="following a moving cap acts on the GPU clock"):
-        Session(device, model=MODEL, profile=limit_profile, power_cap="solar:seed=1")
+        Session(device, model=MODEL, planning=PlanSettings(profile=limit_profile),
+                cap="solar:seed=1")
 
 
 def test_a_device_without_the_knob_refuses_before_anything_changes(limit_profile) -> None:
@@ -98,8 +103,9 @@ def test_a_device_without_the_knob_refuses_before_anything_changes(limit_profile
         device.check_knob("power_limit", 3000)
     with pytest.raises(DeviceNotSupportedError, match=r"its power modes: 0, 1"):
         device.check_knob("power_mode", 7)
-    session = Session(device, model=MODEL, profile=limit_profile, batch_size=32,
-                      knob_value=3000, handle_signals=False)
+    session = Session(device, model=MODEL,
+                      planning=PlanSettings(profile=limit_profile, batch_size=32, knob_value=3000),
+                      device_handling=DeviceHandling(handle_signals=False))
     found_hz = device.requested_frequency_hz()
     with pytest.raises(DeviceNotSupportedError):
         session.start()

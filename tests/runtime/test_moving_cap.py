@@ -27,6 +27,7 @@ from wattcap.models import get_model_spec
 from wattcap.runtime.cap_follower import CapFollower, ConfigChooser
 from wattcap.runtime.sampling import SessionBatchSampler
 from wattcap.runtime.session import Session, SessionError, SessionStatus
+from wattcap.runtime.session_config import CapSettings, Goal, PlanSettings
 from wattcap.train.loop import train_to_accuracy
 
 MODEL = "digits32-cnn"
@@ -80,10 +81,11 @@ def test_a_user_loop_follows_a_cap_that_drops_pauses_and_rises(
     train, test = digits32
     x_test, y_test = test.to_tensors()
     statuses: list[SessionStatus] = []
-    session = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                      efficiency=efficiency, power_cap=ScheduleCap(SCHEDULE),
-                      target_accuracy=0.9, sample_budget=4096, progress=statuses.append,
-                      batch_size_hold_s=0.0)  # this schedule moves twice a second: follow it
+    session = Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                      planning=PlanSettings(profile=profile, efficiency=efficiency),
+                      cap=CapSettings(power_cap=ScheduleCap(SCHEDULE), batch_size_hold_s=0.0),
+                      goal=Goal(target_accuracy=0.9, sample_budget=4096),
+                      reporting=statuses.append)  # this schedule moves twice a second: follow it
     device = session.device
     assert device is not None
     steps: list[tuple[float, int, int, float, int]] = []  # start, b, f, lr, samples
@@ -307,30 +309,30 @@ def test_a_fixed_policy_keeps_its_configuration_and_pauses_under_it(
 
 
 def test_bad_moving_cap_arguments_are_refused_by_name(profile: ProfileTable) -> None:
-    with pytest.raises(SessionError, match="not both"):
-        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile, power_cap_w=4.0,
-                power_cap="solar:seed=1")
     with pytest.raises(SessionError, match="needs a device"):
-        Session(None, batch_size=8, power_cap="solar:seed=1")
+        Session(None, planning=PlanSettings(batch_size=8), cap="solar:seed=1")
     with pytest.raises(SessionError, match="unknown kind"):
-        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                power_cap="wind:speed=3")
-    with pytest.raises(SessionError, match="cap_policy"):
-        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                power_cap="solar:seed=1", cap_policy="sometimes")  # type: ignore[arg-type]
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, planning=PlanSettings(profile=profile),
+                cap="wind:speed=3")
+    with pytest.raises(SessionError, match="unknown cap policy"):
+        Session(EmulatedDevice("jetson-nano"), model=MODEL, planning=PlanSettings(profile=profile),
+                cap=CapSettings(power_cap="solar:seed=1", policy="sometimes"))  # type: ignore[arg-type]
     with pytest.raises(SessionError, match="eta"):
-        Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile, objective="cost")
-    constant = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                       power_cap="4.5")
+        Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                planning=PlanSettings(profile=profile, objective="cost"))
+    constant = Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                       planning=PlanSettings(profile=profile), cap="4.5")
     assert constant.power_cap_w == 4.5 and constant.cap_source is None  # today's behaviour
 
 
 def test_the_energy_objective_plans_a_lower_frequency(profile: ProfileTable,
                                                      efficiency: EfficiencyVector) -> None:
-    fast = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                   efficiency=efficiency, power_cap_w=4.5)
-    thrifty = Session(EmulatedDevice("jetson-nano"), model=MODEL, profile=profile,
-                      efficiency=efficiency, power_cap_w=4.5, objective="energy")
+    fast = Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                   planning=PlanSettings(profile=profile, efficiency=efficiency), cap=4.5)
+    thrifty = Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                      planning=PlanSettings(profile=profile, efficiency=efficiency,
+                                            objective="energy"),
+                      cap=4.5)
     assert fast.choice is not None and thrifty.choice is not None
     assert thrifty.choice.predicted_energy_j <= fast.choice.predicted_energy_j
     assert thrifty.choice.predicted_time_s >= fast.choice.predicted_time_s

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +33,7 @@ from wattcap.devices.nvml import NvmlDevice
 from wattcap.devices.workload import measure_workload
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.session import Session, SessionError
+from wattcap.runtime.session_config import Goal, PlanSettings
 from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.loop import train_to_accuracy
 
@@ -118,10 +120,12 @@ def user_loop(session: Session, data: tuple, stop_at: int | None = None) -> nn.M
     return net
 
 
-def make_session(profile: ProfileTable, cap_w: float | None = 4.0, **kw: object) -> Session:
+def make_session(profile: ProfileTable, cap_w: float | None = 4.0,
+                 checkpoint: Path | None = None, **planning: Any) -> Session:
     return Session(EmulatedDevice("jetson-nano"), model=UserNet(), model_name="user-net",
-                   example_input=torch.randn(4, 1, 8, 8), profile=profile, power_cap_w=cap_w,
-                   target_accuracy=0.8, sample_budget=6144, **kw)
+                   example_input=torch.randn(4, 1, 8, 8),
+                   planning=PlanSettings(profile=profile, **planning), cap=cap_w,
+                   goal=Goal(target_accuracy=0.8, sample_budget=6144), checkpoint=checkpoint)
 
 
 # -- a user's loop on the emulated Nano ----------------------------------------------------------
@@ -164,9 +168,9 @@ def test_a_killed_user_loop_resumes_to_the_same_result(
     with make_session(user_profile) as full:
         user_loop(full, digits)
     with pytest.raises(KeyboardInterrupt):
-        with make_session(user_profile, checkpoint_dir=tmp_path) as first:
+        with make_session(user_profile, checkpoint=tmp_path) as first:
             user_loop(first, digits, stop_at=512)
-    with make_session(user_profile, checkpoint_dir=tmp_path) as second:
+    with make_session(user_profile, checkpoint=tmp_path) as second:
         user_loop(second, digits)
     assert full.record is not None and second.record is not None
     assert second.record.resumed_from_samples == 512
@@ -181,10 +185,10 @@ def test_a_checkpoint_of_another_run_is_refused(
     from wattcap.core.schema import WattcapFileError
 
     with pytest.raises(KeyboardInterrupt):
-        with make_session(user_profile, checkpoint_dir=tmp_path) as first:
+        with make_session(user_profile, checkpoint=tmp_path) as first:
             user_loop(first, digits, stop_at=256)
     with pytest.raises(WattcapFileError, match="another run"):
-        with make_session(user_profile, checkpoint_dir=tmp_path, batch_size=8) as other:
+        with make_session(user_profile, checkpoint=tmp_path, batch_size=8) as other:
             user_loop(other, digits)
 
 
@@ -226,10 +230,11 @@ def test_bad_session_arguments_are_refused_by_name(user_profile: ProfileTable) -
         make_session(user_profile, cap_w=0.5)
     with pytest.raises(SessionError, match="profile to plan"):
         Session(EmulatedDevice("jetson-nano"), model="digits-cnn")
-    with Session(EmulatedDevice("jetson-nano"), model=UserNet(), batch_size=8) as no_input:
+    with Session(EmulatedDevice("jetson-nano"), model=UserNet(),
+                 planning=PlanSettings(batch_size=8)) as no_input:
         with pytest.raises(SessionError, match="example_input"):
             no_input.begin_step()
-    session = Session(EmulatedDevice("jetson-nano"), batch_size=8)
+    session = Session(EmulatedDevice("jetson-nano"), planning=PlanSettings(batch_size=8))
     with pytest.raises(SessionError, match="with` block"):
         session.begin_step()
     with session, pytest.raises(SessionError, match="model's workload"):
@@ -372,10 +377,12 @@ SCRIPT = textwrap.dedent("""
     from tests.fakes.sysfs import FakeDevfreqKernel
     from wattcap.devices import jetson
     from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import PlanSettings
 
     jetson.write_sysfs = FakeDevfreqKernel().write  # the hardware boundary
     device = jetson.JetsonDevice(Path(sys.argv[1]))
-    with Session(device, batch_size=8, frequency_hz=int(sys.argv[2])) as session:
+    plan = PlanSettings(batch_size=8, frequency_hz=int(sys.argv[2]))
+    with Session(device, planning=plan) as session:
         while True:
             with session.step():
                 time.sleep(0.01)
@@ -492,7 +499,8 @@ def test_the_example_trains_a_user_model_through_a_session(tmp_path: Path) -> No
 def test_one_lucky_evaluation_is_not_the_target_reached() -> None:
     """The run goes on until the smoothed curve crosses the target: an evaluation above it
     that the next ones take back would otherwise end the run and record a miss."""
-    session = Session(None, batch_size=8, target_accuracy=0.8, sample_budget=10_000)
+    session = Session(None, planning=PlanSettings(batch_size=8),
+                      goal=Goal(target_accuracy=0.8, sample_budget=10_000))
     with session:
         for accuracy in (0.5, 0.82, 0.7, 0.7):
             session.samples += 256

@@ -11,6 +11,7 @@ from torch import nn
 import wattcap.devices as devices
 import wattcap.measure.profiling as profiling
 from wattcap.runtime.session import Session, SessionError
+from wattcap.runtime.session_config import Goal, PlanSettings
 
 
 class TinyNet(nn.Module):
@@ -45,8 +46,8 @@ def spies(monkeypatch: pytest.MonkeyPatch, tmp_path) -> dict[str, list]:
 def _session() -> Session:
     torch.manual_seed(0)
     return Session("emulated:jetson-nano", model=TinyNet(), model_name="tiny-net",
-                   example_input=torch.randn(8, 1, 8, 8), profile="auto", power_cap_w=4.0,
-                   target_accuracy=0.9, sample_budget=256)
+                   example_input=torch.randn(8, 1, 8, 8), planning=PlanSettings(profile="auto"),
+                   cap=4.0, goal=Goal(target_accuracy=0.9, sample_budget=256))
 
 
 def test_building_a_session_opens_no_device_and_measures_nothing(spies) -> None:
@@ -78,7 +79,7 @@ def test_the_session_delegates_to_parts_with_one_job_each() -> None:
     from wattcap.runtime.gns_part import NoiseScalePart
     from wattcap.runtime.record_builder import RecordBuilder
 
-    session = Session(None, model="digits-cnn", batch_size=8)
+    session = Session(None, model="digits-cnn", planning=PlanSettings(batch_size=8))
     parts = {type(part) for part in (session._cap, session._checkpointing, session._noise,
                                      session._records, session._guard_part)}
     assert parts == {CapControl, Checkpointing, NoiseScalePart, RecordBuilder, DeviceGuard}
@@ -89,38 +90,73 @@ def test_a_session_is_built_from_one_config_object(spies) -> None:
     import dataclasses
     import inspect
 
-    from wattcap.runtime.session_config import SessionConfig
+    from wattcap.runtime.session_config import CapSettings, SessionConfig
 
-    # the documented keywords are exactly the config's fields, with the same defaults
-    fields = {f.name: f.default for f in dataclasses.fields(SessionConfig)}
-    parameters = {name: p.default for name, p in inspect.signature(Session).parameters.items()}
-    assert parameters == fields
+    # the constructor's arguments are exactly the config's fields, with the same defaults
+    fields = [f.name for f in dataclasses.fields(SessionConfig)]
+    assert list(inspect.signature(Session).parameters) == fields
+    assert Session(None, planning=PlanSettings(batch_size=8)).settings == \
+        SessionConfig(None, planning=PlanSettings(batch_size=8))
 
-    config = SessionConfig("emulated:jetson-nano", model="digits-cnn", power_cap_w=4.0,
-                           batch_size=32, frequency_hz=None, target_accuracy=0.9)
+    config = SessionConfig("emulated:jetson-nano", model="digits-cnn",
+                           planning=PlanSettings(batch_size=32), cap=CapSettings(power_cap=4.0),
+                           goal=Goal(target_accuracy=0.9))
     by_config = Session.from_config(config)
-    by_keywords = Session("emulated:jetson-nano", model="digits-cnn", power_cap_w=4.0,
-                          batch_size=32, target_accuracy=0.9)
+    by_keywords = Session("emulated:jetson-nano", model="digits-cnn",
+                          planning=PlanSettings(batch_size=32), cap=4.0,
+                          goal=Goal(target_accuracy=0.9))
     assert by_config.settings == by_keywords.settings == config
     assert (by_config.batch_size, by_config.learning_rate, by_config.identity) == \
         (by_keywords.batch_size, by_keywords.learning_rate, by_keywords.identity)
     # another run alike, one setting changed
-    other = Session.from_config(dataclasses.replace(config, batch_size=64))
+    other = Session.from_config(dataclasses.replace(
+        config, planning=dataclasses.replace(config.planning, batch_size=64)))
     assert other.batch_size == 64 and other.learning_rate > by_config.learning_rate
     assert spies["opened"] == []  # a config, like the constructor, opens nothing
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"power_cap_w": 0.0}, "positive number of watts"),
-    ({"power_cap_w": float("nan")}, "positive number of watts"),
-    ({"power_cap_w": 5.0, "power_cap": "solar:seed=1"}, "not both"),
-    ({"target_accuracy": 1.5}, r"target 1.5 is outside accuracy's range \(0, 1\]"),
-    ({"drift_tolerance": -0.1}, "drift_tolerance"),
-    ({"max_pause_s": 0}, "max_pause_s"),
-    ({"cap_policy": "sometimes"}, "unknown cap_policy"),
-])
-def test_a_config_is_checked_when_it_is_made(settings: dict, message: str) -> None:
-    from wattcap.runtime.session_config import SessionConfig
+def test_the_constructor_takes_a_few_typed_parts() -> None:
+    import inspect
 
+    parameters = inspect.signature(Session).parameters
+    assert len(parameters) <= 12, f"Session takes {len(parameters)} parameters: {list(parameters)}"
+
+
+def test_the_shorthands_become_their_parts(tmp_path) -> None:
+    from wattcap.runtime.session_config import (
+        CapSettings,
+        CheckpointSettings,
+        Reporting,
+        SessionConfig,
+    )
+
+    def progress(status: object) -> None:
+        del status
+
+    config = SessionConfig(None, cap="solar:seed=1", checkpoint=tmp_path,  # type: ignore[arg-type]
+                           reporting=progress)
+    assert config.cap == CapSettings(power_cap="solar:seed=1")
+    assert config.cap.moving == "solar:seed=1" and config.cap.constant_w is None
+    assert config.checkpoint == CheckpointSettings(directory=tmp_path)
+    assert config.reporting == Reporting(progress=progress)
+    assert CapSettings(power_cap=5).constant_w == 5.0 and CapSettings(power_cap=5).moving is None
+    with pytest.raises(SessionError, match="must be a Goal"):
+        SessionConfig(None, goal=0.9)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("part", "settings", "message"), [
+    ("cap", {"power_cap": 0.0}, "positive number of watts"),
+    ("cap", {"power_cap": float("nan")}, "positive number of watts"),
+    ("goal", {"target_accuracy": 1.5}, r"target 1.5 is outside accuracy's range \(0, 1\]"),
+    ("cap", {"drift_tolerance": -0.1}, "drift_tolerance"),
+    ("cap", {"max_pause_s": 0}, "max_pause_s"),
+    ("cap", {"policy": "sometimes"}, "unknown cap policy"),
+    ("planning", {"risk": 1.0}, "risk must be a quantile"),
+    ("cap", {"batch_size_hold_s": -1.0}, "batch_size_hold_s"),
+])
+def test_a_config_is_checked_when_it_is_made(part: str, settings: dict, message: str) -> None:
+    from wattcap.runtime.session_config import CapSettings, Goal, PlanSettings
+
+    kind = {"cap": CapSettings, "goal": Goal, "planning": PlanSettings}[part]
     with pytest.raises(SessionError, match=message):
-        SessionConfig(None, **settings)
+        kind(**settings)

@@ -19,6 +19,7 @@ from wattcap.devices import EmulatedDevice
 from wattcap.models import get_model_spec
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import Goal, PlanSettings
 from wattcap.train.efficiency import estimate_efficiency
 from wattcap.train.loop import evaluate_dataset, train_to_accuracy
 from wattcap.train.run_store import RunStore, SweepInputs
@@ -112,8 +113,8 @@ def test_a_proxy_estimate_to_a_loss_target_reads_samples_where_the_loss_falls(
 
 
 def test_a_session_takes_a_word_error_rate_that_falls_to_its_target() -> None:
-    session = Session(None, batch_size=8, target_accuracy=0.2, target_metric="wer",
-                      sample_budget=10_000)
+    session = Session(None, planning=PlanSettings(batch_size=8),
+                      goal=Goal(target_accuracy=0.2, target_metric="wer", sample_budget=10_000))
     with session:
         for wer in (0.6, 0.4, 0.3):
             session.samples += 256
@@ -131,18 +132,22 @@ def test_a_session_takes_a_word_error_rate_that_falls_to_its_target() -> None:
 
 
 def test_a_session_takes_f1_on_0_to_100_and_refuses_a_fraction_target() -> None:
-    session = Session(None, batch_size=8, target_accuracy=85, target_metric="f1:100")
+    session = Session(None, planning=PlanSettings(batch_size=8),
+                      goal=Goal(target_accuracy=85, target_metric="f1:100"))
     with session:
         for f1 in (40.0, 70.0, 86.0, 90.0):
             session.samples += 256
             session.report(f1)
         assert session.reached
     with pytest.raises(SessionError, match="outside f1's range"):
-        Session(None, batch_size=8, target_accuracy=185, target_metric="f1:100")
+        Session(None, planning=PlanSettings(batch_size=8),
+                goal=Goal(target_accuracy=185, target_metric="f1:100"))
     with pytest.raises(SessionError, match="a percentage"):
-        Session(None, batch_size=8, target_accuracy=85)  # accuracy is a fraction
+        # accuracy is a fraction
+        Session(None, planning=PlanSettings(batch_size=8), goal=Goal(target_accuracy=85))
     with pytest.raises(SessionError, match="unknown metric 'bleu2'"):
-        Session(None, batch_size=8, target_accuracy=0.5, target_metric="bleu2")
+        Session(None, planning=PlanSettings(batch_size=8),
+                goal=Goal(target_accuracy=0.5, target_metric="bleu2"))
 
 
 def test_a_run_record_of_an_earlier_schema_loads_as_accuracy() -> None:

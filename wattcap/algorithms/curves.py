@@ -106,3 +106,27 @@ def max_smoothed_accuracy(curve: CurveLike) -> float | None:
     """The highest accuracy of the smoothed curve (its last value), None for an empty curve."""
     _, accuracy = curve_arrays(curve)
     return float(smooth_accuracy(accuracy)[-1]) if accuracy.size else None
+
+
+def reports_past_target(curve: Sequence[Any], target: float,
+                        direction: Literal["higher", "lower"] = "higher") -> int:
+    """Reports made since the one at which the smoothed curve crossed `target`, while it stayed
+    crossed (0: not reached, or reached at the last report): the count a run resumed from a
+    checkpoint carries on from, as the uninterrupted run counted."""
+    crossed = 0
+    for end in range(len(curve), 0, -1):  # once per resume: prefixes, newest first
+        if samples_to_target(curve[:end], target, direction) is None:
+            break
+        crossed += 1
+    return max(crossed - 1, 0)
+
+
+def time_at_samples_s(curve: Sequence[Any], samples: float) -> float:
+    """Device seconds when a run had trained `samples` samples, linear between the curve's
+    points (each with `samples` and `device_time_s`): the device's time per sample is constant
+    between reports."""
+    points = [(0, 0.0)] + [(p.samples, p.device_time_s) for p in curve]
+    for (s0, t0), (s1, t1) in zip(points, points[1:], strict=False):
+        if s0 <= samples <= s1:
+            return t0 if s1 == s0 else t0 + (t1 - t0) * (samples - s0) / (s1 - s0)
+    return points[-1][1]

@@ -3,7 +3,7 @@
 Modules: `options` (every option more than one command takes, as one `Annotated` alias),
 `common` (consoles, clear exits, shared parsing), `inputs` (model and data checks), `errors`
 (the one handler of `WattcapError`), `devices`, `profile` (profile, plot-profile), `files`
-(migrate, import, export), `plan`, `train` (pretrain, estimate, train), `demo`,
+(migrate, import, export), `plan`, `estimate`, `train` (pretrain, train), `demo`,
 `experiments` (compare, sensitivity), `fleet` (fleet plan), `server` (serve, push, pull
 and the `--server` helpers) and `argument_help` (a mend of typer on click 8.5). Each imports
 only typer, rich and light wattcap modules at load time; torch loads inside the commands that
@@ -15,11 +15,23 @@ from __future__ import annotations
 
 import typer
 
-from wattcap.cli import demo, devices, experiments, files, fleet, plan, profile, server, train
-from wattcap.cli.argument_help import keep_argument_help
+from wattcap.cli import (
+    demo,
+    devices,
+    estimate,
+    experiments,
+    files,
+    fleet,
+    plan,
+    profile,
+    server,
+    train,
+)
+from wattcap.cli.argument_help import keep_argument_help, keep_one_face
 from wattcap.cli.errors import WattcapGroup
 
 keep_argument_help()  # before typer builds the commands (at the first call of `app`)
+keep_one_face()
 
 app = typer.Typer(
     help="wattcap: choose batch size and GPU frequency (or power limit, or Jetson power mode) "
@@ -42,10 +54,11 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _configure_threads(
-    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True,
+                                 callback=_print_version,
                                  help="Print wattcap's version and exit."),
 ) -> None:
-    """Before any command: torch's CPU threads (see `wattcap.cli.threads`)."""
+    """Before any command: torch's CPU threads (see `threads`)."""
     from wattcap.cli.threads import configure_torch_threads
 
     configure_torch_threads()
@@ -60,7 +73,7 @@ app.command("migrate")(files.migrate)
 app.add_typer(files.import_app, name="import")
 app.add_typer(files.export_app, name="export")
 app.command("pretrain")(train.pretrain)
-app.command("estimate")(train.estimate)
+app.command("estimate")(estimate.estimate)
 app.command("train")(train.train)
 app.command("demo")(demo.demo)
 app.command("compare")(experiments.compare)

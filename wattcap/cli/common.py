@@ -7,13 +7,14 @@ modules) inside its function, so `wattcap --help` and the light commands start f
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
-from rich.markup import escape
 
-from wattcap.cli.console import make_console
+from wattcap.cli.console import console, err_console
+from wattcap.cli.errors import print_error
 
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
@@ -25,19 +26,13 @@ if TYPE_CHECKING:
 
     FileT = TypeVar("FileT", bound=VersionedFile)
 
-console = make_console()
-err_console = make_console(stderr=True)
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print a clear error (no traceback) and exit."""
-    err_console.print(f"[bold red]error:[/] {message}")
+def fail(message: str, code: int = 2, hint: str | None = None) -> NoReturn:
+    """Print a clear error (no traceback) and exit. The message is text, not rich markup:
+    "pip install 'wattcap[fleet]'" prints its brackets."""
+    print_error(message, hint)
     raise typer.Exit(code)
-
-
-def fail_plain(message: str, code: int = 2) -> NoReturn:
-    """`fail` for a message that quotes servers or files: "[server]" is not markup."""
-    fail(escape(message), code)
 
 
 def say(message: str) -> None:
@@ -50,17 +45,53 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-def parse_cap(value: str | None) -> float | None:
-    """'none' (or no value) means no cap; otherwise watts."""
-    if value is None or value.strip().lower() in ("none", "off", ""):
+#: the units a power cap may carry, to watts ("MW" is left out: megawatt or milliwatt?)
+CAP_UNITS_W = {"W": 1.0, "w": 1.0, "kW": 1e3, "kw": 1e3, "KW": 1e3, "mW": 1e-3}
+#: a number, then maybe a unit ("4.5", "4.5W", "0.25 kW"); nan and inf to refuse them clearly
+_CAP_TEXT = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
+                       r"\s*([^\s\d.].*?)?\s*", re.IGNORECASE)
+
+
+def watts(value: str) -> float | None:
+    """A power as a person writes it, in watts: '4.5', '4.5W', '4.5 W', '250 W', '0.25kW',
+    '500 mW'; 'none' (or 'off', or nothing) is None. ValueError, saying what is wrong, on
+    anything else (a unit of something else, a power that is not positive and finite)."""
+    if value.strip().lower() in ("none", "off", ""):
+        return None
+    match = _CAP_TEXT.fullmatch(value)
+    if match is None:
+        raise ValueError("must be a power in watts (e.g. 4.5, 4.5W, 0.25kW) or 'none'")
+    number, unit = match.groups()
+    if unit is not None and unit not in CAP_UNITS_W:
+        raise ValueError(f"{unit!r} is not a unit of power (W, kW or mW)")
+    power_w = float(number) * CAP_UNITS_W[unit or "W"]
+    if not math.isfinite(power_w) or power_w <= 0:  # nan would compare false with every power
+        raise ValueError("must be a positive, finite power in watts or 'none'")
+    return power_w
+
+
+def parse_cap(value: str | None, option: str = "--power-cap") -> float | None:
+    """A power cap in watts, as `watts` reads it (no value: no cap); a clear exit naming the
+    option on anything else."""
+    if value is None:
         return None
     try:
-        cap = float(value)
-    except ValueError:
-        fail(f"--power-cap must be a number of watts or 'none', got {value!r}")
-    if not math.isfinite(cap) or cap <= 0:  # nan would compare false with every power
-        fail(f"--power-cap must be a positive, finite number of watts or 'none', got {value}")
-    return cap
+        return watts(value)
+    except ValueError as err:
+        fail(f"{option}: {value!r} {err}" if str(err).startswith("must")
+             else f"{option}: {err}, got {value!r}")
+
+
+def parse_caps(value: str, option: str = "--power-cap") -> list[float | None]:
+    """Comma-separated caps ('4,5.5W,none'), each as `parse_cap` reads one, in the order
+    given; a clear exit on an empty item or a cap given twice."""
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        fail(f"{option}: an empty cap in {value!r} (write caps as 4,5,none)")
+    caps = [parse_cap(item, option) for item in items]
+    if len(set(caps)) < len(caps):
+        fail(f"{option}: a cap is given twice in {value!r}")
+    return caps
 
 
 def parse_cap_spec(value: str) -> float | None | CapSource:
@@ -141,3 +172,26 @@ def executor_or_fail(spec: str | None) -> Executor:
     if spec is not None:
         say(f"starting {executor.describe()}")
     return executor.start()
+
+
+def require_extra(module: str, needed_for: str, extra: str) -> None:
+    """A clear exit, before any work, where an optional dependency is missing: checked by
+    name (find_spec), so the module itself still loads only when it is used."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        fail(f"{needed_for} needs the {module} module, which is not installed",
+             hint=f"pip install 'wattcap[{extra}]'")
+
+
+def check_device_extra(device: str) -> None:
+    """`--device nvml:N` needs the nvml extra (NVIDIA's bindings)."""
+    if device.startswith("nvml"):
+        require_extra("pynvml", f"--device {device}", "nvml")
+
+
+def check_ray_extra(spec: str | None) -> None:
+    """A --ray that names Ray (not 'processes:N' or 'serial') needs the ray extra."""
+    text = (spec or "").strip().lower()
+    if text and text != "serial" and not text.startswith("processes:"):
+        require_extra("ray", f"--ray {spec}", "ray")

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import executor_or_fail, fail
+from wattcap.cli.common import executor_or_fail, fail, parse_cap
 from wattcap.cli.console import make_console
+from wattcap.cli.errors import print_error
 from wattcap.cli.inputs import (
     check_data,
     check_risk,
@@ -37,6 +38,7 @@ from wattcap.cli.options import (
     RiskOpt,
     SampleBudgetOpt,
     SeedsOpt,
+    SensitivitySeedsOpt,
     SubsetFractionOpt,
     TargetAccuracyOpt,
     TargetsOpt,
@@ -45,6 +47,7 @@ from wattcap.cli.options import (
     WeightsOpt,
     WorkersOpt,
 )
+from wattcap.cli.resume import resumable
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
 from wattcap.core.files import write_file
 from wattcap.core.progress import make_progress
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
 
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.progress import ProgressUpdate
-    from wattcap.experiments.compare import Comparison, Scenario
+    from wattcap.experiments.compare import Comparison, MethodResult, Scenario
     from wattcap.train.executors import Executor
 
 DEFAULT_MODEL = "digits32-cnn"
@@ -71,7 +74,7 @@ def _split(text: str) -> list[str]:
 def _caps(text: str) -> list[float | None]:
     caps: list[float | None] = []
     for item in _split(text):
-        caps.append(None if item.lower() == "none" else float(item))
+        caps.append(parse_cap(item, "--power-caps"))
     return caps
 
 
@@ -233,12 +236,11 @@ def compare(
         workload_for(model)
         weights_path = _weights(out, model, weights, console)
     except (KeyError, ValueError, WattcapFileError) as err:
-        console.print(f"[bold red]error:[/] {str(err).strip(chr(39))}")
-        raise typer.Exit(2) from None
+        fail(str(err).strip(chr(39)))
     sweep = _ProxySweep(out, model, weights_path, seeds, sample_budget, resume, options,
                         workers, counters={"trained": 0, "reused": 0})
     where = executor_or_fail(ray)
-    with where:
+    with resumable(sweep.kept), where:
         proxy_vector = _proxy_vector(sweep, proxy, proxy_target, where, console)
         if proxy_vector is None:
             raise typer.Exit(2)
@@ -251,7 +253,8 @@ def compare(
             comparison = run_comparison(out, model, weights_path, proxy_vector, target_list,
                                         scenarios, seeds, target_accuracy, sweep.sizes,
                                         sample_budget, resume, report.show, sweep.counters,
-                                        options, workers, where, risk=risk)
+                                        options, workers, where, risk=risk,
+                                        shared_runs=sweep.shared_runs)
     print_summary(comparison, console)
     _report(out, comparison, console, weights_path)
 
@@ -310,6 +313,20 @@ class _ProxySweep:
     counters: dict[str, int]
     sizes: tuple[int, ...] = tuple(DEFAULT_BATCH_SIZES)
 
+    @property
+    def shared_runs(self) -> tuple[Path, ...]:
+        """Folders whose recorded runs are reused besides OUT/runs: the cache's, where
+        `wattcap estimate` keeps its runs (a proxy estimated there with the same model,
+        weights, data and settings trains nothing again); none with --no-resume."""
+        from wattcap.core.cache import cache_dir
+
+        return (cache_dir() / "runs",) if self.resume else ()
+
+    @property
+    def kept(self) -> str:
+        """What a stopped run of the harness leaves for the next one."""
+        return f"each finished run is kept in {self.out / 'runs'} and reused"
+
 
 def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, where: Executor,
                   console: Console, *, leave_out: bool = False) -> EfficiencyVector | None:
@@ -324,13 +341,23 @@ def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, whe
             return estimate_proxy_efficiency(
                 sweep.out, sweep.model, sweep.weights, proxy, sweep.sizes, sweep.seeds,
                 proxy_target, sweep.sample_budget, sweep.resume, sweep.counters,
-                report.show, sweep.options, sweep.workers, where)
+                report.show, sweep.options, sweep.workers, where, sweep.shared_runs)
         except ValueError as err:
             if leave_out:
                 console.print(f"[yellow]proxy {proxy} left out:[/] {err}")
             else:
-                console.print(f"[bold red]error:[/] the proxy {proxy}: {err}")
+                print_error(f"the proxy {proxy}: {err}")
             return None
+
+
+def violations_label(result: MethodResult) -> str:
+    """The cap violations a result recorded, as the report records them (empty where none):
+    a time beside a broken cap is not a time under that cap, so the table says so."""
+    if not result.cap_violations:
+        return ""
+    plural = "" if result.cap_violations == 1 else "s"
+    return (f" ⚠ {result.cap_violations} cap violation{plural}, peak "
+            f"{result.peak_power_w:.2f} W")
 
 
 def print_summary(comparison: Comparison, console: Console) -> None:
@@ -366,6 +393,7 @@ def print_summary(comparison: Comparison, console: Console) -> None:
             versus = comparison.versus_wattcap(r)
             if versus is not None:
                 text += f"; {versus.label}"
+            text += violations_label(r)
             cells.append(text)
         table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)
     console.print(table)
@@ -383,11 +411,15 @@ def sensitivity(
     model: ModelOpt = DEFAULT_MODEL,
     weights: WeightsOpt = None,
     power_caps: PowerCapsOpt = None,
-    seeds: SeedsOpt = 3,
+    seeds: SensitivitySeedsOpt = 3,
     target_accuracy: TargetAccuracyOpt = 0.9,
     proxy_target_accuracy: ProxyTargetOpt = "auto",
     sample_budget: SampleBudgetOpt = 20_000,
     resume: ResumeOpt = True,
+    quick: Annotated[bool, typer.Option(
+        help="One seed and the first target only, as `compare --quick` (the runs of a "
+        "`compare --quick` in the same --out are reused; the matrix then shows no "
+        "spread).")] = False,
     input_shape: InputShapeOpt = None,
     num_classes: NumClassesOpt = None,
     vocab_size: VocabSizeOpt = None,
@@ -404,6 +436,9 @@ def sensitivity(
     console = make_console()
     proxy_list, target_list = _split(proxies), _split(targets)
     proxy_target = parse_target(proxy_target_accuracy, "--proxy-target-accuracy")
+    if quick:
+        check_seeds(seeds)
+        seeds, target_list = 1, target_list[:1]
     model, options = _check_inputs(model, list(dict.fromkeys(proxy_list + target_list)),
                                    target_accuracy, seeds, workers, input_shape, num_classes,
                                    vocab_size, subset_fraction, test_fraction, weights)
@@ -414,7 +449,7 @@ def sensitivity(
                         sample_budget, resume, options, workers,
                         counters={"trained": 0, "reused": 0})
     where = executor_or_fail(ray)
-    with where:
+    with resumable(sweep.kept), where:
         proxy_vectors = {}
         for proxy in proxy_list:
             vector = _proxy_vector(sweep, proxy, proxy_target, where, console, leave_out=True)
@@ -461,7 +496,7 @@ def _target_vectors(sweep: _ProxySweep, target_list: list[str], target_accuracy:
             runs_of = math_runs(sweep.out, sweep.model, sweep.weights, target, sweep.sizes,
                                 sweep.seeds, target_accuracy, sweep.sample_budget,
                                 sweep.resume, sweep.counters, show, sweep.options,
-                                sweep.workers, where)
+                                sweep.workers, where, sweep.shared_runs)
             vector = efficiency_from_runs(runs_of, sweep.model, target, sweep.seeds,
                                           target_accuracy, model_shape, measured=True)
             if vector is None:

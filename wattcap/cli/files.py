@@ -34,7 +34,7 @@ def migrate(
 
 
 import_app = typer.Typer(help="Measured tables in: a CSV becomes a wattcap profile or "
-                         "efficiency vector (layout: `wattcap.measure.imported_tables`).",
+                         "efficiency vector (each subcommand's --help gives its columns).",
                          no_args_is_help=True)
 export_app = typer.Typer(help="A wattcap file out, in the layout `wattcap import` reads.",
                          no_args_is_help=True)
@@ -50,7 +50,10 @@ def import_profile_command(
                                  "power_limit_w or power_mode), seconds_per_sample, "
                                  "avg_power_w[, peak_power_w]. Values may carry their "
                                  "unit ('148.1 W', '1410 MHz') or the header may "
-                                 "('power.draw [W]'): it is converted."),
+                                 "('power.draw [W]'): it is converted. A bare value is in "
+                                 "its column's unit (the header's, else the name's: s, W, "
+                                 "MHz); cells in different units must agree once converted. "
+                                 "Every problem of the table is listed in one run."),
     device: str = typer.Option(..., help="The device the table was measured on."),
     model: str = typer.Option(..., help="The model it was measured with."),
     power_sampling: str = typer.Option(..., help="How its power was measured: "
@@ -87,7 +90,8 @@ def import_efficiency_command(
     table: Path = typer.Argument(..., help="CSV: batch_size, seed, samples_to_target (empty "
                                  "or 'not reached' for a miss), budget_samples; or each run's "
                                  "curve: batch_size, seed, samples_seen, metric_value, "
-                                 "budget_samples."),
+                                 "budget_samples. Every problem of the table is listed in one "
+                                 "run."),
     model: str = typer.Option(..., help="The model the runs trained."),
     dataset: str = typer.Option(..., help="The data they trained on (the proxy)."),
     target_accuracy: float = typer.Option(..., "--target", "--target-accuracy",

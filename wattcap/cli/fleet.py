@@ -1,17 +1,21 @@
 """`wattcap fleet plan FLEET`: a fleet file checked and planned; `wattcap fleet simulate FLEET`:
-its federation run on Flower's simulation engine (issue 29)."""
+its federation run on Flower's simulation engine, or in this process."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from wattcap.cli.common import console, fail
-from wattcap.cli.options import SeedsOpt
+from wattcap.cli.common import console, fail, require_extra, say
+from wattcap.cli.options import TRAINING
+
+if TYPE_CHECKING:
+    from wattcap.experiments.federation import RoundRecord
 
 fleet_app = typer.Typer(help="A fleet of power-capped devices training one model (federated): "
                         "its plans per client.", no_args_is_help=True)
@@ -62,8 +66,9 @@ def _clients_table(result: object) -> Table:
 
 @fleet_app.command("plan")
 def plan_command(
-    fleet: Annotated[Path, typer.Argument(help="The fleet file (YAML or JSON; see "
-                                          "wattcap.core.fleet).")],
+    fleet: Annotated[Path, typer.Argument(
+        help="The fleet file (YAML or JSON): the model, its efficiency vector, and each "
+        "client's device, power cap, data shard and link (examples/fleet/fleet.yaml).")],
 ) -> None:
     """Check a fleet file and plan it: uniform (every client its largest batch at its safe
     clock, the round split equally), each client's own plan, and the fleet plan (choices and
@@ -71,6 +76,8 @@ def plan_command(
     from wattcap.core.schema import WattcapFileError
     from wattcap.experiments.fleet import FleetError, plan_fleet_file
 
+    _check_dependencies(fleet)
+    say(f"planning {fleet} (a client without a profile is profiled first)")
     try:
         result = plan_fleet_file(fleet)
     except (FleetError, WattcapFileError) as err:
@@ -119,11 +126,14 @@ def _energy_table(runs: list) -> Table:
 
 @fleet_app.command("simulate")
 def simulate_command(
-    fleet: Annotated[Path, typer.Argument(help="The fleet file (YAML or JSON).")],
+    fleet: Annotated[Path, typer.Argument(
+        help="The fleet file (YAML or JSON), as fleet plan reads it.")],
     method: Annotated[str, typer.Option(
         help="Comma-separated methods: uniform, own, fedzero (FedZero-style selection by "
         "forecast energy), fleet.")] = "uniform,own,fedzero,fleet",
-    seeds: SeedsOpt = 1,
+    seeds: Annotated[int, typer.Option(
+        help="Federations per method, seeds 0 to N-1 (each its own initial weights, client "
+        "dropouts and forecast errors).", rich_help_panel=TRAINING)] = 1,
     engine: Annotated[str, typer.Option(
         help="flower: Flower's simulation engine (needs the fleet extra); local: the same "
         "rounds in this process, without Flower.")] = "flower",
@@ -133,6 +143,14 @@ def simulate_command(
     """Run the fleet's federation to its target accuracy with each method's plans, re-planned
     every round under each client's cap; stragglers past the round's deadline and dropouts are
     left out of the average. Prints time and energy to the target per method."""
+    if engine not in ("flower", "local"):
+        fail(f"--engine takes flower or local, got {engine!r}")
+    if seeds < 1:
+        fail(f"--seeds must be at least 1, got {seeds}")
+    _check_dependencies(fleet, engine)  # before the clients are profiled and planned
+    # said at once: loading the federation's code, profiling a client and planning take a while
+    say(f"checking {fleet} and planning its clients (a client without a profile is profiled "
+        "first)")
     from wattcap.core.schema import WattcapFileError
     from wattcap.experiments.federation import (
         FEDERATION_METHODS,
@@ -145,24 +163,25 @@ def simulate_command(
 
     methods = [m.strip() for m in method.split(",") if m.strip()]
     unknown = [m for m in methods if m not in FEDERATION_METHODS]
-    if unknown or engine not in ("flower", "local"):
-        fail(f"--method takes {', '.join(FEDERATION_METHODS)}; --engine flower or local"
-             + (f" (got {', '.join(unknown)})" if unknown else f" (got {engine})"))
+    if unknown or not methods:
+        fail(f"--method takes {', '.join(FEDERATION_METHODS)} (got {method!r})")
     try:
         setup = load_fleet(fleet)  # refuses a bad file in one line before any engine starts
         plans = plan_at_caps(setup, setup.caps_at(0.0), strict=False).plans
         predicted = {m: (p.rounds, p.time_s) for m, p in plans.items()}  # beside the measured
         if engine == "flower":
-            try:
-                from wattcap.integrations.flower import simulate
-            except ImportError:
-                fail("--engine flower needs Flower: pip install 'wattcap[fleet]' (or --engine "
-                     "local)")
+            from wattcap.integrations.flower import simulate
         runs = []
         for m in methods:
             for seed in range(seeds):
+                say(f"{m}, seed {seed}: federating (at most {setup.fleet.max_rounds} rounds, "
+                    f"engine {engine})")
                 run = (simulate(fleet, m, seed) if engine == "flower" else
-                       run_federation(fleet, m, local_transport, seed=seed))
+                       run_federation(fleet, m, local_transport, seed=seed,
+                                      progress=_round_line(m, seed)))
+                say(f"{m}, seed {seed}: " + (f"reached the target in {len(run.rounds)} rounds"
+                                            if run.reached else
+                                            f"stopped after {len(run.rounds)} rounds"))
                 stem = f"{m}-seed{seed}"
                 run.save(out / f"{stem}.json")
                 plot_timeline(run, out / f"{stem}-timeline.png")
@@ -173,3 +192,26 @@ def simulate_command(
     console.print(_energy_table(runs))
     console.print(f"[dim]records and timelines in {out}/; idle power while waiting is not "
                   "counted in the energy[/]")
+
+
+def _check_dependencies(fleet: Path, engine: str | None = None) -> None:
+    """What the command will need, before any client is profiled or planned: PyYAML for a
+    YAML fleet file, Flower (and the Ray its simulation runs on) for --engine flower."""
+    if fleet.suffix.lower() in (".yaml", ".yml"):
+        require_extra("yaml", f"reading the fleet file {fleet}", "fleet")
+    if engine == "flower":
+        require_extra("flwr", "--engine flower (use --engine local to run without Flower)",
+                      "fleet")
+        require_extra("ray", "--engine flower (Flower's simulation runs on Ray)", "fleet")
+
+
+def _round_line(method: str, seed: int) -> Callable[[RoundRecord], None]:
+    """A line per round of a federation run here: it can take minutes."""
+
+    def show(record: RoundRecord) -> None:
+        trained = sum(1 for c in record.clients if c.status == "aggregated")
+        say(f"  {method}, seed {seed}, round {record.round}: accuracy {record.accuracy:.1%}, "
+            f"{record.round_s:.1f} s of fleet time, {trained}/{len(record.clients)} clients "
+            "aggregated")
+
+    return show

@@ -115,6 +115,15 @@ def check_workers(value: int) -> None:
         fail(f"--workers must be >= 0, got {value}")
 
 
+def check_optimizer(optimizer: str, weight_decay: float, lr_ref: float,
+                    batch_size_ref: int) -> None:
+    """The optimizer settings, before anything runs."""
+    if optimizer not in ("adam", "adamw"):
+        fail(f"--optimizer must be adam or adamw, got {optimizer!r}")
+    if weight_decay < 0 or lr_ref <= 0 or batch_size_ref < 1:
+        fail("--weight-decay must be >= 0, --lr-ref and --batch-size-ref positive")
+
+
 def resolve_model(
     model: str,
     input_shape: str | None = None,

@@ -33,80 +33,107 @@ RAY_HELP = ("Run the independent trainings as Ray tasks (pip install 'wattcap[ra
 PROXY_TARGET_HELP = ("The proxy's own target accuracy (0-1), or 'auto': 0.9 x the best "
                      "accuracy the largest batch size reaches within the budget.")
 
+# the help panels a long `--help` reads in (rich_help_panel): options no panel claims stay
+# under "Options"
 MODEL_AND_DATA = "Model and data"
 SERVER = "Server"
+CAP_AND_DEVICE = "Power cap and device"
+PLAN_INPUTS = "Profile and efficiency"
+OBJECTIVE = "Objective"
+TRAINING = "Training"
+OUTPUT = "Output"
 
 # -- the device and the cap -------------------------------------------------------------------
-DeviceOpt = Annotated[str, typer.Option(help=DEVICE_HELP)]
-PowerCapOpt = Annotated[str | None, typer.Option(help="Cap in watts, or 'none'.")]
+DeviceOpt = Annotated[str, typer.Option(help=DEVICE_HELP, rich_help_panel=CAP_AND_DEVICE)]
+PowerCapOpt = Annotated[str | None, typer.Option(
+    help="Power cap in watts (4.5, 4.5W, 0.25kW), or 'none'.", rich_help_panel=CAP_AND_DEVICE)]
 MovingPowerCapOpt = Annotated[str, typer.Option(
-    "--power-cap", help="Cap in watts, or 'none', or a cap that moves during the run: "
+    "--power-cap", help="Power cap in watts (4.5, 4.5W, 0.25kW), or 'none', or a cap that "
+    "moves during the run: "
     "solar:seed=N[,day_s=..,start=..,clouds=..], battery:capacity_wh=WH,max_w=W[,soc=..], "
     "schedule:FILE (.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a file another "
-    "process rewrites).")]
-MarginOpt = Annotated[float, typer.Option(min=0.0, help=MARGIN_HELP)]
+    "process rewrites).", rich_help_panel=CAP_AND_DEVICE)]
+MarginOpt = Annotated[float, typer.Option(
+    min=0.0, help=MARGIN_HELP, rich_help_panel=CAP_AND_DEVICE)]
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Read the device and say what would be done; change no setting, write "
-    "no file, train nothing.")]
+    "no file, train nothing.", rich_help_panel=CAP_AND_DEVICE)]
 DriftOpt = Annotated[str | None, typer.Option(
     help="Emulated devices only: AFTER_S,SPEED,POWER derating after AFTER_S device seconds "
-    "(e.g. 0,0.8,1.15), to try --refresh and drift handling.")]
+    "(e.g. 0,0.8,1.15), to try --refresh and drift handling.", rich_help_panel=CAP_AND_DEVICE)]
 
 # -- the files a plan is made from --------------------------------------------------------------
 ProfileOpt = Annotated[Path | None, typer.Option(
-    help="ProfileTable JSON of this device and model (required unless --server fetches it).")]
-EfficiencyOpt = Annotated[Path | None, typer.Option(help="EfficiencyVector JSON (proxy r_b).")]
+    help="The profile (JSON) of this device and model, as `wattcap profile` writes it "
+    "(required unless --server fetches it).", rich_help_panel=PLAN_INPUTS)]
+EfficiencyOpt = Annotated[Path | None, typer.Option(
+    help="The efficiency vector (JSON): r_b estimated on the proxy by `wattcap estimate`.",
+    rich_help_panel=PLAN_INPUTS)]
 TargetEfficiencyOpt = Annotated[Path | None, typer.Option(
-    help="r_b measured on the target: adds the fastest-configuration oracle.")]
+    help="r_b measured on the target: adds the fastest-configuration oracle.",
+    rich_help_panel=PLAN_INPUTS)]
 
 # -- what the selection minimises -----------------------------------------------------------------
-ObjectiveOpt = Annotated[str, typer.Option(help=OBJECTIVE_HELP)]
+ObjectiveOpt = Annotated[str, typer.Option(help=OBJECTIVE_HELP, rich_help_panel=OBJECTIVE)]
 EtaOpt = Annotated[float | None, typer.Option(
-    help="With --objective cost: weight of energy against time, in [0, 1].")]
+    help="With --objective cost: weight of energy against time, in [0, 1].",
+    rich_help_panel=OBJECTIVE)]
 MaxEnergyOpt = Annotated[float | None, typer.Option(
     help="With --objective time: the fastest choice that reaches the target within this many "
-    "joules (predicted).")]
+    "joules (predicted).", rich_help_panel=OBJECTIVE)]
 CostMaxPowerOpt = Annotated[float | None, typer.Option(
     help="With --objective cost: P_max of Zeus's cost, in W (default: the board's largest "
     "power limit where the profile recorded one, as Zeus uses, else the profile's highest "
-    "peak power).")]
+    "peak power).", rich_help_panel=OBJECTIVE)]
 DeadlineOpt = Annotated[float | None, typer.Option(
     help="With --objective energy: the thriftiest choice that reaches the target within this "
-    "many seconds (predicted).")]
+    "many seconds (predicted).", rich_help_panel=OBJECTIVE)]
 
 # -- training -------------------------------------------------------------------------------
-ModelOpt = Annotated[str, typer.Option(help=MODEL_HELP)]
-DataOpt = Annotated[str, typer.Option(help=f"The dataset to train on. {DATA_HELP}")]
-ProxyOpt = Annotated[str, typer.Option(help=f"The proxy dataset r_b is estimated on. {DATA_HELP}")]
+ModelOpt = Annotated[str, typer.Option(help=MODEL_HELP, rich_help_panel=MODEL_AND_DATA)]
+DataOpt = Annotated[str, typer.Option(
+    help=f"The dataset to train on. {DATA_HELP}", rich_help_panel=MODEL_AND_DATA)]
+ProxyOpt = Annotated[str, typer.Option(
+    help=f"The proxy dataset r_b is estimated on. {DATA_HELP}", rich_help_panel=MODEL_AND_DATA)]
 WeightsOpt = Annotated[Path | None, typer.Option(
-    help="Pre-trained weights (.safetensors) every run starts from.")]
+    help="Pre-trained weights (.safetensors) every run starts from.", rich_help_panel=TRAINING)]
 TargetAccuracyOpt = Annotated[float, typer.Option(
-    help="Test accuracy to reach on the target data (0-1).")]
+    help="Test accuracy to reach on the target data (0-1).", rich_help_panel=TRAINING)]
 MetricOpt = Annotated[str, typer.Option(
     help="What the loop evaluates on the test split and the target is on: accuracy (a "
     "fraction, reached at or above; the default), loss (mean cross-entropy) or perplexity "
-    "(both reached at or below the target).")]
-SeedOpt = Annotated[int, typer.Option(help="Random seed of the run.")]
+    "(both reached at or below the target).", rich_help_panel=TRAINING)]
+SeedOpt = Annotated[int, typer.Option(help="Random seed of the run.", rich_help_panel=TRAINING)]
+# --seeds counts something else in each command that has it (the runs per batch size of an
+# estimate, the sweeps of a sensitivity matrix, the federations of each method)
 SeedsOpt = Annotated[int, typer.Option(
-    help="Seeds per configuration (an efficiency estimate needs 2 for its large-batch fit; "
-    "with 1 it uses the raw samples).")]
+    help="Seeds per batch size (an efficiency estimate needs 2 for its large-batch fit; with 1 "
+    "it uses the raw samples).", rich_help_panel=TRAINING)]
+SensitivitySeedsOpt = Annotated[int, typer.Option(
+    "--seeds", help="Seeds per batch size in the r_b sweep of every proxy and every target (2 "
+    "or more fit the large-batch relation; with 1 the raw samples are used).",
+    rich_help_panel=TRAINING)]
 SampleBudgetOpt = Annotated[int, typer.Option(
     help="A run gives up after this many samples (a proxy batch size that misses gets one "
-    "retry with twice the budget).")]
-EvalEveryOpt = Annotated[int, typer.Option(help="Evaluate every N samples (the same for every "
-                                           "batch size).")]
-BatchSizesOpt = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+    "retry with twice the budget).", rich_help_panel=TRAINING)]
+EvalEveryOpt = Annotated[int, typer.Option(
+    help="Evaluate every N samples (the same for every batch size).", rich_help_panel=TRAINING)]
+BatchSizesOpt = Annotated[str, typer.Option(
+    help="Comma-separated batch sizes.", rich_help_panel=TRAINING)]
 LrRefOpt = Annotated[float | None, typer.Option(
     help="Learning rate at the reference batch size (default: the efficiency vector's where "
-    f"one is read, else {DEFAULT_LR_REF:g} as in the paper: Adam at b = 128).")]
+    f"one is read, else {DEFAULT_LR_REF:g} as in the paper: Adam at b = 128).",
+    rich_help_panel=TRAINING)]
 BatchSizeRefOpt = Annotated[int | None, typer.Option(
     help="Reference batch size for square-root LR scaling (default: the efficiency vector's "
-    f"where one is read, else {DEFAULT_BATCH_SIZE_REF}).")]
+    f"where one is read, else {DEFAULT_BATCH_SIZE_REF}).", rich_help_panel=TRAINING)]
 OptimizerOpt = Annotated[str | None, typer.Option(
     help="adam or adamw, both with square-root LR scaling (default: the efficiency vector's "
-    "where one is read, else adam).")]
-WeightDecayOpt = Annotated[float, typer.Option(help="Weight decay (e.g. 0.01 with adamw).")]
-RayOpt = Annotated[str | None, typer.Option("--ray", help=RAY_HELP, metavar="local|ADDRESS")]
+    "where one is read, else adam).", rich_help_panel=TRAINING)]
+WeightDecayOpt = Annotated[float, typer.Option(
+    help="Weight decay (e.g. 0.01 with adamw).", rich_help_panel=TRAINING)]
+RayOpt = Annotated[str | None, typer.Option(
+    "--ray", help=RAY_HELP, metavar="local|ADDRESS", rich_help_panel=TRAINING)]
 
 # -- the model and its data, where they cannot be inferred ----------------------------------------
 InputShapeOpt = Annotated[str | None, typer.Option(
@@ -136,12 +163,12 @@ WorkersOpt = Annotated[int, typer.Option(
 TargetsOpt = Annotated[str, typer.Option(
     help="Comma-separated target datasets (data specs, as --proxy).")]
 PowerCapsOpt = Annotated[str | None, typer.Option(
-    help="Comma-separated caps in W or 'none', for every device (default: a grid per "
-    "device).")]
+    help="Comma-separated power caps in watts (4.5, 4.5W, 0.25kW) or 'none', for every device "
+    "(default: a grid per device).", rich_help_panel=CAP_AND_DEVICE)]
 ProxyTargetOpt = Annotated[str, typer.Option(help=PROXY_TARGET_HELP)]
 ResumeOpt = Annotated[bool, typer.Option(
-    help="Reuse runs already recorded in OUT (only those with the same model, weights, data, "
-    "budget, seed and target).")]
+    help="Reuse runs already recorded in OUT, or by `wattcap estimate` in the cache (only "
+    "those with the same model, weights by content, data, budget, seed and target).")]
 
 # -- a wattcap server -----------------------------------------------------------------------------
 ServerUrlOpt = Annotated[str | None, typer.Option(
@@ -174,13 +201,13 @@ class CapOn(str, Enum):
 CapOnOpt = Annotated[CapOn | None, typer.Option(
     help="What the cap holds: peak power (a Jetson's supply; the default) or average power "
     "(what a GPU power limit enforces, a site's budget). A trace's manifest may set it "
-    "(cap_on).")]
+    "(cap_on).", rich_help_panel=CAP_AND_DEVICE)]
 RiskOpt = Annotated[float | None, typer.Option(
     help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
-    "batch size whose r_b is poorly known) instead of its value.")]
+    "batch size whose r_b is poorly known) instead of its value.", rich_help_panel=PLAN_INPUTS)]
 PowerModeOpt = Annotated[str | None, typer.Option(
     help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
-    "--server or pull, only a profile made in it.")]
+    "--server or pull, only a profile made in it.", rich_help_panel=CAP_AND_DEVICE)]
 ProxyFilterOpt = Annotated[str | None, typer.Option(
     help="Only an efficiency vector estimated on this proxy dataset.", rich_help_panel=SERVER)]
 TargetFilterOpt = Annotated[float | None, typer.Option(

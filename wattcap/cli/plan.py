@@ -7,17 +7,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from wattcap.cli.common import (
     console,
     fail,
     load_or_fail,
-    parse_cap,
+    parse_caps,
     parse_objective,
 )
 from wattcap.cli.inputs import check_risk
 from wattcap.cli.options import (
+    CAP_AND_DEVICE,
+    OUTPUT,
+    PLAN_INPUTS,
     SERVER,
     CapOn,
     CapOnOpt,
@@ -29,7 +33,6 @@ from wattcap.cli.options import (
     MarginOpt,
     MaxEnergyOpt,
     ObjectiveOpt,
-    PowerCapOpt,
     PowerModeOpt,
     ProfileOpt,
     ProxyFilterOpt,
@@ -61,7 +64,30 @@ def make_plan(
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit. `cap_on`
     "average": the cap holds average power (the references' too), not peak power."""
-    from wattcap.algorithms.planner import cap_on_average, plan
+    (result,) = make_plans(profile_path, efficiency_path, [cap], reference_profiles,
+                           target_efficiency_path, objective, margin_sigmas, cap_on,
+                           extrapolate, risk).values()
+    if isinstance(result, str):
+        fail(result)
+    return result
+
+
+def make_plans(
+    profile_path: Path,
+    efficiency_path: Path | None,
+    caps: list[float | None],
+    reference_profiles: Path | None = None,
+    target_efficiency_path: Path | None = None,
+    objective: Objective | None = None,
+    margin_sigmas: float | None = None,
+    cap_on: str = "peak",
+    extrapolate: bool = False,
+    risk: float | None = None,
+) -> dict[float | None, Plan | str]:
+    """`make_plan` for several caps, the files read once: each cap's plan, or why nothing
+    runs under it (a cap below every configuration is an answer here, not an exit)."""
+    from wattcap.algorithms.planner import plan
+    from wattcap.algorithms.power_margin import cap_on_average
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.plan import InfeasibleCapError
     from wattcap.core.profile import ProfileTable
@@ -78,11 +104,20 @@ def make_plan(
         if cap_on == CapOn.AVERAGE:
             table = cap_on_average(table)
             refs = None if refs is None else [cap_on_average(r) for r in refs]
-        margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
-        return plan(table, cap, efficiency=eff, reference_profiles=refs, target_efficiency=target,
-                    objective=objective, extrapolate=extrapolate, risk=risk, **margin)
-    except (InfeasibleCapError, WattcapFileError, ValueError) as err:
+    except (WattcapFileError, ValueError) as err:
         fail(str(err))
+    margin = {} if margin_sigmas is None else {"margin_sigmas": margin_sigmas}
+    plans: dict[float | None, Plan | str] = {}
+    for cap in caps:
+        try:
+            plans[cap] = plan(table, cap, efficiency=eff, reference_profiles=refs,
+                              target_efficiency=target, objective=objective,
+                              extrapolate=extrapolate, risk=risk, **margin)
+        except InfeasibleCapError as err:
+            plans[cap] = str(err)
+        except (WattcapFileError, ValueError) as err:
+            fail(str(err))
+    return plans
 
 
 #: what `plan --json` prints: a summary of a Plan (its own kind, with its own version)
@@ -159,6 +194,59 @@ def print_plan(result: Plan, title: str | None = None) -> None:
         console.print(f"  [dim]note: {note}[/]")
 
 
+def infeasible_to_json(cap: float | None, reason: str) -> dict:
+    """`plan --json` with several caps: the entry of a cap nothing runs under."""
+    return {"kind": PLAN_JSON_KIND, "schema_version": PLAN_JSON_SCHEMA_VERSION,
+            "method": "wattcap", "power_cap_w": cap, "infeasible": reason}
+
+
+def _cap_text(cap: float | None) -> str:
+    return "none" if cap is None else f"{cap:g} W"
+
+
+def print_plans(plans: dict[float | None, Plan | str]) -> None:
+    """Several caps in one table: a row per cap with wattcap's choice and its predicted
+    speed-up over each other method; then each cap's notes."""
+    from wattcap.core.plan import METHODS, format_known
+
+    first = next((r for r in plans.values() if not isinstance(r, str)), None)
+    if first is None:  # nothing runs under any cap: say why, per cap
+        fail("no configuration fits under any of the caps: "
+             + "; ".join(f"{_cap_text(cap)}: {why}" for cap, why in plans.items()))
+    others = [m for m in METHODS if m != "wattcap"]
+    objective = "" if first.objective.is_paper_time else \
+        f", objective {first.objective.describe()}"
+    table = Table(title=f"{first.model} on {first.device}: wattcap's choice per cap{objective}")
+    for column in ("cap", "batch", knob_unit(first.knob_kind).column, "peak W", "avg W", "r_b",
+                   "pred. time (s)", "pred. energy (J)", *(f"speed-up vs {m}" for m in others)):
+        table.add_column(column, justify="right")
+    for cap, result in plans.items():
+        c = None if isinstance(result, str) else result.choices.get("wattcap")
+        if isinstance(result, str) or c is None:
+            table.add_row(_cap_text(cap), "—", "—", "—", "—", "—", "—", "—",
+                          *("—" for _ in others))
+            continue
+        table.add_row(_cap_text(cap), str(c.batch_size),
+                      knob_number(result.knob_kind, c.knob_value), f"{c.peak_power_w:.2f}",
+                      f"{c.avg_power_w:.2f}", format_known(c.efficiency_ratio, ".2f"),
+                      format_known(c.predicted_time_s, ".1f"),
+                      format_known(c.predicted_energy_j, ".0f"),
+                      *(format_known(result.speedup(m), ".2f", suffix="x")
+                        if m in result.choices else "n/a" for m in others))
+    console.print(table)
+    notes = {cap: [result] if isinstance(result, str) else [
+        *(f"{m} not available: {why}" for m, why in result.unavailable.items()),
+        *result.notes] for cap, result in plans.items()}
+    # a note every cap has is said once, the others with their cap
+    shared = [n for n in next(iter(notes.values())) if all(n in ns for ns in notes.values())]
+    for note in shared:
+        console.print(f"  [dim]note: {escape(note)}[/]", highlight=False)
+    for cap, cap_notes in notes.items():
+        for note in cap_notes:
+            if note not in shared:
+                console.print(f"  [dim]{_cap_text(cap)}: {escape(note)}[/]", highlight=False)
+
+
 def print_pareto_front(result: Plan) -> None:
     """The time/energy Pareto front of the feasible choices, each method's point marked."""
     table = Table(title="Time/energy Pareto front of the feasible choices (predicted, proxy r_b)")
@@ -186,26 +274,36 @@ def print_pareto_front(result: Plan) -> None:
 
 
 def plan_command(
-    power_cap: PowerCapOpt,
+    power_cap: Annotated[str, typer.Option(
+        help="Power cap in watts (4.5, 4.5W, 0.25kW), or 'none'; several, comma-separated "
+        "(4,5,none), plan each in one table (with --json: a list, an unplannable cap as "
+        "an entry with 'infeasible').", rich_help_panel=CAP_AND_DEVICE)],
     profile: ProfileOpt = None,
     efficiency: EfficiencyOpt = None,
     target_efficiency: TargetEfficiencyOpt = None,
     reference_profiles: Annotated[Path | None, typer.Option(
-        help="Folder of reference-model profiles for the baselines' safe frequency.")] = None,
+        help="Folder of reference-model profiles for the baselines' safe frequency.",
+        rich_help_panel=PLAN_INPUTS)] = None,
     objective: ObjectiveOpt = "time",
     eta: EtaOpt = None,
     max_energy: MaxEnergyOpt = None,
     deadline: DeadlineOpt = None,
     cost_max_power: CostMaxPowerOpt = None,
     plot: Annotated[Path | None, typer.Option(
-        help="Write the Pareto front with each method's point as a PNG.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    out: Annotated[Path | None, typer.Option(help="Also write the Plan file.")] = None,
+        help="Write the Pareto front with each method's point as a PNG.",
+        rich_help_panel=OUTPUT)] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the plan as JSON instead of tables.",
+        rich_help_panel=OUTPUT)] = False,
+    out: Annotated[Path | None, typer.Option(
+        help="Also write the whole plan (JSON): every method's choice, the front, the notes.",
+        rich_help_panel=OUTPUT)] = None,
     margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
     cap_on: CapOnOpt = None,
     extrapolate: Annotated[bool, typer.Option(
         "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
-        "their r_b extrapolated from its large-batch relation (flagged in the notes).")] = False,
+        "their r_b extrapolated from its large-batch relation (flagged in the notes).",
+        rich_help_panel=PLAN_INPUTS)] = False,
     risk: RiskOpt = None,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,
@@ -224,6 +322,10 @@ def plan_command(
     --server URL --device-name jetson-nano --model resnet18 --power-cap 5` fetches the newest
     profile of that device for the model and the model's newest efficiency vector.
     """
+    caps = parse_caps(power_cap)  # every argument checked before a server is asked
+    if len(caps) > 1 and (out or plot):
+        fail("--out and --plot take one --power-cap (a plan file and a plot are of one cap)")
+    goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     if server:
         from wattcap.cli.server import fetch_plan_inputs
 
@@ -232,8 +334,19 @@ def plan_command(
             model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
     elif profile is None:
         fail("--profile is required (or --server URL with --device-name and --model)")
-    goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
-    result = make_plan(profile, efficiency, parse_cap(power_cap), reference_profiles,
+    if len(caps) > 1:
+        plans = make_plans(profile, efficiency, caps, reference_profiles, target_efficiency,
+                           objective=goal, margin_sigmas=margin_sigmas,
+                           cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
+                           risk=risk)
+        if as_json:
+            print(json.dumps([plan_to_json(r) if not isinstance(r, str)
+                              else infeasible_to_json(cap, r) for cap, r in plans.items()],
+                             indent=2))
+        else:
+            print_plans(plans)
+        return
+    result = make_plan(profile, efficiency, caps[0], reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
                        cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
                        risk=risk)

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from wattcap.cli.common import (
+    check_device_extra,
     console,
     fail,
     load_or_fail,
@@ -16,6 +17,7 @@ from wattcap.cli.common import (
     parse_cap,
     parse_drift,
     progress,
+    watts,
 )
 from wattcap.cli.inputs import resolve_model
 from wattcap.cli.options import (
@@ -32,11 +34,12 @@ from wattcap.cli.options import (
     ProfileKnobOpt,
     VocabSizeOpt,
 )
+from wattcap.cli.resume import resumable
 
 if TYPE_CHECKING:
     from wattcap.core.profile import ProfilePoint, ProfileTable
     from wattcap.devices import Device
-    from wattcap.measure.profiling import RefreshResult
+    from wattcap.measure.profile_refresh import RefreshResult
 
 
 def emulate_power_limit(dev: Device) -> None:
@@ -134,7 +137,7 @@ def profile(
         help="Registered model name (default resnet18; with --refresh, the profile's model), "
         "or your own: path/to/file.py:factory or package.module:factory.")] = None,
     out: Annotated[Path | None, typer.Option(
-        help="ProfileTable JSON to write (with --refresh, default: overwrite FILE).")] = None,
+        help="The profile (JSON) to write (with --refresh, default: overwrite FILE).")] = None,
     power_cap: PowerCapOpt = None,
     exhaustive: Annotated[bool, typer.Option(help="Measure every (b, f).")] = False,
     few_points: Annotated[bool, typer.Option(
@@ -162,6 +165,7 @@ def profile(
     from wattcap.devices import DeviceError, get_device
 
     cap = parse_cap(power_cap)
+    check_device_extra(device)
     previous = load_or_fail(ProfileTable, refresh) if refresh is not None else None
     if previous is not None:
         model = model or previous.model
@@ -171,7 +175,7 @@ def profile(
             power_mode = power_mode or previous.power_mode
     model = resolve_model(model or "resnet18", input_shape, num_classes, vocab_size).name
     if out is None and refresh is None and not dry_run:
-        fail("--out is required (the ProfileTable JSON to write)")
+        fail("--out is required (the profile JSON to write)")
     if few_points and (exhaustive or refresh is not None):
         fail("--few-points cannot be combined with --exhaustive or --refresh")
     if max_points is not None and (not few_points or max_points < 3):
@@ -210,12 +214,14 @@ def profile(
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
              cap: float | None) -> None:
     """Re-measure the feasible frontier of a profile and show what changed."""
-    from wattcap.measure.profiling import Profiler, refresh_profile
+    from wattcap.measure.profile_refresh import refresh_profile
+    from wattcap.measure.profiling import Profiler
 
     rows = tuple(previous.batch_sizes)
     grid = len(rows) * len(dev.frequencies_hz())
-    with dev, progress(f"profiling {model} on {dev.name} (refresh, at most {grid} points)",
-                       grid, "points") as report:
+    with resumable(_NOTHING_KEPT), dev, progress(
+            f"profiling {model} on {dev.name} (refresh, at most {grid} points)", grid,
+            "points") as report:
         profiler = Profiler(
             dev, model, batch_sizes=rows,
             progress=lambda update: report.update(
@@ -228,15 +234,22 @@ def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out:
     console.print(f"wrote {out}: {len(result.changes)} points re-measured (refresh)")
 
 
+#: what a stopped profile leaves (the device itself is restored on the way out)
+_NOTHING_KEPT = "no point of this profile was kept, it is measured again from the start"
+
+
 def _power_limits(text: str | None) -> list[float] | None:
     """--power-limits W,W,... as floats (None: the profiler's default)."""
     if text is None:
         return None
     try:
-        return [float(part) for part in text.split(",") if part.strip()]
+        limits = [watts(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        fail(f"--power-limits takes watts separated by commas, not {text!r}")
-        raise  # unreachable: fail exits
+        limits = []
+    if not limits or None in limits:
+        fail(f"--power-limits takes watts separated by commas (e.g. 150,200W,0.25kW), not "
+             f"{text!r}")
+    return [limit for limit in limits if limit is not None]
 
 
 def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
@@ -259,7 +272,8 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         what = f"exhaustive, {grid} points at most"
     else:
         what = f"pruned for {cap:g} W, at most {grid} points"
-    with dev, progress(f"profiling {model} on {dev.name} ({what})", grid, "points") as report:
+    with resumable(_NOTHING_KEPT), dev, progress(f"profiling {model} on {dev.name} ({what})",
+                                                 grid, "points") as report:
         profiler = Profiler(
             dev, model, batch_sizes=sizes,
             progress=lambda update: report.update(
@@ -333,7 +347,8 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
 
 
 def plot_profile_command(
-    profile: Annotated[Path, typer.Option(help="ProfileTable JSON.")],
+    profile: Annotated[Path, typer.Option(
+        help="The profile (JSON) to draw, as `wattcap profile` writes it.")],
     out: Annotated[Path, typer.Option(help="PNG to write.")],
     power_cap: PowerCapOpt = None,
     efficiency: EfficiencyOpt = None,

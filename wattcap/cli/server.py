@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from wattcap.cli.common import err_console, fail_plain, load_or_fail, say
+from wattcap.cli.common import err_console, fail, load_or_fail, say
 from wattcap.cli.options import (
     DeviceNameOpt,
     PowerModeOpt,
@@ -42,7 +42,7 @@ def connect(url: str, token: str | None) -> WattcapClient:
     try:
         from wattcap.server.client import WattcapClient
     except ImportError:
-        fail_plain(_INSTALL_HINT)
+        fail(_INSTALL_HINT)
     return WattcapClient(url, token=token)
 
 
@@ -82,12 +82,12 @@ class Fetcher:
                 ) -> Path:
         """The newest profile of `device` for `model` (in `power_mode` when given)."""
         if not device or not model:
-            fail_plain("with --server, give --device-name and --model to fetch the profile (or a "
+            fail("with --server, give --device-name and --model to fetch the profile (or a "
                   "local --profile)")
         info = self.client.latest_profile(device, model, power_mode=power_mode)
         if info is None:
             mode = f" in power mode {power_mode}" if power_mode else ""
-            fail_plain(f"the server at {self.url} has no profile of {device}{mode} for "
+            fail(f"the server at {self.url} has no profile of {device}{mode} for "
                        f"{model}; profile the device (wattcap profile) and push it "
                        "(wattcap push profile)")
         path = _cached("profile", info.sha256, ".json")
@@ -103,21 +103,21 @@ class Fetcher:
         the candidates listed: r_b differs between proxies and targets, and a plan must not
         depend on which one was pushed last. The vector used is named on stderr."""
         if not model:
-            fail_plain("with --server, give --model to fetch the efficiency vector")
+            fail("with --server, give --model to fetch the efficiency vector")
         found = self.client.list_efficiency(model=model, dataset=proxy,
                                             target_accuracy=target_accuracy)
         kinds = {(v.dataset, v.target_accuracy) for v in found}
         if len(kinds) > 1:
             listed = "; ".join(f"id {v.id}: proxy {v.dataset}, target {v.target_accuracy:g}, "
                                f"{v.created_at[:10]}" for v in found[:6])
-            fail_plain(f"the server at {self.url} holds efficiency vectors of {model} for "
+            fail(f"the server at {self.url} holds efficiency vectors of {model} for "
                        f"{len(kinds)} proxies or targets ({listed}); name one with --proxy "
                        "and --target-accuracy, or pass a local --efficiency")
         info = found[0] if found else None
         if info is None:
             which = "".join([f" on proxy {proxy}" if proxy else "",
                              f" for target {target_accuracy}" if target_accuracy else ""])
-            fail_plain(f"the server at {self.url} has no efficiency vector for "
+            fail(f"the server at {self.url} has no efficiency vector for "
                        f"{model}{which}; push one (wattcap push efficiency) or estimate it "
                        "there (wattcap estimate --server URL --on-server ...)")
         path = _cached("efficiency", info.sha256, ".json")
@@ -136,13 +136,13 @@ class Fetcher:
         if model_id is not None:
             info = self.client.get_model(model_id)
             if info.architecture != model:
-                fail_plain(f"model {model_id} on the server is a {info.architecture}, "
+                fail(f"model {model_id} on the server is a {info.architecture}, "
                            f"not {model}")
         else:
             info = self.client.latest_model(model)
         if info is None:
             if required:
-                fail_plain(f"the server at {self.url} has no weights for {model}; push "
+                fail(f"the server at {self.url} has no weights for {model}; push "
                            "them (wattcap push weights) or pass local --weights")
             return None
         path = _cached("weights", info.sha256, ".safetensors")
@@ -217,7 +217,7 @@ def _newest_model_id(client: WattcapClient, url: str, model: str) -> int:
     """The id of the newest weights stored for `model`; a clear exit when there are none."""
     info = client.latest_model(model)
     if info is None:
-        fail_plain(f"the server at {url} has no weights for {model}: push them first "
+        fail(f"the server at {url} has no weights for {model}: push them first "
                    "(wattcap push weights)")
     return info.id
 
@@ -250,7 +250,7 @@ def estimate_on_server(
 
     job = client.wait_job(job.id, timeout_s=timeout_s, on_progress=report)
     if job.status != "succeeded" or job.efficiency_id is None:
-        fail_plain(f"job {job.id} {job.status}: {job.error or 'no result'}")
+        fail(f"job {job.id} {job.status}: {job.error or 'no result'}")
     return client.pull_efficiency(job.efficiency_id)
 
 
@@ -283,7 +283,7 @@ def serve(
 
         from wattcap.server.app import MiB, ServerSettings, create_app
     except ImportError:
-        fail_plain(_INSTALL_HINT)
+        fail(_INSTALL_HINT)
     if db is None:
         from wattcap.measure.references import cache_dir
 
@@ -297,7 +297,7 @@ def serve(
         )
         app = create_app(settings)
     except (ValueError, RuntimeError, OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -334,7 +334,7 @@ def push_weights(
     try:
         info = client.push_weights(path, architecture=model, num_classes=num_classes)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"stored as model {info.id}: {info.architecture} {info.input_shape}, "
         f"{info.num_classes} classes, {info.size_bytes} bytes, sha256 {info.sha256}")
 
@@ -342,7 +342,7 @@ def push_weights(
 @push_app.command("efficiency")
 def push_efficiency(
     server: ServerOpt,
-    path: Path = typer.Argument(..., help="EfficiencyVector JSON."),
+    path: Path = typer.Argument(..., help="The efficiency vector (JSON) to upload."),
     model_id: int | None = typer.Option(None, help="Stored weights it was estimated from."),
     token: TokenOpt = None,
 ) -> None:
@@ -351,7 +351,7 @@ def push_efficiency(
     try:
         info = client.push_efficiency(path, model_id=model_id)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"stored as efficiency vector {info.id}: {info.model} on {info.dataset}, target "
         f"{info.target_accuracy}")
 
@@ -359,7 +359,7 @@ def push_efficiency(
 @push_app.command("profile")
 def push_profile(
     server: ServerOpt,
-    path: Path = typer.Argument(..., help="ProfileTable JSON."),
+    path: Path = typer.Argument(..., help="The profile (JSON) to upload."),
     token: TokenOpt = None,
 ) -> None:
     """Upload a device profile (validated by the server like the file)."""
@@ -367,7 +367,7 @@ def push_profile(
     try:
         info = client.push_profile(path)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"stored as profile {info.id}: {info.model} on {info.device} "
         f"({info.power_mode or 'default mode'}), {info.points} points")
 
@@ -387,7 +387,7 @@ def pull_weights(
         model_id = _newest_model_id(client, server, model) if model_id is None else model_id
         info = client.pull_weights(model_id, out)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"wrote {out}: model {info.id} ({info.architecture}), sha256 {info.sha256}")
 
 
@@ -395,7 +395,7 @@ def pull_weights(
 def pull_efficiency(
     server: ServerOpt,
     model: str = typer.Option(..., help="Model name."),
-    out: Path = typer.Option(..., help="EfficiencyVector JSON to write."),
+    out: Path = typer.Option(..., help="The efficiency vector (JSON) to write."),
     proxy: ProxyFilterOpt = None,
     target_accuracy: TargetFilterOpt = None,
     efficiency_id: int | None = typer.Option(None, "--id", help="A specific stored vector."),
@@ -408,13 +408,13 @@ def pull_efficiency(
             latest = client.latest_efficiency(model, dataset=proxy,
                                               target_accuracy=target_accuracy)
             if latest is None:
-                fail_plain(f"no efficiency vector for {model} on {server}")
+                fail(f"no efficiency vector for {model} on {server}")
             efficiency_id = latest.id
         vector = client.pull_efficiency(efficiency_id)
         vector.check_matches(model=model, source=f"efficiency vector {efficiency_id}")
         vector.save(out)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"wrote {out}: efficiency vector {efficiency_id} ({vector.model} on {vector.dataset})")
 
 
@@ -423,7 +423,7 @@ def pull_profile(
     server: ServerOpt,
     device_name: DeviceNameOpt,
     model: str = typer.Option(..., help="Model name."),
-    out: Path = typer.Option(..., help="ProfileTable JSON to write."),
+    out: Path = typer.Option(..., help="The profile (JSON) to write."),
     power_mode: PowerModeOpt = None,
     profile_id: int | None = typer.Option(None, "--id", help="A specific stored profile."),
     token: TokenOpt = None,
@@ -435,13 +435,13 @@ def pull_profile(
         if profile_id is None:
             latest = client.latest_profile(device_name, model, power_mode=power_mode)
             if latest is None:
-                fail_plain(f"no profile of {device_name} for {model} on {server}")
+                fail(f"no profile of {device_name} for {model} on {server}")
             profile_id = latest.id
         table = client.pull_profile(profile_id)
         table.check_matches(device=device_name, model=model, source=f"profile {profile_id}")
         table.save(out)
     except _server_errors(OSError) as err:
-        fail_plain(str(err))
+        fail(str(err))
     say(f"wrote {out}: profile {profile_id} ({table.model} on {table.device})")
 
 
@@ -454,7 +454,7 @@ def pull_list(
     """List what the server holds (ids for --id)."""
     kinds = ("models", "efficiency", "profiles", "jobs")
     if what not in (*kinds, "all"):
-        fail_plain(f"list what? one of {', '.join(kinds)} or all")
+        fail(f"list what? one of {', '.join(kinds)} or all")
     client = connect(server, token)
     lines: list[str] = []
     if what in ("models", "all"):

@@ -1,19 +1,18 @@
-"""`wattcap pretrain`, `wattcap estimate` and `wattcap train`: the commands that train."""
+"""`wattcap pretrain` and `wattcap train`: pre-training, and training to a target at the chosen
+(batch size, knob value) under the cap."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from wattcap.cli.common import (
+    check_device_extra,
     console,
-    executor_or_fail,
     fail,
     load_or_fail,
-    parse_batch_sizes,
     parse_cap_spec,
     parse_drift,
     parse_objective,
@@ -21,6 +20,7 @@ from wattcap.cli.common import (
 )
 from wattcap.cli.inputs import (
     check_data,
+    check_optimizer,
     check_risk,
     check_split_size,
     check_weights,
@@ -28,14 +28,14 @@ from wattcap.cli.inputs import (
     data_options,
     load_data,
     parse_loop_metric,
-    parse_target,
     resolve_model,
 )
 from wattcap.cli.options import (
-    PROXY_TARGET_HELP,
-    SERVER,
+    CAP_AND_DEVICE,
+    OUTPUT,
+    PLAN_INPUTS,
+    TRAINING,
     BatchSizeRefOpt,
-    BatchSizesOpt,
     CostMaxPowerOpt,
     DataOpt,
     DeadlineOpt,
@@ -59,12 +59,9 @@ from wattcap.cli.options import (
     OptimizerOpt,
     ProfileOpt,
     ProxyFilterOpt,
-    ProxyOpt,
-    RayOpt,
     RiskOpt,
     SampleBudgetOpt,
     SeedOpt,
-    SeedsOpt,
     ServerUrlOpt,
     SubsetFractionOpt,
     TargetAccuracyOpt,
@@ -78,7 +75,6 @@ from wattcap.cli.options import (
 )
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.knob import clock_only, format_knob
-from wattcap.core.metric import ACCURACY, TargetMetric
 
 if TYPE_CHECKING:
     from wattcap.core.cap_history import Segment
@@ -100,7 +96,7 @@ def pretrain(
     out: Annotated[Path, typer.Option(help="Weights file (.safetensors).")],
     epochs: Annotated[int, typer.Option(help="Epochs over the training split (the demo and "
                                         "`compare` pre-train for 2 as well).")] = 2,
-    batch_size: Annotated[int, typer.Option()] = 32,
+    batch_size: Annotated[int, typer.Option(help="Batch size of the pre-training.")] = 32,
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
     seed: SeedOpt = 0,
     input_shape: InputShapeOpt = None,
@@ -130,242 +126,6 @@ def pretrain(
                   f"{float(meta['test_accuracy']):.1%}")
 
 
-def check_optimizer(optimizer: str, weight_decay: float, lr_ref: float,
-                    batch_size_ref: int) -> None:
-    """The optimizer settings, before anything runs."""
-    if optimizer not in ("adam", "adamw"):
-        fail(f"--optimizer must be adam or adamw, got {optimizer!r}")
-    if weight_decay < 0 or lr_ref <= 0 or batch_size_ref < 1:
-        fail("--weight-decay must be >= 0, --lr-ref and --batch-size-ref positive")
-
-
-def estimate(
-    model: ModelOpt,
-    proxy: ProxyOpt,
-    out: Annotated[Path, typer.Option(help="EfficiencyVector JSON to write.")],
-    target_accuracy: Annotated[str, typer.Option(help=PROXY_TARGET_HELP + " Recorded in the "
-                                                 "file.")] = "auto",
-    metric: MetricOpt = "accuracy",
-    weights: WeightsOpt = None,
-    batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
-    seeds: SeedsOpt = 3,
-    sample_budget: SampleBudgetOpt = 20_000,
-    eval_every: EvalEveryOpt = 256,
-    lr_ref: LrRefOpt = None,
-    batch_size_ref: BatchSizeRefOpt = None,
-    optimizer: OptimizerOpt = None,
-    weight_decay: WeightDecayOpt = 0.0,
-    server: ServerUrlOpt = None,
-    model_id: ModelIdOpt = None,
-    on_server: Annotated[bool, typer.Option(
-        help="With --server: run the sweep on the server (a background job; this command "
-        "waits for it) and write its result to --out.", rich_help_panel=SERVER)] = False,
-    push: Annotated[bool, typer.Option(
-        help="With --server: upload the estimated vector, linked to the weights it started "
-        "from (needs the token).", rich_help_panel=SERVER)] = False,
-    token: TokenOpt = None,
-    method: Annotated[str, typer.Option(
-        help="'sweep': train every batch size and seed to the target (the reference); 'gns': "
-        "one run at the largest batch size measuring the gradient noise scale, r_b = (1 + "
-        "b/B_noise) / (1 + b_max/B_noise), at a fraction of the compute. With 'gns' a numeric "
-        "--target-accuracy ends the run when the proxy reaches it, 'auto' trains "
-        "--gns-samples.")] = "sweep",
-    gns_samples: Annotated[int, typer.Option(
-        help="With --method gns: samples the run trains (at most, with a numeric "
-        "--target-accuracy).")] = 4096,
-    ray: RayOpt = None,
-    runs_dir: Annotated[Path | None, typer.Option(
-        help="Where each finished (batch size, seed) run is kept, named by everything it "
-        "depends on: a killed estimate run again reuses them, and compare/sensitivity share "
-        "them (default: the runs folder of the wattcap cache).")] = None,
-    input_shape: InputShapeOpt = None,
-    num_classes: NumClassesOpt = None,
-    vocab_size: VocabSizeOpt = None,
-    subset_fraction: SubsetFractionOpt = None,
-    test_fraction: TestFractionOpt = None,
-    workers: WorkersOpt = 0,
-) -> None:
-    """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
-    gradient noise scale of one run with --method gns)."""
-    check_workers(workers)
-    target_metric = parse_loop_metric(metric)
-    sweep = _Sweep(
-        sizes=parse_batch_sizes(batch_sizes), seeds=seeds, metric=target_metric,
-        target=parse_target(target_accuracy, metric=target_metric),
-        sample_budget=sample_budget, eval_every=eval_every,
-        lr_ref=DEFAULT_LR_REF if lr_ref is None else lr_ref,
-        batch_size_ref=DEFAULT_BATCH_SIZE_REF if batch_size_ref is None else batch_size_ref,
-        optimizer=optimizer or "adam", weight_decay=weight_decay,
-        subset_fraction=subset_fraction, test_fraction=test_fraction)
-    _check_estimate(sweep, method, gns_samples, on_server=on_server, ray=ray)
-    if (on_server or push or model_id is not None) and not server:
-        fail("--on-server, --push and --model-id need --server URL")
-    weights_id = None
-    if server and on_server:
-        vector = _estimate_on_server(sweep, server, token, model, model_id, proxy, input_shape,
-                                     num_classes, vocab_size)
-    else:
-        spec = resolve_model(model, input_shape, num_classes, vocab_size)
-        proxy_spec = check_data(proxy, "--proxy")
-        options = data_options(spec, input_shape, subset_fraction, test_fraction)
-        model = spec.name
-        check_weights(weights, model)
-        splits = load_data(proxy_spec, spec, options, option="--proxy")
-        check_split_size(len(splits[0]), sweep.sizes, "--proxy")
-        if server and weights is None:
-            from wattcap.cli.server import fetch_estimate_weights
-
-            weights, weights_id = fetch_estimate_weights(server, token, model, model_id)
-        if method == "gns":
-            vector = _estimate_gns(sweep, model, proxy_spec.text, weights, gns_samples, splits)
-        else:
-            vector = _estimate_sweep(sweep, model, proxy_spec.text, weights, splits, ray,
-                                     workers, options, runs_dir)
-    vector.save(out)
-    if server and push and not on_server:  # a server-side sweep is stored there already
-        from wattcap.cli.server import push_estimated
-
-        push_estimated(server, token, vector, weights_id)
-    print_efficiency(vector)
-    console.print(f"wrote {out}")
-
-
-@dataclass(frozen=True)
-class _Sweep:
-    """The settings of an efficiency estimate, checked."""
-
-    sizes: tuple[int, ...]
-    target: float | Literal["auto"]
-    seeds: int
-    sample_budget: int
-    eval_every: int
-    lr_ref: float
-    batch_size_ref: int
-    optimizer: str
-    weight_decay: float
-    subset_fraction: float | None
-    test_fraction: float | None
-    metric: TargetMetric = ACCURACY
-
-
-def _check_estimate(sweep: _Sweep, method: str, gns_samples: int, *, on_server: bool,
-                    ray: str | None) -> None:
-    """Every estimate argument that can be wrong, before anything runs."""
-    if method not in ("sweep", "gns"):
-        fail(f"--method must be 'sweep' or 'gns', got {method!r}")
-    if not sweep.metric.is_accuracy and (method == "gns" or on_server):
-        fail(f"--metric {sweep.metric.name} needs a sweep run here: --method gns and "
-             "--on-server train to accuracy")
-    if method == "gns":
-        if len(sweep.sizes) < 2:
-            fail("--method gns needs at least two batch sizes (it measures at the smallest "
-                 "and the largest)")
-        if gns_samples < max(sweep.sizes):
-            fail(f"--gns-samples ({gns_samples}) must hold at least one batch of "
-                 f"{max(sweep.sizes)}")
-        if on_server:
-            fail("--method gns runs here: drop --on-server (the server's jobs are sweeps)")
-        if ray is not None:
-            fail("--method gns is one run: --ray has nothing to spread")
-    if sweep.seeds < 1:
-        fail(f"--seeds must be at least 1, got {sweep.seeds}")
-    if sweep.sample_budget < sweep.eval_every:
-        fail(f"--sample-budget ({sweep.sample_budget}) must be at least --eval-every "
-             f"({sweep.eval_every})")
-    check_optimizer(sweep.optimizer, sweep.weight_decay, sweep.lr_ref, sweep.batch_size_ref)
-
-
-def _estimate_on_server(sweep: _Sweep, server: str, token: str | None, model: str,
-                        model_id: int | None, proxy: str, input_shape: str | None,
-                        num_classes: int | None, vocab_size: int | None) -> EfficiencyVector:
-    """The proxy sweep as a server job, for weights stored there."""
-    from wattcap.cli.server import estimate_on_server
-
-    if sweep.target == "auto":
-        fail("--on-server needs a numeric --target-accuracy (the server job takes one)")
-    if num_classes is not None or vocab_size is not None:
-        fail("--on-server estimates a model stored on the server: --num-classes and "
-             "--vocab-size do not apply")
-    if sweep.optimizer != "adam" or sweep.weight_decay:
-        fail("--on-server runs the sweep with Adam: --optimizer and --weight-decay do not "
-             "apply")
-    shape = None
-    if input_shape is not None:
-        from wattcap.data import ShapeConversionError, parse_image_shape
-
-        try:
-            shape = list(parse_image_shape(input_shape))
-        except ShapeConversionError as err:
-            fail(f"--input-shape: {err}")
-    return estimate_on_server(
-        server, token, model=model, model_id=model_id, proxy=proxy,
-        target_accuracy=float(sweep.target), batch_sizes=sweep.sizes, seeds=sweep.seeds,
-        sample_budget=sweep.sample_budget, eval_every=sweep.eval_every, lr_ref=sweep.lr_ref,
-        batch_size_ref=sweep.batch_size_ref, subset_fraction=sweep.subset_fraction,
-        test_fraction=sweep.test_fraction, input_shape=shape)
-
-
-def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
-                    splits: tuple, ray: str | None, workers: int, options: dict[str, Any],
-                    runs_dir: Path | None) -> EfficiencyVector:
-    """Every batch size and seed trained to the proxy's target, here or on --ray; each
-    finished run kept in the runs folder, so a killed estimate resumes with them."""
-    from wattcap.core.cache import cache_dir
-    from wattcap.core.schema import WattcapFileError
-    from wattcap.train.efficiency import estimate_efficiency
-    from wattcap.train.executors import ExecutorError
-
-    where = executor_or_fail(ray)
-    with where, progress(f"estimating r_b of {model} on {proxy}"
-                         + (f" ({where.describe()})" if ray else ""),
-                         len(sweep.sizes) * sweep.seeds, "runs") as report:
-        try:
-            return estimate_efficiency(
-                model, proxy, sweep.target, weights=weights, batch_sizes=sweep.sizes,
-                seeds=sweep.seeds, sample_budget=sweep.sample_budget,
-                eval_every_samples=sweep.eval_every, lr_ref=sweep.lr_ref,
-                batch_size_ref=sweep.batch_size_ref, executor=where,
-                progress=report.show,
-                data=splits, data_options=options, num_workers=workers,
-                optimizer=sweep.optimizer, weight_decay=sweep.weight_decay,
-                target_metric=sweep.metric,
-                runs_dir=runs_dir if runs_dir is not None else cache_dir() / "runs",
-            )
-        except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
-            fail(str(err).strip("'\""))
-
-
-def _estimate_gns(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
-                  gns_samples: int, splits: tuple) -> EfficiencyVector:
-    """r_b from the gradient noise scale of one run at the largest batch size."""
-    from wattcap.core.schema import WattcapFileError
-    from wattcap.train.noise_scale import estimate_efficiency_gns
-
-    sizes = sweep.sizes
-    with progress(f"measuring the gradient noise scale of {model} on {proxy} (b = "
-                  f"{min(sizes)} and {max(sizes)})", gns_samples, "samples") as report:
-        try:
-            return estimate_efficiency_gns(
-                model, proxy, sweep.target, weights=weights,
-                batch_sizes=sizes, sample_budget=gns_samples,
-                eval_every_samples=sweep.eval_every, lr_ref=sweep.lr_ref,
-                batch_size_ref=sweep.batch_size_ref, data=splits,
-                optimizer=sweep.optimizer, weight_decay=sweep.weight_decay,  # type: ignore[arg-type]
-                progress=report.show)
-        except (KeyError, ValueError, WattcapFileError) as err:
-            fail(str(err).strip("'\""))
-
-
-def print_efficiency(vector: EfficiencyVector) -> None:
-    """The vector as a table, with the notes on where r_b came from."""
-    from wattcap.experiments.tables import efficiency_table
-
-    console.print(efficiency_table(vector))
-    for note in vector.ratio_notes():
-        console.print(f"  [dim]{note}[/]")
-
-
-
 def train(
     power_cap: MovingPowerCapOpt,
     model: ModelOpt,
@@ -378,8 +138,9 @@ def train(
     target_efficiency: TargetEfficiencyOpt = None,
     margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
     weights: WeightsOpt = None,
-    method: Annotated[str, typer.Option(help="wattcap, baseline-1, baseline-2 or "
-                                        "fastest.")] = "wattcap",
+    method: Annotated[str, typer.Option(
+        help="Whose choice to train with: wattcap, baseline-1, baseline-2 or fastest (needs "
+        "--target-efficiency).", rich_help_panel=PLAN_INPUTS)] = "wattcap",
     sample_budget: SampleBudgetOpt = 20_000,
     eval_every: EvalEveryOpt = 256,
     seed: SeedOpt = 0,
@@ -387,9 +148,12 @@ def train(
     batch_size_ref: BatchSizeRefOpt = None,
     optimizer: OptimizerOpt = None,
     weight_decay: WeightDecayOpt = 0.0,
-    checkpoint_dir: Annotated[Path | None, typer.Option(help="Save/resume the run "
-                                                        "here.")] = None,
-    out: Annotated[Path | None, typer.Option(help="RunRecord JSON to write.")] = None,
+    checkpoint_dir: Annotated[Path | None, typer.Option(
+        help="Save the run here at every evaluation, and resume from it.",
+        rich_help_panel=TRAINING)] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Write the run record (JSON): the choice, time, energy and power over the run.",
+        rich_help_panel=OUTPUT)] = None,
     objective: ObjectiveOpt = "time",
     eta: EtaOpt = None,
     max_energy: MaxEnergyOpt = None,
@@ -397,12 +161,13 @@ def train(
     cost_max_power: CostMaxPowerOpt = None,
     plot: Annotated[Path | None, typer.Option(
         help="With a moving cap: write power, cap, frequency and batch size over the run as "
-        "a PNG.")] = None,
+        "a PNG.", rich_help_panel=OUTPUT)] = None,
     dry_run: DryRunOpt = False,
     drift_tolerance: Annotated[float, typer.Option(
         help="Relative difference of measured step time or power from the profile that counts "
         "as drift (or 3 sigmas of the measurement windows' noise, where larger): the row is "
-        "re-measured and the frequency re-planned at the next checkpoint (0 = off).")] = 0.1,
+        "re-measured and the frequency re-planned at the next checkpoint (0 = off).",
+        rich_help_panel=CAP_AND_DEVICE)] = 0.1,
     drift: DriftOpt = None,
     server: ServerUrlOpt = None,
     device_name: DeviceNameOpt = None,
@@ -540,6 +305,7 @@ def _check_train(method: str, objective: str, eta: float | None, max_energy: flo
 
     if method not in METHODS:
         fail(f"--method must be one of {', '.join(METHODS)}")
+    check_device_extra(device)
     goal = parse_objective(objective, eta, max_energy, deadline, cost_max_power)
     cap_spec = parse_cap_spec(power_cap)
     source = cap_spec if isinstance(cap_spec, CapSource) else None

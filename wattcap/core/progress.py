@@ -11,7 +11,9 @@ What a person sees is a `ProgressReporter`: `update(completed, detail)` as work 
 context manager around the work. `make_progress` picks the implementation from the console: a
 live rich bar when it is a terminal, and otherwise (CI logs, pipes, files) `PlainProgress`, which
 prints a line at every 10 % of the total, at most one more line every 10 s between them, and one
-at the end, so a log shows that the job lives without a line per step.
+at the end, so a log shows that the job lives without a line per step. Before the first unit is
+done, a job's messages (what it is about to do: how many runs, which one is long) are printed at
+once: the first line a person reads says what the wait is for.
 
 This module imports neither torch nor the command line; rich loads only for a terminal bar.
 """
@@ -170,7 +172,8 @@ class ProgressReporter(ABC):
 
 
 class PlainProgress(ProgressReporter):
-    """Plain lines for output that is not a terminal: one at the start, one whenever the work
+    """Plain lines for output that is not a terminal: one at the start, one for each new
+    message while no unit is done yet (what the job is about to do), one whenever the work
     crosses another `step_fraction` of the total, one when `interval_s` passed since the last
     line without such a crossing, and one at the end (unless the last line already showed it).
 
@@ -228,6 +231,11 @@ class PlainProgress(ProgressReporter):
             self._last_step = step
             self._emit()
         elif self.clock() - self._last_line_s >= self.interval_s:
+            self._emit()
+        elif self.completed == 0 and self._last_shown is not None \
+                and self.detail != self._last_shown[1]:
+            # before the first unit is done a job says what it is about to do (how many runs,
+            # the long one first): shown at once, as the first unit may take minutes
             self._emit()
 
     def _stop(self, failed: bool) -> None:

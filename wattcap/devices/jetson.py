@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from wattcap.devices.base import Device, DeviceInfo
@@ -38,15 +37,18 @@ from wattcap.devices.errors import (
     FrequencyNotFollowedError,
     SensorMissingError,
 )
+from wattcap.devices.jetson_nvpmodel import PowerMode, read_nvpmodel
+from wattcap.devices.jetson_rails import (
+    choose_power_rails,
+    find_ina3221_rails,
+    readable_rails,
+)
+from wattcap.devices.sysfs_read import read_int, read_text
 
 #: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list), newest last; a
 #: devfreq node named `<unit-address>.<one of these>` is the GPU too.
 GPU_OF_NODE_NAMES = ("gpu", "gp10b", "gv11b", "ga10b", "gb10b")
 
-#: Rails that measure the whole module input, under the names the families use (Nano/TX2:
-#: POM_5V_IN; Orin Nano/NX: VDD_IN; Xavier NX, TX2 NX, AGX Orin: VIN_SYS_5V0); where one
-#: exists it is the device power. Matched without regard to case.
-INPUT_RAIL_NAMES = ("POM_5V_IN", "VDD_IN", "VIN_SYS_5V0")
 
 # Why 50 ms: the INA3221 converts bus and shunt voltage of each of its 3 channels in turn, each
 # conversion taking 140 us to 8.244 ms, and can average 1 to 1024 such rounds (TI INA3221
@@ -89,15 +91,6 @@ def write_sysfs(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def _read_text(path: Path) -> str:
-    # Device-tree strings end with NUL bytes; sysfs values end with a newline.
-    return path.read_text(errors="replace").replace("\x00", "").strip()
-
-
-def _read_int(path: Path) -> int:
-    return int(_read_text(path).split()[0])
-
-
 def _user_name() -> str:
     # getpass fails in containers whose uid has no passwd entry; the hint still needs a name.
     try:
@@ -135,7 +128,7 @@ def find_gpu_devfreq(sysfs_root: str | Path = "/") -> Path | None:
         of_node = entry / "device" / "of_node"
         names = set()
         if (of_node / "name").is_file():
-            names.add(_read_text(of_node / "name"))
+            names.add(read_text(of_node / "name"))
         if of_node.exists():
             names.add(of_node.resolve().name.split("@")[0])
         names.add(entry.name.split(".", 1)[-1])  # 17000000.ga10b
@@ -144,192 +137,10 @@ def find_gpu_devfreq(sysfs_root: str | Path = "/") -> Path | None:
     return None
 
 
-# -- INA3221 ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rail:
-    """One INA3221 channel: where to read it and how."""
-
-    name: str
-    #: "iio" (L4T 32 ina3221x), "hwmon" (L4T 35+ ina3221) or "ina238" (its hwmon power)
-    layout: str
-    directory: Path
-    channel: int
-
-    def read_power_w(self) -> float:
-        """Power on this rail now, in watts."""
-        if self.layout == "iio":
-            return _read_int(self.directory / f"in_power{self.channel}_input") / 1e3
-        if self.layout == "ina238":  # hwmon power in microwatts
-            return _read_int(self.directory / f"power{self.channel}_input") / 1e6
-        voltage_mv = _read_int(self.directory / f"in{self.channel}_input")
-        current_ma = _read_int(self.directory / f"curr{self.channel}_input")
-        return voltage_mv * current_ma / 1e6
-
-
-def _i2c_devices(driver_dir: Path) -> list[Path]:
-    # A driver directory also holds bind/unbind/uevent/module; devices are named <bus>-<addr>.
-    if not driver_dir.is_dir():
-        return []
-    return sorted(p for p in driver_dir.iterdir() if re.fullmatch(r"\d+-[0-9a-fA-F]{4}", p.name))
-
-
-def _iio_rails(device_dir: Path) -> list[Rail]:
-    rails = []
-    for iio_dir in sorted(device_dir.glob("iio:device*")):
-        for label in sorted(iio_dir.glob("rail_name_*")):
-            channel = int(label.name.rsplit("_", 1)[1])
-            name = _read_text(label)
-            if name and (iio_dir / f"in_power{channel}_input").exists():
-                rails.append(Rail(name, "iio", iio_dir, channel))
-    return rails
-
-
-def _hwmon_rails(device_dir: Path) -> list[Rail]:
-    rails = []
-    for hwmon_dir in sorted((device_dir / "hwmon").glob("hwmon*")):
-        for label in sorted(hwmon_dir.glob("in*_label")):
-            match = re.fullmatch(r"in(\d+)_label", label.name)
-            if match is None:
-                continue
-            channel = int(match.group(1))
-            name = _read_text(label)
-            # in7 is the sum of shunt voltages (no current of its own) and "NC" marks a channel
-            # that is not connected: neither is a rail.
-            if channel == 7 or name == "NC" or not name:
-                continue
-            if (hwmon_dir / f"curr{channel}_input").exists():
-                rails.append(Rail(name, "hwmon", hwmon_dir, channel))
-    return rails
-
-
-def _ina238_rails(device_dir: Path) -> list[Rail]:
-    rails = []
-    for hwmon_dir in sorted((device_dir / "hwmon").glob("hwmon*")):
-        if (hwmon_dir / "power1_input").exists():
-            label = hwmon_dir / "label"
-            name = _read_text(label) if label.is_file() else f"INA238 {device_dir.name}"
-            rails.append(Rail(name, "ina238", hwmon_dir, 1))
-    return rails
-
-
-def find_ina3221_rails(sysfs_root: str | Path = "/") -> list[Rail]:
-    """All power-monitor rails under `sysfs_root`: INA3221 in both the L4T 32 and the L4T 35+
-    layouts, and the INA238 of newer modules."""
-    drivers = Path(sysfs_root) / "sys" / "bus" / "i2c" / "drivers"
-    rails: list[Rail] = []
-    for device_dir in _i2c_devices(drivers / "ina3221x"):
-        rails += _iio_rails(device_dir)
-    for device_dir in _i2c_devices(drivers / "ina3221"):
-        rails += _hwmon_rails(device_dir)
-    for device_dir in _i2c_devices(drivers / "ina238"):
-        rails += _ina238_rails(device_dir)
-    return rails
-
-
-def readable_rails(rails: list[Rail]) -> tuple[list[Rail], list[str]]:
-    """The rails that can be read now, and a note for each that cannot (left out)."""
-    kept, notes = [], []
-    for rail in rails:
-        try:
-            rail.read_power_w()
-        except (OSError, ValueError) as exc:
-            notes.append(f"rail {rail.name} unreadable, left out: {exc}")
-            continue
-        kept.append(rail)
-    return kept, notes
-
-
-def choose_power_rails(rails: list[Rail]) -> tuple[list[Rail], str, str]:
-    """The rails whose sum is the device power, the name to record for them, and why."""
-    for wanted in INPUT_RAIL_NAMES:
-        for rail in rails:
-            if rail.name.strip().upper() == wanted:
-                return [rail], rail.name, f"{rail.name} measures the module's input"
-    ina238 = [rail for rail in rails if rail.layout == "ina238"]
-    if len(ina238) == 1:
-        return ina238, ina238[0].name, "the module's INA238 measures its input"
-    if not rails:
-        return [], "none", "no readable power monitor"
-    return (list(rails), "sum(" + ",".join(rail.name for rail in rails) + ")",
-            f"no input rail ({', '.join(INPUT_RAIL_NAMES)}): the sum of every rail, which "
-            "misses what no rail measures")
-
-
-# -- nvpmodel --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PowerMode:
-    """One nvpmodel mode: id, name, the GPU frequency cap it sets (None: uncapped) and the GPU
-    TPC power-gating mask it sets (None: the mode leaves it alone): nvpmodel needs a reboot to
-    switch between modes whose masks differ."""
-
-    mode_id: int
-    name: str
-    gpu_max_hz: int | None
-    tpc_pg_mask: str | None = None
-
-
 #: how long `nvpmodel -m ID` may take before wattcap gives up on it
 NVPMODEL_TIMEOUT_S = 30.0
 #: where L4T installs nvpmodel (often not on a user's PATH: /usr/sbin)
 NVPMODEL_PATH = "/usr/sbin/nvpmodel"
-
-
-def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], int | None]:
-    """The modes of ``/etc/nvpmodel.conf`` and the id of the active one (None if unknown)."""
-    root = Path(sysfs_root)
-    modes: dict[int, PowerMode] = {}
-    default_id: int | None = None
-    conf = root / "etc" / "nvpmodel.conf"
-    if conf.is_file():
-        current: tuple[int, str] | None = None
-        gpu_max_hz: int | None = None
-        tpc_mask: str | None = None
-
-        def close_block() -> None:
-            if current is not None:
-                modes[current[0]] = PowerMode(current[0], current[1], gpu_max_hz, tpc_mask)
-
-        for raw in conf.read_text(errors="replace").splitlines():
-            line = raw.split("#", 1)[0].strip()
-            block = re.fullmatch(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+)\s*>", line)
-            if block:
-                close_block()
-                current, gpu_max_hz = (int(block.group(1)), block.group(2)), None
-                tpc_mask = None
-                continue
-            default = re.fullmatch(r"<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>", line)
-            if default:
-                close_block()
-                current, default_id = None, int(default.group(1))
-                continue
-            if line.startswith("<"):
-                close_block()
-                current = None
-                continue
-            fields = line.split()
-            if current is not None and fields[:2] == ["TPC_POWER_GATING", "TPC_PG_MASK"] \
-                    and len(fields) >= 3:
-                tpc_mask = fields[2]
-                continue
-            if current is not None and fields[:2] == ["GPU", "MAX_FREQ"] and len(fields) >= 3:
-                try:
-                    value = int(fields[2])
-                except ValueError:
-                    continue  # a hand-edited line we cannot read: treat the mode as uncapped
-                # -1 (and 0) mean "no cap" in the stock configurations.
-                gpu_max_hz = value if value > 0 else None
-        close_block()
-    active_id = default_id
-    status = root / "var" / "lib" / "nvpmodel" / "status"
-    if status.is_file():
-        match = re.search(r"pmode:(\d+)", _read_text(status))
-        if match:
-            active_id = int(match.group(1))
-    return modes, active_id
 
 
 # -- the device ------------------------------------------------------------------------------
@@ -370,13 +181,13 @@ class JetsonDevice(Device):
         self._dirty = False
 
         model_file = self.sysfs_root / "proc" / "device-tree" / "model"
-        self.model = _read_text(model_file) if model_file.exists() else ""
+        self.model = read_text(model_file) if model_file.exists() else ""
         self.name = model_to_name(self.model)
 
         self._modes, self._mode_id = read_nvpmodel(self.sysfs_root)
         try:
             self._available_hz = sorted(
-                {int(v) for v in _read_text(node / "available_frequencies").split()}
+                {int(v) for v in read_text(node / "available_frequencies").split()}
             )
             self._cap_hz = self._read_node("max_freq")
         except (OSError, ValueError) as exc:
@@ -447,7 +258,7 @@ class JetsonDevice(Device):
                 self._found_mode_id = self._mode_id
             if self._saved is None:  # the clocks as found, before the mode moves them
                 self._saved = (self._read_node("min_freq"), self._read_node("max_freq"),
-                               _read_text(self.devfreq_path / "governor"))
+                               read_text(self.devfreq_path / "governor"))
             self._switch_mode(mode_id)
         return mode_id
 
@@ -496,7 +307,7 @@ class JetsonDevice(Device):
 
     # -- helpers -------------------------------------------------------------------------------
     def _read_node(self, attribute: str) -> int:
-        return _read_int(self.devfreq_path / attribute)
+        return read_int(self.devfreq_path / attribute)
 
     def permission_hint(self) -> str:
         """How to get write access to the GPU clock files (sudo, udev rule, sudoers, dry run)."""
@@ -549,7 +360,7 @@ class JetsonDevice(Device):
         for rail in self._power_rails:
             interval = rail.directory / "update_interval"
             if rail.layout == "hwmon" and interval.is_file():
-                intervals_s.append(_read_int(interval) / 1e3)
+                intervals_s.append(read_int(interval) / 1e3)
         return max([INA3221_PERIOD_S, *intervals_s])
 
     # -- frequencies ---------------------------------------------------------------------------
@@ -582,7 +393,7 @@ class JetsonDevice(Device):
             self._saved = (
                 self._read_node("min_freq"),
                 self._read_node("max_freq"),
-                _read_text(self.devfreq_path / "governor"),
+                read_text(self.devfreq_path / "governor"),
             )
         self._write_range(frequency_hz, frequency_hz)
         return self._check_followed(frequency_hz, allowed)
@@ -666,7 +477,7 @@ class JetsonDevice(Device):
         where it can be read."""
         found: dict[str, object] = {
             "min_freq": self._read_node("min_freq"), "max_freq": self._read_node("max_freq"),
-            "governor": _read_text(self.devfreq_path / "governor")}
+            "governor": read_text(self.devfreq_path / "governor")}
         if self._mode_id is not None:
             found["power_mode_id"] = self._mode_id
         return found
@@ -679,7 +490,7 @@ class JetsonDevice(Device):
             self._switch_mode(int(str(mode)))
         self._write_range(int(str(settings["min_freq"])), int(str(settings["max_freq"])))
         governor = str(settings["governor"])
-        if _read_text(self.devfreq_path / "governor") != governor:
+        if read_text(self.devfreq_path / "governor") != governor:
             self._write("governor", governor)
 
     def _restore_settings(self) -> None:
@@ -703,7 +514,7 @@ class JetsonDevice(Device):
             return
         min_hz, max_hz, governor = self._saved
         self._write_range(min_hz, max_hz)
-        if _read_text(self.devfreq_path / "governor") != governor:
+        if read_text(self.devfreq_path / "governor") != governor:
             self._write("governor", governor)
         self._saved = None
         self._dirty = False

@@ -329,13 +329,14 @@ def math_runs(
     seeds: int, target_accuracy: float, sample_budget: int, resume: bool, counters: dict,
     progress: OnProgress | None = None,
     data_options: dict | None = None, num_workers: int = 0,
-    executor: Executor | None = None,
+    executor: Executor | None = None, shared_runs: tuple[Path, ...] = (),
 ) -> dict[tuple[int, int], RunRecord]:
     """Every (batch size, seed) run on a dataset (a data spec, loaded with `data_options`),
-    reused when recorded with the same model, weights (by content), data, budget, seed and
-    target, else trained by `executor` (default: serially here) and recorded as each
-    finishes. `progress` gets a `JobProgress` per run (reused or trained; the record as its
-    item) and a message before training starts."""
+    reused when recorded (in OUT/runs, or in a `shared_runs` folder such as the cache's) with
+    the same model, weights (by content), data, budget, seed and target, else trained by
+    `executor` (default: serially here) and recorded as each finishes. `progress` gets a
+    `JobProgress` per run (reused or trained; the record as its item) and a message before
+    training starts."""
     if seeds < 1:
         raise ValueError(f"seeds must be at least 1, got {seeds}")
     executor = executor or SerialExecutor()
@@ -345,7 +346,7 @@ def math_runs(
                                       sample_budget=sample_budget, seed=seed,
                                       evals_past_target=EVALS_PAST_TARGET)
                for b, seed in keys}
-    store = RunStore(out / "runs", inputs)
+    store = RunStore(out / "runs", inputs, shared=shared_runs)
     runs: dict[tuple[int, int], RunRecord] = {}
     pending = []
 
@@ -394,24 +395,31 @@ def estimate_proxy_efficiency(
     seeds: int, target_accuracy: float | str, sample_budget: int, resume: bool,
     counters: dict, progress: OnProgress | None = None,
     data_options: dict | None = None, num_workers: int = 0, executor: Executor | None = None,
+    shared_runs: tuple[Path, ...] = (),
 ) -> EfficiencyVector:
     """r_b on a proxy with the proxy's own target accuracy (a number, or "auto": chosen from
     the largest batch size's curve, see `estimate_efficiency`), recorded in OUT and reused
-    only when model, weights, data, batch sizes, seeds, budget and target all match."""
+    only when model, weights, data, batch sizes, seeds, budget and target all match. Its
+    runs are reused from OUT/runs and from `shared_runs` (the cache's, where `wattcap
+    estimate` keeps them): a proxy already estimated with the same settings trains nothing."""
     from wattcap.train.efficiency import estimate_efficiency
 
     inputs = SweepInputs(model, weights, proxy, data_options)
-    key = inputs.key(batch_sizes=list(batch_sizes), seeds=seeds, target=target_accuracy,
-                     sample_budget=sample_budget, lr_ref=DEFAULT_LR_REF,
-                     batch_size_ref=DEFAULT_BATCH_SIZE_REF)
-    path = out / f"efficiency-proxy-{run_stem(proxy, data_options)}-{key}.json"
-    if resume and path.exists():
-        try:
-            vector = EfficiencyVector.load(path)
+    settings: dict[str, object] = dict(
+        batch_sizes=list(batch_sizes), seeds=seeds, target=target_accuracy,
+        sample_budget=sample_budget, lr_ref=DEFAULT_LR_REF, batch_size_ref=DEFAULT_BATCH_SIZE_REF)
+    stem = f"efficiency-proxy-{run_stem(proxy, data_options)}"
+    path = out / f"{stem}-{inputs.key(**settings)}.json"
+    # the file of an earlier wattcap, whose key had the weights file's sha256
+    earlier = inputs.earlier_key(**settings)
+    for found in [path] + ([] if earlier is None else [out / f"{stem}-{earlier}.json"]):
+        if resume and found.exists():
+            try:
+                vector = EfficiencyVector.load(found)
+            except WattcapFileError:
+                continue  # half-written: estimate again
             counters["reused"] += sum(len(e.samples_per_seed) for e in vector.entries)
             return vector
-        except WattcapFileError:
-            pass  # half-written: estimate again
     # every (batch size, seed) run is kept in OUT/runs as it finishes: a killed sweep
     # resumes with them, and `sensitivity` in the same OUT reuses them
     vector = estimate_efficiency(
@@ -419,7 +427,8 @@ def estimate_proxy_efficiency(
         weights=weights, batch_sizes=batch_sizes, seeds=seeds, sample_budget=sample_budget,
         progress=progress, data=dataset_splits(proxy, data_options),
         data_options=data_options, num_workers=num_workers, executor=executor,
-        runs_dir=out / "runs" if resume else None, run_counts=counters)
+        runs_dir=out / "runs" if resume else None, run_counts=counters,
+        shared_runs_dirs=shared_runs if resume else ())
     vector.save(path)
     return vector
 
@@ -442,12 +451,13 @@ def run_comparison(
     num_workers: int = 0,
     executor: Executor | None = None,
     risk: float | None = None,
+    shared_runs: tuple[Path, ...] = (),
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
     `executor` (default: serially here). `progress` counts the training runs of every target
     (a `JobProgress` per run, the record as its item) and says what is replayed. `risk` plans
     on r_b's quantile (`plan(risk=...)`); the oracle stays the brute force over measured
-    runs."""
+    runs. Runs recorded in `shared_runs` folders are reused too (see `math_runs`)."""
     total = len(targets) * len(batch_sizes) * seeds
     done = [0]
 
@@ -465,7 +475,7 @@ def run_comparison(
     infeasible: list[str] = []
     math = {target: math_runs(out, model, weights, target, batch_sizes, seeds, target_accuracy,
                               sample_budget, resume, counters, relay, data_options,
-                              num_workers, executor)
+                              num_workers, executor, shared_runs)
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:

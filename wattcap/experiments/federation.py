@@ -305,6 +305,7 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
     from wattcap.devices import get_device
     from wattcap.models import build_model, get_model_spec
     from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
 
     setup = _setup(task.fleet)
     spec = setup.client(task.client)
@@ -323,11 +324,13 @@ def train_locally(task: ClientTask, weights: Weights) -> tuple[Weights | None, L
     else:
         clock = profile.knob_kind == "gpu_clock"
         session = Session(get_device(spec.device), model=setup.fleet.model,
-                          profile=profile, batch_size=task.batch_size,
-                          frequency_hz=task.knob_value if clock else None,
-                          knob_value=None if clock else task.knob_value,
-                          power_cap=_round_cap(setup, task), cap_policy="frequency",
-                          handle_signals=False, drift_tolerance=0)
+                          planning=PlanSettings(
+                              profile=profile, batch_size=task.batch_size,
+                              frequency_hz=task.knob_value if clock else None,
+                              knob_value=None if clock else task.knob_value),
+                          cap=CapSettings(power_cap=_round_cap(setup, task),
+                                          policy="frequency", drift_tolerance=0),
+                          device_handling=DeviceHandling(handle_signals=False))
         net = session.prepare(net)
         optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
         with session:

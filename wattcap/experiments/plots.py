@@ -26,6 +26,11 @@ _MARKERS = {
 }
 
 
+#: what a figure of a plan made without an efficiency vector says on its face
+ASSUMED_NO_EFFICIENCY = ("r_b = 1 assumed (no efficiency given): the choices take every batch "
+                         "size to need as many samples as the largest")
+
+
 def _grid(profile: ProfileTable, field: str) -> np.ndarray:
     grid = np.full((len(profile.batch_sizes), len(profile.knob_values)), np.nan)
     b_index = {b: i for i, b in enumerate(profile.batch_sizes)}
@@ -53,7 +58,8 @@ def plot_profile(
     power_cap_w: float | None = None,
     plan: Plan | None = None,
 ) -> Path:
-    """Write a two-panel heatmap PNG; unmeasured points are blank."""
+    """Write a two-panel heatmap PNG; unmeasured points are blank. A plan made without an
+    efficiency vector is drawn with its assumption (r_b = 1) in the figure's title."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig = profile_figure(profile, power_cap_w, plan)
@@ -106,4 +112,10 @@ def profile_figure(
                 )
         if power_cap_w is not None or plan is not None:
             ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    if plan is not None:
+        # The choices rest on r_b: a figure passed around without its console output must
+        # still say which r_b its marks assumed, or it reads as the plan made with one.
+        fig.suptitle(ASSUMED_NO_EFFICIENCY if plan.efficiency_source is None
+                     else f"Choices use r_b estimated on {plan.efficiency_source}",
+                     fontsize=10, color="tab:red" if plan.efficiency_source is None else None)
     return fig

@@ -31,7 +31,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import cap_on_average, plan
+from wattcap.algorithms.planner import plan
+from wattcap.algorithms.power_margin import cap_on_average
 from wattcap.algorithms.restarts import samples_with_restarts
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import METHODS, InfeasibleCapError, Plan

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import atexit
 import weakref
+from dataclasses import replace
 from typing import Any
 
 from wattcap.runtime.session import Session, SessionError
+from wattcap.runtime.session_config import CapSettings
 
 
 class SessionDriver:
@@ -24,10 +26,10 @@ class SessionDriver:
     framework allows it; otherwise a different batch size is an error (the plan would not
     hold).
 
-    Under a moving cap (`power_cap=` a cap source), a framework's dataloader keeps its batch
-    size, so by default only the frequency follows the cap (cap_policy "frequency": f
+    Under a moving cap (`cap=` a cap source), a framework's dataloader keeps its batch
+    size, so by default only the frequency follows the cap (cap policy "frequency": f
     re-selected for the plan's batch size, pauses when nothing fits). `follow_batch_size=True`
-    re-plans the batch size too (cap_policy "replan"): the dataloader must then draw its
+    re-plans the batch size too (cap policy "replan"): the dataloader must then draw its
     batches with `wattcap.runtime.sampling.SessionBatchSampler`."""
 
     def __init__(self, session: Session | None, accuracy_metric: str | None,
@@ -35,9 +37,11 @@ class SessionDriver:
                  session_kwargs: dict[str, Any], follow_batch_size: bool = False) -> None:
         if session is not None and session_kwargs:
             raise SessionError("give either a Session or the arguments to build one, not both")
-        if session is None and session_kwargs.get("power_cap") is not None:
-            session_kwargs.setdefault("cap_policy",
-                                      "replan" if follow_batch_size else "frequency")
+        if session is None and session_kwargs.get("cap") is not None:
+            cap = CapSettings.of(session_kwargs["cap"])
+            if cap.moving is not None and cap.policy is None:
+                session_kwargs["cap"] = replace(
+                    cap, policy="replan" if follow_batch_size else "frequency")
         self.follow_batch_size = follow_batch_size
         self.session: Session = session if session is not None else Session(**session_kwargs)
         self.accuracy_metric = accuracy_metric

@@ -2,10 +2,11 @@
 `wattcap.Session`:
 
     from wattcap.integrations.huggingface import WattcapTrainerCallback
+    from wattcap.runtime.session_config import Goal, PlanSettings
 
-    callback = WattcapTrainerCallback(device="nvml:0", profile="a100.json",
-                                      efficiency="eff.json", power_cap_w=250,
-                                      target_accuracy=0.9, accuracy_metric="eval_accuracy")
+    callback = WattcapTrainerCallback(
+        device="nvml:0", planning=PlanSettings(profile="a100.json", efficiency="eff.json"),
+        cap=250, goal=Goal(target_accuracy=0.9), accuracy_metric="eval_accuracy")
     args = TrainingArguments(..., per_device_train_batch_size=callback.batch_size,
                              learning_rate=callback.learning_rate)
     with callback:                                  # restores the device however it ends
@@ -20,7 +21,7 @@ the accuracy metric of every evaluation, stops training when the target is reach
 restores the device when training ends. The Trainer calls no callback when training raises:
 use the callback as a context manager (as above), or rely on the restore at interpreter exit.
 
-Under a moving cap (`power_cap="battery:capacity_wh=20,max_w=9"`, a `CapSource`, ...) the
+Under a moving cap (`cap="battery:capacity_wh=20,max_w=9"`, a `CapSource`, ...) the
 Trainer's batch size stays; the frequency follows the cap (f re-selected for that batch size)
 and training pauses while nothing fits.
 

@@ -1,9 +1,11 @@
 """A PyTorch Lightning callback that runs a Lightning `Trainer` through a `wattcap.Session`:
 
     from wattcap.integrations.lightning import WattcapCallback
+    from wattcap.runtime.session_config import Goal, PlanSettings
 
-    callback = WattcapCallback(device="emulated:jetson-nano", profile="nano.json",
-                               efficiency="eff.json", power_cap_w=5.0, target_accuracy=0.9,
+    callback = WattcapCallback(device="emulated:jetson-nano",
+                               planning=PlanSettings(profile="nano.json", efficiency="eff.json"),
+                               cap=5.0, goal=Goal(target_accuracy=0.9),
                                accuracy_metric="val_acc")
     data = MyDataModule(batch_size=callback.batch_size)      # the plan's batch size
     trainer = lightning.Trainer(callbacks=[callback], ...)
@@ -17,7 +19,7 @@ the module's `batch_size` attribute with `set_batch_size=True`), optionally writ
 accuracy metric after each validation, stops training when the target is reached, and restores
 the device at the end of fitting, on an exception and on SIGINT/SIGTERM/SIGHUP.
 
-Under a moving cap (`power_cap="solar:seed=3"`, a `CapSource`, ...) the frequency follows the
+Under a moving cap (`cap="solar:seed=3"`, a `CapSource`, ...) the frequency follows the
 cap and training pauses while nothing fits; with `follow_batch_size=True` the batch size is
 re-planned too: build the training dataloader with
 `batch_sampler=SessionBatchSampler(callback.session, len(train_set))` and pass

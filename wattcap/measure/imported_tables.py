@@ -38,7 +38,14 @@ is refused.
 finite, and within what a GPU can be); a unit written after a value ("148.10 W", "1410 MHz", as
 nvidia-smi writes them) or in the header's brackets ("power.draw [W]", nvidia-smi's nounits
 layout) is converted to the column's (mW, W, kW; Hz to GHz; us, ms, s), and a unit of another
-kind, or on a count, is refused; rows repeated for one (batch size, knob) become their
+kind, or on a count, is refused. A column may mix cells with a unit and bare cells: a bare cell
+is read in the column's declared unit (the header's brackets, else the layout name's: s for
+seconds_per_sample, ms for ms_per_sample, W, MHz, Hz), so its reading is never a guess; but
+cells written in different units must then agree once converted: one 30x or more from the
+median of the column's most common unit (a time typed in us among bare seconds) is refused,
+its rows named. Every problem of a table (missing columns, refused cells, columns that
+disagree, repeated or missing runs) is reported in one error, the first 20 listed and the
+rest counted. Rows repeated for one (batch size, knob) become their
 mean with its spread (the *_std fields, which widen the planner's margin); nothing the file does
 not hold is invented: an absent peak stays absent (the table says its "peak" is the average
 power), steps and readings are 0 (not recorded), the input shape is empty unless given.
@@ -89,6 +96,13 @@ UNIT_FACTORS: dict[str, dict[str, float]] = {
     "s": {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0},
     "ms": {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3},
 }
+#: more problems than this are counted, not listed: the first ones show what to fix
+MAX_LISTED_PROBLEMS = 20
+#: cells of one column written in different units whose converted values are this many times
+#: apart point to a unit mistake: unit prefixes are 1000x apart, while a measured column's
+#: values stay within a few times of their median (time per sample from the slowest corner of
+#: a profile to its fastest is some 10x either side)
+UNIT_DISAGREEMENT_RATIO = 30.0
 _VALUE_WITH_UNIT = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)?")
 _HEADER_UNIT = re.compile(r".*?[\[(]\s*([^\])]+?)\s*[\])]\s*")
 
@@ -172,7 +186,9 @@ def parse_columns(text: str | None, known: Iterable[str]) -> dict[str, str]:
 
 
 class _Rows:
-    """The CSV's rows by the layout's names, with checked numbers."""
+    """The CSV's rows by the layout's names, with checked numbers. A problem is collected, not
+    raised, so that one run reports every problem of the table (`raise_problems`); a row with
+    one is in `bad_rows`, left out of what is built from the rows."""
 
     def __init__(self, text: str, source: str, mapping: dict[str, str],
                  known: tuple[str, ...]) -> None:
@@ -187,6 +203,14 @@ class _Rows:
                      for row in reader]
         if not self.rows:
             raise TableImportError(f"{source}: no rows under the header")
+        self.problems: list[str] = []
+        self.bad_rows: set[int] = set()
+        #: per column, its cells with a unit: row index -> (text, value in the column's
+        #: unit, the unit written in the cell or None for a bare cell)
+        self._cells: dict[str, dict[int, tuple[str, float, str | None]]] = {}
+        #: per column, the unit a bare cell is read in (the header's, else the layout's) and
+        #: the unit its values are converted to
+        self._units: dict[str, tuple[str, str]] = {}
 
     def has(self, name: str) -> bool:
         return name in self.present
@@ -194,47 +218,122 @@ class _Rows:
     def text(self, row: dict[str, str], name: str) -> str:
         return row.get(self.headers[name], "")
 
+    def problem(self, message: str, index: int | None = None) -> None:
+        """Collect one problem (and mark its row, if it is one row's)."""
+        self.problems.append(message)
+        if index is not None:
+            self.bad_rows.add(index)
+
     def number(self, index: int, row: dict[str, str], name: str,
                low: float = 0.0, high: float = math.inf, unit: str = "") -> float:
         """The cell as a number in `unit` (the column's): a unit written after the value or
-        in the header's brackets is converted, or refused where it is not one of `unit`'s."""
+        in the header's brackets is converted, or refused where it is not one of `unit`'s.
+        A refused cell is collected as a problem and reads as NaN."""
+        if name not in self.present:  # the missing column is reported once, by `require`
+            self.bad_rows.add(index)
+            return math.nan
         raw = self.text(row, name)
         header = self.headers[name]
-        where = f"{self.source}: row {index + 2}, column {header!r}"
+        where = f"row {index + 2}, column {header!r}"
         match = _VALUE_WITH_UNIT.fullmatch(raw)
         if match is None:
-            raise TableImportError(f"{where}: {raw!r} is not a number")
+            self.problem(f"{where}: {raw!r} is not a number", index)
+            return math.nan
         value = float(match.group(1))
         hint = f" {unit}" if unit else ""
         shown = f"{raw}{hint}"
         in_header = _HEADER_UNIT.fullmatch(header) if unit else None
-        found = match.group(2) or (in_header.group(1) if in_header is not None else None)
+        declared = in_header.group(1).strip() if in_header is not None else None
+        found = match.group(2).strip() if match.group(2) else declared
         if found is not None:
-            value *= _factor(where, raw, found.strip(), unit)
+            try:
+                value *= _factor(where, raw, found, unit)
+            except TableImportError as err:
+                self.problem(err.message, index)
+                return math.nan
             shown = f"{raw}{'' if match.group(2) else ' ' + found} ({value:g}{hint})"
         if not math.isfinite(value) or not low < value <= high:
             bound = f"in ({low:g}, {high:g}]{hint}" if math.isfinite(high) else \
                 f"above {low:g}{hint}"
-            raise TableImportError(f"{where}: {shown} must be {bound}: check the unit (or "
-                                   "map another column with --columns)")
+            self.problem(f"{where}: {shown} must be {bound}: check the unit (or map another "
+                         "column with --columns)", index)
+            return math.nan
+        if unit:
+            self._units[name] = (declared or unit, unit)
+            written = match.group(2).strip() if match.group(2) else None
+            self._cells.setdefault(name, {})[index] = (raw, value, written)
         return value
 
     def integer(self, index: int, row: dict[str, str], name: str, low: float = 0.0) -> int:
-        """The cell as a whole number (a count: no unit)."""
+        """The cell as a whole number (a count: no unit); 0 where refused (the row is bad)."""
         value = self.number(index, row, name, low)
+        if math.isnan(value):
+            return 0
         if value != int(value):
-            raise TableImportError(f"{self.source}: row {index + 2}, column "
-                                   f"{self.headers[name]!r}: {value:g} is not a whole number")
+            self.problem(f"row {index + 2}, column {self.headers[name]!r}: {value:g} is not "
+                         "a whole number", index)
+            return 0
         return int(value)
 
     def require(self, *alternatives: str, what: str) -> str:
-        """The first alternative the file has, else a clear refusal."""
+        """The first alternative the file has; else the problem is collected and the first
+        alternative named (its cells then read as missing, see `number`)."""
         for name in alternatives:
             if self.has(name):
                 return name
         wanted = " or ".join(repr(self.headers[n]) for n in alternatives)
-        raise TableImportError(f"{self.source}: no {what} column ({wanted}); map yours with "
-                               "--columns")
+        self.problem(f"no {what} column ({wanted}); map yours with --columns")
+        return alternatives[0]
+
+    def check_units_agree(self) -> None:
+        """A column whose cells are written in different units (some bare, read in the
+        column's unit, some with their own) must agree in magnitude once converted: a cell
+        `UNIT_DISAGREEMENT_RATIO` or more from the median of the column's most common unit
+        is a unit mistake (a value typed in µs among seconds), and its rows are named."""
+        for name, cells in self._cells.items():
+            groups: dict[str | None, list[float]] = {}
+            for _, value, written in cells.values():
+                groups.setdefault(written, []).append(value)
+            if len(groups) < 2:
+                continue  # one unit throughout: its spread is the measurement's
+            # the most common way of writing the column is the reference (bare on a tie)
+            reference = max(groups, key=lambda g: (len(groups[g]), g is None))
+            median = statistics.median(groups[reference])
+            declared, unit = self._units[name]
+            off = []
+            for index, (raw, value, written) in sorted(cells.items()):
+                if written == reference or value <= 0 or median <= 0:
+                    continue
+                ratio = max(value / median, median / value)
+                if ratio >= UNIT_DISAGREEMENT_RATIO:
+                    way = "above" if value > median else "below"
+                    off.append((index, f"{raw!r} is {value:g} {unit}, {ratio:.0f}x {way}"))
+            if not off:
+                continue
+            self.bad_rows.update(index for index, _ in off)
+            how = (f"bare (read as {declared})" if reference is None
+                   else f"in {reference}")
+            rows = ", ".join(str(index + 2) for index, _ in off)
+            self.problem(
+                f"column {self.headers[name]!r} mixes units whose values disagree: "
+                f"row{'s' if len(off) > 1 else ''} {rows}: "
+                + "; ".join(text for _, text in off)
+                + f" the median {median:g} {unit} of the "
+                f"{len(groups[reference])} cells written {how}: write the column in one unit")
+
+    def raise_problems(self) -> None:
+        """One error listing every problem collected (the first `MAX_LISTED_PROBLEMS`, and
+        how many more), or nothing when there is none."""
+        if not self.problems:
+            return
+        if len(self.problems) == 1:
+            raise TableImportError(f"{self.source}: {self.problems[0]}")
+        listed = self.problems[:MAX_LISTED_PROBLEMS]
+        more = len(self.problems) - len(listed)
+        raise TableImportError(
+            f"{self.source}: {len(self.problems)} problems:\n"
+            + "\n".join(f"  {p}" for p in listed)
+            + (f"\n  ... and {more} more" if more else ""))
 
 
 def _read(path: Path) -> str:
@@ -264,8 +363,8 @@ def import_profile(
     knob = rows.require(*KNOB_COLUMNS, what="knob (GPU clock, power limit or power mode)")
     others = [c for c in KNOB_COLUMNS if c != knob and rows.has(c)]
     if others:
-        raise TableImportError(f"{path}: the table has two knob columns ({rows.headers[knob]}, "
-                               f"{rows.headers[others[0]]}): import one knob per table")
+        rows.problem(f"the table has two knob columns ({rows.headers[knob]}, "
+                     f"{rows.headers[others[0]]}): import one knob per table")
     time_column = rows.require("seconds_per_sample", "ms_per_sample", "seconds_per_epoch",
                                what="time")
     if time_column == "seconds_per_epoch":
@@ -287,9 +386,11 @@ def import_profile(
         peak_w = rows.number(i, row, "peak_power_w", *POWER_RANGE_W, unit="W") if has_peak \
             else avg_w
         if peak_w < avg_w:
-            raise TableImportError(f"{path}: row {i + 2}: peak power {peak_w:g} W is below "
-                                   f"the average {avg_w:g} W")
+            rows.problem(f"row {i + 2}: peak power {peak_w:g} W is below the average "
+                         f"{avg_w:g} W", i)
         grouped.setdefault((b, value), []).append((seconds, peak_w, avg_w))
+    rows.check_units_agree()
+    rows.raise_problems()  # every problem of the table at once, before anything is built
     points = []
     for (b, value), values in sorted(grouped.items()):
         times, peaks, avgs = ([v[k] for v in values] for k in range(3))
@@ -316,16 +417,19 @@ def import_profile(
 
 
 def _knob_value(rows: _Rows, i: int, row: dict[str, str], column: str) -> int:
-    """Row i's knob value in its kind's stored unit (Hz, mW, nvpmodel id), its range checked."""
+    """Row i's knob value in its kind's stored unit (Hz, mW, nvpmodel id), its range checked;
+    0 where the cell is refused (the problem is collected)."""
     low_mhz, high_mhz = CLOCK_RANGE_MHZ
-    if column == "frequency_mhz":
-        return round(rows.number(i, row, column, low_mhz, high_mhz, "MHz") * MHZ)
-    if column == "frequency_hz":
-        return round(rows.number(i, row, column, low_mhz * MHZ, high_mhz * MHZ, "Hz"))
+    if column == "power_mode":
+        return rows.integer(i, row, column, low=-1)  # an nvpmodel id: 0, 1, ...
     if column == "power_limit_w":
-        return knob_unit("power_limit").stored(
-            rows.number(i, row, column, *POWER_RANGE_W, unit="W"))
-    return rows.integer(i, row, column, low=-1)  # an nvpmodel id: 0, 1, ...
+        watts = rows.number(i, row, column, *POWER_RANGE_W, unit="W")
+        return 0 if math.isnan(watts) else knob_unit("power_limit").stored(watts)
+    if column == "frequency_mhz":
+        hz = rows.number(i, row, column, low_mhz, high_mhz, "MHz") * MHZ
+    else:
+        hz = rows.number(i, row, column, low_mhz * MHZ, high_mhz * MHZ, "Hz")
+    return 0 if math.isnan(hz) else round(hz)
 
 
 def export_knob_value(kind: str, value: int) -> str:
@@ -393,8 +497,10 @@ def import_efficiency(
     seeds = sorted({s for per_b in samples.values() for s in per_b})
     missing = [f"b={b} seed={s}" for b in samples for s in seeds if s not in samples[b]]
     if missing:
-        raise TableImportError(f"{path}: every batch size needs a row per seed; missing "
-                               + ", ".join(missing[:6]))
+        rows.problem("every batch size needs a row per seed; missing "
+                     + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+    rows.check_units_agree()
+    rows.raise_problems()  # every problem of the table at once, before anything is built
     per_seed = {b: [samples[b][s] for s in seeds] for b in sorted(samples)}
     vector = vector_from_samples(
         per_seed, sample_budget=max(max(v.values()) for v in budgets.values()),
@@ -425,9 +531,12 @@ def _runs_from_rows(rows: _Rows) -> tuple[dict[int, dict[int, float | None]],
     budgets: dict[int, dict[int, int]] = {}
     for i, row in enumerate(rows.rows):
         b, seed = rows.integer(i, row, "batch_size"), rows.integer(i, row, "seed", low=-1)
-        if seed in samples.get(b, {}):
-            raise TableImportError(f"{rows.source}: row {i + 2}: batch size {b}, seed {seed} "
-                                   "appears twice")
+        # a run named by a readable (batch size, seed) counts as present even where another
+        # of its cells is refused: the other problems are not hidden behind a "missing" one
+        named = i not in rows.bad_rows
+        if named and seed in samples.get(b, {}):
+            rows.problem(f"row {i + 2}: batch size {b}, seed {seed} appears twice", i)
+            continue
         per_epoch = rows.number(i, row, "samples_per_epoch") if epochs else 1.0
         to_samples = per_epoch if "epochs" in reached_column else 1.0
         budget = _budget_samples(rows, i, row, budget_column, per_epoch)
@@ -435,10 +544,11 @@ def _runs_from_rows(rows: _Rows) -> tuple[dict[int, dict[int, float | None]],
         reached = None if reached_text in NOT_REACHED else \
             rows.number(i, row, reached_column) * to_samples
         if reached is not None and reached > budget:
-            raise TableImportError(f"{rows.source}: row {i + 2}: {reached:g} samples to target "
-                                   f"is beyond the run's budget of {budget:g}")
-        samples.setdefault(b, {})[seed] = reached
-        budgets.setdefault(b, {})[seed] = int(round(budget))
+            rows.problem(f"row {i + 2}: {reached:g} samples to target is beyond the run's "
+                         f"budget of {budget:g}", i)
+        if named:
+            samples.setdefault(b, {})[seed] = reached
+            budgets.setdefault(b, {})[seed] = 0 if math.isnan(budget) else int(round(budget))
     return samples, budgets
 
 
@@ -457,20 +567,26 @@ def _runs_from_curves(rows: _Rows, metric: TargetMetric, target: float,
     budgets: dict[int, dict[int, int]] = {}
     for i, row in enumerate(rows.rows):
         b, seed = rows.integer(i, row, "batch_size"), rows.integer(i, row, "seed", low=-1)
+        named = i not in rows.bad_rows  # the run is present even where a cell is refused
         per_epoch = rows.number(i, row, "samples_per_epoch") if epochs else 1.0
         seen = rows.number(i, row, seen_column, low=-1.0) * (
             per_epoch if seen_column == "epochs_seen" else 1.0)
         value = rows.number(i, row, "metric_value", metric.low - 1e-12,
                             math.inf if metric.high is None else metric.high,
                             unit=f"({metric.name})")
-        curves.setdefault((b, seed), []).append((seen, value))
-        budgets.setdefault(b, {})[seed] = int(round(
-            _budget_samples(rows, i, row, budget_column, per_epoch)))
+        budget = _budget_samples(rows, i, row, budget_column, per_epoch)
+        if not named:
+            continue
+        curve = curves.setdefault((b, seed), [])
+        if i not in rows.bad_rows:
+            curve.append((seen, value))
+        budgets.setdefault(b, {})[seed] = 0 if math.isnan(budget) else int(round(budget))
     samples: dict[int, dict[int, float | None]] = {}
     for (b, seed), curve in sorted(curves.items()):
         curve.sort()
         if len({seen for seen, _ in curve}) < len(curve):
-            raise TableImportError(f"{rows.source}: batch size {b}, seed {seed} has two "
-                                   "evaluations at the same sample count")
-        samples.setdefault(b, {})[seed] = samples_to_target(curve, target, metric.direction)
+            rows.problem(f"batch size {b}, seed {seed} has two evaluations at the same "
+                         "sample count")
+        samples.setdefault(b, {})[seed] = samples_to_target(curve, target, metric.direction) \
+            if curve and not rows.problems else None
     return samples, budgets

@@ -13,19 +13,16 @@ readings. Two search modes:
   model fitted to them, measuring next where the cap's frontier is least certain.
 
 A profile goes stale when the device drifts (temperature, power mode, software, ageing):
-`refresh_profile` re-measures only its feasible frontier, one point per batch size (more only
-where a point now breaks the cap), and `refresh_row` is the same search for one batch size,
-which the runtime's drift monitor uses mid-run.
+`refresh_profile` (in `wattcap.measure.profile_refresh`) re-measures only its feasible frontier,
+one point per batch size (more only where a point now breaks the cap), and `refresh_row` is the
+same search for one batch size, which the runtime's drift monitor uses mid-run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from wattcap.algorithms.timing_spread import window_time_std_s
 from wattcap.core.batches import DEFAULT_BATCH_SIZES
@@ -34,7 +31,6 @@ from wattcap.core.knob import KnobKind, format_knob, knob_unit
 from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
-from wattcap.core.schema import require_match
 from wattcap.devices.base import (
     Device,
     PowerReading,
@@ -47,6 +43,7 @@ from wattcap.devices.signals import exit_cleanly_on_signals
 
 if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
     from wattcap.devices.workload import StepCost, Workload
+from wattcap.measure.power_window import MeasuredWindow, PowerStats, WindowParts
 
 #: adaptive warm-up on real hardware: groups of this many steps, until two consecutive group
 #: means differ by less than the tolerance, or the maximum is reached
@@ -57,72 +54,6 @@ WARMUP_MAX_STEPS = 20
 #: size at the lowest clock), whatever its mode: the noise, and so the planner's margin, is a
 #: property of the device's sensor, not of which points a profile happened to measure
 NOISE_READINGS = 100
-
-
-
-
-
-
-@dataclass
-class PowerStats:
-    """Accumulates sensor readings: peak, time-average, energy by integration.
-
-    With `since_s` (device seconds) and `period_s`, a reading is kept only if the sensor period
-    it averages began at or after `since_s`: the first reading of a point would otherwise mix
-    in the previous point's work (another frequency, another batch size)."""
-
-    readings: list[PowerReading] = field(default_factory=list)
-    since_s: float = float("-inf")
-    period_s: float = 0.0
-
-    def __call__(self, reading: PowerReading) -> None:
-        if reading.time_s - self.period_s >= self.since_s - 1e-9:
-            self.readings.append(reading)
-
-    @property
-    def peak_w(self) -> float:
-        """Highest reading."""
-        return max(r.power_w for r in self.readings)
-
-    @property
-    def average_w(self) -> float:
-        """Mean reading: readings are evenly spaced, one per sensor period."""
-        return sum(r.power_w for r in self.readings) / len(self.readings)
-
-    def energy_j(self, period_s: float) -> float:
-        """Energy, integrating each reading over one sensor period."""
-        return sum(r.power_w for r in self.readings) * period_s
-
-
-@dataclass
-class _WindowParts:
-    """A window's accounted time cut at the sensor's readings: a part closes at the first
-    accounted step after a new reading (on a GPU, at the wait of each sensor period), so its
-    parts' spread is the window's own noise (`window_time_std_s`)."""
-
-    stats: PowerStats
-    closed: list[tuple[float, int]] = field(default_factory=list)
-    _seconds: float = 0.0
-    _steps: int = 0
-    _readings_at_start: int = 0
-
-    def add(self, seconds: float, accounted_steps: int, last: bool = False) -> None:
-        self._seconds += seconds
-        self._steps += accounted_steps
-        if self._steps and (last or len(self.stats.readings) > self._readings_at_start):
-            self.closed.append((self._seconds, self._steps))
-            self._seconds, self._steps = 0.0, 0
-            self._readings_at_start = len(self.stats.readings)
-
-
-@dataclass(frozen=True)
-class _Window:
-    """One measurement window: its readings, steps, accounted device seconds and parts."""
-
-    stats: PowerStats
-    steps: int
-    busy_s: float
-    parts: list[tuple[float, int]]
 
 
 #: the profiler's progress: one `JobProgress` per measured point, the point as its `item`
@@ -265,7 +196,7 @@ class Profiler:
         return point, stats.readings
 
     def _window(self, batch_size: int, frequency_hz: int | None, min_readings: int, key: str,
-                ) -> _Window:
+                ) -> MeasuredWindow:
         """Run `batch_size` at `frequency_hz` (None: the clock as the board sets it) through
         one measurement window of at least `min_readings` sensor readings."""
         assert self.workload is not None
@@ -287,7 +218,7 @@ class Profiler:
         stats = PowerStats(since_s=self.device.now_s(), period_s=period_s)
         steps = 0
         busy_s = 0.0
-        parts = _WindowParts(stats)
+        parts = WindowParts(stats)
         self.device.begin_measurement(key)
         with self.device.sensor_ticks(stats):
             # A window shorter than a few sensor periods would report one stale value. Its
@@ -307,7 +238,7 @@ class Profiler:
                 seconds = self.device.flush_timing()
             busy_s += seconds
             parts.add(seconds, self.device.accounted_steps, last=True)
-        return _Window(stats, steps, busy_s, parts.closed)
+        return MeasuredWindow(stats, steps, busy_s, parts.closed)
 
     def measure_sensor_noise(self) -> float | None:
         """The sensor's noise (one standard deviation, W), measured once on its own window of
@@ -505,7 +436,7 @@ class Profiler:
             # power-limit profiles, not a property of the board it models
             max_power_limit_w=(self.device.power_limit_range_w() or (None, None))[1]
             if self.device.kind == "nvml" else None,
-            architecture_fingerprint=_fingerprint(self.model),
+            architecture_fingerprint=model_fingerprint_or_none(self.model),
             device_spec=_device_spec(self.device),
         )
 
@@ -583,152 +514,7 @@ class Profiler:
         return points
 
 
-def refresh_row(
-    profiler: Profiler,
-    batch_size: int,
-    start_hz: int,
-    power_cap_w: float | None,
-    ceiling_hz: int | None = None,
-) -> list[ProfilePoint]:
-    """Re-measure one batch size's row from `start_hz` to find its highest feasible frequency
-    cheaply: when the start point is above the cap, step down until one is under it; when it
-    is under, step up while under, but never above `ceiling_hz` (default `start_hz`: only
-    frequencies the caller has reason to believe might be feasible are tried). Returns the
-    points measured, in measuring order. Without a cap every point is feasible, so only the
-    start point (and the ones up to the ceiling) are measured."""
-    frequencies = profiler.device.frequencies_hz()
-    index = frequencies.index(start_hz)
-    ceiling = start_hz if ceiling_hz is None else ceiling_hz
-
-    def feasible(point: ProfilePoint) -> bool:
-        return power_cap_w is None or point.peak_power_w <= power_cap_w
-
-    points = [profiler.measure(batch_size, start_hz)]
-    if feasible(points[-1]):
-        while index + 1 < len(frequencies) and frequencies[index + 1] <= ceiling:
-            index += 1
-            points.append(profiler.measure(batch_size, frequencies[index]))
-            if not feasible(points[-1]):
-                break
-    else:
-        while index > 0:
-            index -= 1
-            points.append(profiler.measure(batch_size, frequencies[index]))
-            if feasible(points[-1]):
-                break
-    return points
-
-
-class PointChange(BaseModel):
-    """A re-measured point next to the one the profile had (None: not measured before)."""
-
-    model_config = ConfigDict(extra="forbid")
-    old: ProfilePoint | None
-    new: ProfilePoint
-
-    @property
-    def time_change(self) -> float | None:
-        """Relative change of the time per sample (+0.25: 25 % slower)."""
-        if self.old is None:
-            return None
-        return self.new.seconds_per_sample / self.old.seconds_per_sample - 1.0
-
-    @property
-    def power_change(self) -> float | None:
-        """Relative change of the peak power."""
-        if self.old is None:
-            return None
-        return self.new.peak_power_w / self.old.peak_power_w - 1.0
-
-
-@dataclass
-class RefreshResult:
-    """A refreshed profile and what changed."""
-
-    previous: ProfileTable
-    table: ProfileTable
-    changes: list[PointChange]
-    power_cap_w: float | None
-    #: batch sizes whose frontier point could not be re-measured (out of memory, frequency
-    #: no longer offered by the device)
-    skipped: list[int] = field(default_factory=list)
-
-    def frontier_moved(self) -> dict[int, tuple[int, int]]:
-        """Batch sizes whose highest feasible frequency changed: b -> (old Hz, new Hz)."""
-        before = self.previous.frontier(self.power_cap_w)
-        after = self.table.frontier(self.power_cap_w)
-        return {
-            b: (before[b].knob_value, after[b].knob_value if b in after else 0)
-            for b in before
-            if b not in after or after[b].knob_value != before[b].knob_value
-        }
-
-
-def refresh_profile(
-    profiler: Profiler,
-    table: ProfileTable,
-    power_cap_w: float | None = None,
-    source: str = "profile",
-) -> RefreshResult:
-    """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
-    size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
-    cap the table was pruned for, else no cap: the highest measured frequency). A frontier
-    point that now breaks the cap is followed down its row until a frequency is under it
-    again. Returns the merged table (mode "refresh": the new points replace the old ones, and
-    the other points of a re-measured row are scaled by the change measured on it, marked
-    predicted: `ProfileTable.remeasured`) and the changes. The device's settings are restored
-    afterwards; `source` names the table in error messages.
-
-    Raises WattcapFileError when the table was made for another device, model or power mode.
-    """
-    device = profiler.device
-    table.check_matches(device=device.name, model=profiler.model, source=source,
-                        architecture_fingerprint=_fingerprint(profiler.model))
-    mode = device.power_mode
-    if table.power_mode is not None and mode is not None:
-        require_match("the profile", "power mode", mode, table.power_mode, source)
-    cap = power_cap_w if power_cap_w is not None else table.power_cap_w
-    start_s = device.now_s()
-    changes: list[PointChange] = []
-    skipped: list[int] = []
-    measured: list[ProfilePoint] = []
-    frequencies = device.frequencies_hz()
-    with exit_cleanly_on_signals():
-        measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
-    merged = table.remeasured(measured).model_copy(update={
-        "mode": "refresh",
-        "power_cap_w": cap,
-        "points_measured": table.points_measured + len(measured),
-        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    })
-    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
-                         skipped=skipped)
-
-
-def _refresh_frontier(
-    profiler: Profiler, table: ProfileTable, cap: float | None, frequencies: list[int],
-    changes: list[PointChange], skipped: list[int],
-) -> list[ProfilePoint]:
-    measured: list[ProfilePoint] = []
-    try:
-        for b, old in sorted(table.frontier(cap).items(), reverse=True):
-            if old.knob_value not in frequencies:
-                skipped.append(b)
-                continue
-            try:
-                points = refresh_row(profiler, b, old.knob_value, cap)
-            except DeviceOutOfMemoryError:
-                skipped.append(b)
-                continue
-            measured += points
-            changes += [PointChange(old=table.lookup(b, p.knob_value), new=p) for p in points]
-    finally:
-        profiler.device.restore()
-    return measured
-
-
-def _fingerprint(model: str) -> str | None:
+def model_fingerprint_or_none(model: str) -> str | None:
     from wattcap.models import model_fingerprint
 
     try:

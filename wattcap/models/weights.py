@@ -22,6 +22,47 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+#: the longest safetensors header read (the format's own limit is 100 MB)
+_MAX_HEADER_BYTES = 100_000_000
+
+
+def weights_content_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of the tensors a safetensors file holds — each tensor's name, dtype, shape
+    and bytes, in name order — not of the file: two files of the same tensors are the same
+    weights even where their headers list the tensors in another order or carry other
+    metadata (a pre-training's accuracy, the order a dict was written in). Reads the header
+    itself, without torch; a file that is not safetensors is a `WattcapFileError`."""
+    import json
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        size = int.from_bytes(head, "little") if len(head) == 8 else -1
+        try:
+            if not 0 < size <= _MAX_HEADER_BYTES:
+                raise ValueError("no safetensors header")
+            header = json.loads(handle.read(size))
+            tensors = sorted((name, info) for name, info in header.items()
+                             if name != "__metadata__")
+            for name, info in tensors:
+                start, end = (int(v) for v in info["data_offsets"])
+                # length-prefixed fields: no two different tensor lists hash alike
+                described = json.dumps([name, info["dtype"], info["shape"], end - start])
+                digest.update(len(described).to_bytes(8, "little") + described.encode())
+                handle.seek(8 + size + start)
+                left = end - start
+                while left > 0:
+                    chunk = handle.read(min(left, 1 << 20))
+                    if not chunk:
+                        raise ValueError(f"tensor {name} is cut short")
+                    digest.update(chunk)
+                    left -= len(chunk)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise WattcapFileError(f"{path}: not a safetensors weights file"
+                                   + (what_weights_file_is(head) or f" ({err})")) from None
+    return digest.hexdigest()
+
+
 def save_weights(model: torch.nn.Module, path: str | Path, metadata: dict[str, str]) -> Path:
     """Write a state dict (parameters and buffers) with string metadata."""
     path = Path(path)

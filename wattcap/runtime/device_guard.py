@@ -1,20 +1,21 @@
 """The device side of a Session (a Session part): the plan's frequency applied and checked
-against the profile, the drift monitor built, the device restored (and closed when the Session
-opened it)."""
+against the profile, the meter, watchdog and drift monitor started on the sensor ticks, the
+device restored (and closed when the Session opened it)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from wattcap.devices.base import configure_cuda_backends
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotSupportedError,
     DevicePermissionError,
     WatchError,
 )
-from wattcap.runtime.watchdog import DriftMonitor
+from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
 
 #: a sensor with no fresh reading for this many of its periods (of device time) is dead
 STALE_SENSOR_PERIODS = 3
@@ -83,6 +84,43 @@ class DeviceGuard:
             + ("" if abs(limit_w - session.power_cap_w) < 1e-6 else
                " (clamped to the board's range)")
             + "; it holds average power, the watchdog guards peaks")
+
+    def apply_plan_and_watch(self, stack: ExitStack) -> None:
+        """Apply the plan's frequency (or knob value) under the backstop, and start the power
+        meter, the cap watchdog and the drift monitor on the sensor ticks (closed by `stack`)."""
+        session = self.session
+        device = session.device
+        assert device is not None
+        if session.frequency_hz is not None:
+            self.apply_frequency(session.frequency_hz, "plan")
+        self.apply_backstop()
+        if session.knob_value is not None:  # after the backstop: the plan's limit wins
+            self.apply_knob(session.knob_kind, session.knob_value)
+        configure_cuda_backends(device.torch_device)  # as the profile was timed
+        session._counter_start_j = device.energy_counter_j()
+        session._watch_since_s = device.now_s()  # liveness: a reading due from here on
+        stack.enter_context(device.sensor_ticks(session._meter))
+        if session._watchdog_on:
+            session._guard = CapWatchdog(device, session.power_cap_w,
+                                         frequency_for_cap=self.fstar_for_cap,
+                                         stop_at_floor=session.cap_source is None)
+            stack.enter_context(device.sensor_ticks(session._guard))
+        if session.profile is not None and session._drift_tolerance > 0:
+            session._monitor = self.make_monitor()
+            if session._monitor is not None:
+                stack.enter_context(device.sensor_ticks(session._monitor))
+
+    def replan_if_due(self) -> None:
+        """Re-plan where the drift monitor found it due (between steps)."""
+        session = self.session
+        if session._monitor is None:
+            return
+        replan = session._monitor.replan_if_due()
+        if replan is not None:
+            # The re-measure interrupted training; its device time is paid by this run.
+            session.device_time_s += replan.remeasure_device_s
+            session.frequency_hz = replan.to_hz
+            session._cap.after_drift_replan(replan.to_hz)
 
     def fstar_for_cap(self, power_cap_w: float) -> int | None:
         """f*(b) under `power_cap_w` at the run's batch size, from the profile with the run's

@@ -4,8 +4,8 @@ A user's own loop, wattcap's `train_to_accuracy`, the Lightning callback and the
 callback all drive the same object:
 
     with wattcap.Session("emulated:jetson-nano", model=net, example_input=x0,
-                         profile="nano.json", efficiency="eff.json", power_cap_w=5.0,
-                         target_accuracy=0.9) as session:
+                         planning=PlanSettings(profile="nano.json", efficiency="eff.json"),
+                         cap=5.0, goal=Goal(target_accuracy=0.9)) as session:
         net.to(session.torch_device)
         opt = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
         loader = DataLoader(train_set, batch_size=session.batch_size, shuffle=True)
@@ -29,28 +29,20 @@ it puts the device back as it found it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wattcap.core.defaults import (
-    DEFAULT_BATCH_SIZE_HOLD_S,
-    DEFAULT_BATCH_SIZE_REF,
-    DEFAULT_LR_REF,
-    DEFAULT_MARGIN_SIGMAS,
-)
-from wattcap.core.knob import KnobKind, knob_unit, require_clock
-from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
+from wattcap.algorithms.curves import reports_past_target, samples_to_target, time_at_samples_s
+from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
+from wattcap.core.knob import KnobKind
+from wattcap.core.metric import MetricError, TargetMetric
 from wattcap.core.objective import Objective
-from wattcap.core.progress import percent
-from wattcap.core.run import CurvePoint, RunRecord, TrainConfig, scaled_learning_rate
-from wattcap.core.schema import WattcapFileError
+from wattcap.core.run import CurvePoint, RunRecord, scaled_learning_rate
 from wattcap.data.loader import move_to_device
-from wattcap.devices.base import Device, configure_cuda_backends, out_of_memory_as_device_error
+from wattcap.devices.base import Device, out_of_memory_as_device_error
 from wattcap.devices.caps import CapSource
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.signals import exit_cleanly_on_signals
@@ -64,102 +56,38 @@ from wattcap.runtime.device_guard import DeviceGuard
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.gns_part import NoiseScalePart
 from wattcap.runtime.meter import MeterState, PowerMeter
-from wattcap.runtime.model_source import (
-    ModelSourceError,
-    module_step_factory,
-    module_workload,
-    resolve_model,
+from wattcap.runtime.model_part import ModelPart
+from wattcap.runtime.plan_maker import (
+    PlanMaker,
+    gns_settings,
+    load_efficiency,
+    load_profile,
 )
 from wattcap.runtime.record_builder import RecordBuilder
-from wattcap.runtime.session_config import SessionConfig
+from wattcap.runtime.session_config import (
+    CapSettings,
+    CheckpointSettings,
+    DeviceHandling,
+    Goal,
+    PlanSettings,
+    Reporting,
+    SessionConfig,
+)
+from wattcap.runtime.session_status import ProgressCallback, SessionStatus
 from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
 
 if TYPE_CHECKING:
     import torch
 
-    from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.plan import Choice, Plan
-    from wattcap.core.profile import ProfileTable
     from wattcap.devices.workload import StepCost, Workload
     from wattcap.runtime.cap_follower import CapFollower
-    from wattcap.runtime.gns_replan import GnsSettings, NoiseScaleReplan
+    from wattcap.runtime.gns_replan import NoiseScaleReplan
     from wattcap.runtime.noise_scale import LossOf
 
 
 #: a loop that never reports an accuracy still gets a due re-plan after this many steps
 REPLAN_WITHOUT_REPORT_STEPS = 200
-
-
-
-
-@dataclass
-class SessionStatus:
-    """A snapshot for progress displays."""
-
-    samples: int
-    steps: int
-    device_time_s: float
-    accuracy: float | None
-    target_accuracy: float | None
-    power_w: float | None
-    power_cap_w: float | None
-    frequency_hz: int | None
-    batch_size: int
-    sample_budget: int | None
-    #: training is paused: the cap is below what any configuration can meet
-    paused: bool = False
-    #: where a resumed run picked up, shown with the first status after the resume
-    resumed_from_samples: int | None = None
-    #: the metric `accuracy` and `target_accuracy` are values of
-    target_metric: TargetMetric = ACCURACY
-
-
-    # -- the ProgressUpdate protocol (wattcap.core.progress): samples of the budget ----------
-    @property
-    def done(self) -> float:
-        """Samples trained (a `ProgressUpdate`)."""
-        return self.samples
-
-    @property
-    def total(self) -> float | None:
-        """The sample budget (a `ProgressUpdate`)."""
-        return self.sample_budget
-
-    @property
-    def unit(self) -> str:
-        """What `done` counts (a `ProgressUpdate`)."""
-        return "samples"
-
-    @property
-    def item(self) -> SessionStatus:
-        """The status itself (a `ProgressUpdate`)."""
-        return self
-
-    @property
-    def detail(self) -> str:
-        """Accuracy against the target, power against the cap, clock, device time."""
-        parts = ["paused: the cap is below every configuration"] if self.paused else []
-        if self.resumed_from_samples is not None:
-            parts.append(f"resumed from the checkpoint at {self.resumed_from_samples} samples")
-        if self.accuracy is not None and self.target_metric.is_accuracy:
-            parts.append(f"accuracy {percent(self.accuracy, 1)}"
-                         + (f" (target {percent(self.target_accuracy)})"
-                            if self.target_accuracy is not None else ""))
-        elif self.accuracy is not None:
-            parts.append(f"{self.target_metric.name} {self.accuracy:.4g}"
-                         + (f" (target {self.target_metric.describe(self.target_accuracy)})"
-                            if self.target_accuracy is not None else ""))
-        if self.power_w is not None:
-            parts.append(f"{self.power_w:.2f} W"
-                         + (f" (cap {self.power_cap_w:g} W)" if self.power_cap_w else ""))
-        if self.frequency_hz is not None:
-            parts.append(f"{self.frequency_hz / 1e6:.0f} MHz")
-        parts.append(f"{self.device_time_s:.1f} s of device time")
-        return ", ".join(parts)
-
-
-#: a Session's progress: the one protocol of every long job, each update a `SessionStatus`
-ProgressCallback = Callable[[SessionStatus], None]
 
 
 class Session:
@@ -175,72 +103,23 @@ class Session:
             `model_name`, the name its profile was made under; default: its class path).
             The emulated device needs it (its time and power come from the model's FLOPs and
             bytes); on real hardware it names the run and enables the drift re-measure.
-        profile, efficiency: a ProfileTable and an EfficiencyVector (objects or file paths)
-            for Algorithm 1; `method` picks "wattcap" (default), "baseline-1", "baseline-2".
-            `efficiency="gns"` (or a `wattcap.runtime.gns_replan.GnsSettings`) measures r_b on the
-            run's own data instead: the gradient noise scale over the first samples (the
-            loop calls `session.backward(loss_of, x, y)` for its backward pass), then
-            Algorithm 1 re-plans the batch size and frequency once, re-scaling the attached
-            optimiser's learning rate (its state kept); read `batch_size` after each report.
-            `profile="auto"` profiles the model on the device first (pruned for the cap),
-            and caches the profile for the next session with the same device, power mode,
-            model workload and cap.
-        power_cap_w: the cap in watts (None: no cap). `reference_profiles` gives the
-            baselines' safe frequency (default: computed for emulated devices).
-        power_cap: instead of `power_cap_w`, a cap that may move during the run: a
-            `wattcap.devices.caps.CapSource`, a spec for `parse_cap_source` ("solar:seed=3",
-            "battery:capacity_wh=2,max_w=9", "schedule:caps.json", "file:/run/cap") or a
-            number. It is read once per sensor period on the device clock; on every change
-            the selection re-runs (`cap_policy`), a lower cap is obeyed within one period by
-            lowering the frequency at once, and the batch size (with its learning rate)
-            changes at the next step boundary: read `batch_size` each iteration (or use
-            `wattcap.runtime.sampling.SessionBatchSampler`) and call
-            `apply_learning_rate(optimizer)`.
-            A cap below every configuration pauses training (the device idles at its lowest
-            frequency between steps) until it rises; `max_pause_s` ends a pause that lasts
-            too long, and a cap that can never rise again (an empty battery) ends the run:
-            `done` turns true.
-        objective: what the selection minimises under the cap: an `Objective` or its name
-            ("time", the paper's, by default; "energy"; "cost" needs an `Objective` with eta).
-        cap_policy: how a moving cap is followed: "replan" (batch size and frequency, the
-            default when the session plans the batch size), "frequency" (the batch size
-            stays, the default when it is given), "safe-frequency" (the baselines' rule, the
-            default for them) or "fixed" (nothing changes; paused while the cap is below the
-            run's configuration).
-        knob_value: with a profile of another knob than the GPU clock (a power limit in mW,
-            a power mode by id: `wattcap.core.knob`), the value to apply instead of the
-            plan's; the Session applies the planned value (the clock is left to the board)
-            and restores what it found. Moving caps, drift re-plans and efficiency="gns"
-            act on clocks and refuse such a profile.
-        batch_size, frequency_hz: a given configuration; each overrides the plan's. With a
-            batch size and a profile but no frequency, f*(b) under the cap is used. Without a
-            profile and without a frequency the device's clock is left as it is.
-        target_accuracy, sample_budget: when `done` turns true. The target is on
-            `target_metric`: "accuracy" (default, in (0, 1], reached at or above), or another
-            metric by name ("loss", "wer", "perplexity": reached at or below; "f1:100": F1
-            on 0-100); `report` takes that metric's value.
-        lr_ref, batch_size_ref: the learning rate at a reference batch size (default: the
-            efficiency vector's optimiser settings, else 5e-4 at b = 128 as in the paper);
-            `learning_rate` is lr_ref · sqrt(b / b_ref).
-        watchdog: keep the cap (steps the frequency down when it is exceeded).
-        margin_sigmas: plan this many standard deviations of the sensor noise below the cap
-            (the profile's estimate; default 2).
-        risk: plan on this quantile of r_b over its uncertainty (0.9: guard against a batch
-            size whose r_b is poorly known) instead of its value; also when re-planning
-            under a moving cap. None (default): r_b's value.
-        batch_size_hold_s: under a moving cap, the batch size changes at most once per this
-            many device seconds (default 30) unless the current one cannot meet the cap.
-        drift_tolerance: with a profile, re-measure and re-plan when measured step time or
-            power leave it by more than this fraction, or by more than the measurement's own
-            noise where that is larger (`wattcap.algorithms.drift`; 0: off).
-        checkpoint_dir: where `attach`/`save_checkpoint` keep the run; a restart resumes.
-        identity: what makes a checkpoint belong to this run (default: model, batch size,
-            learning rate, target); a checkpoint of another identity is refused.
-        handle_signals: turn SIGINT/SIGTERM/SIGHUP into an exception inside the block (main
-            thread only), so the device is restored however the run ends.
-        restore: put the device back on exit (default True).
-        progress: called with a `SessionStatus` at every report and every `progress_every`
-            steps.
+        planning: what to train at (`PlanSettings`): the profile and efficiency vector
+            Algorithm 1 plans from, or a given batch size and frequency; the objective, the
+            margins, the learning-rate rule. With `efficiency="gns"` the loop calls
+            `session.backward(loss_of, x, y)` for its backward pass and reads `batch_size`
+            after each report (the plan changes once the noise scale is measured).
+        cap: the power cap and how it is kept (`CapSettings`), or just the cap: watts, a
+            `CapSource` or a cap spec. Under a moving cap read `batch_size` each iteration
+            (or use `wattcap.runtime.sampling.SessionBatchSampler`) and call
+            `apply_learning_rate(optimizer)`; a cap that can never rise again (an empty
+            battery) ends the run: `done` turns true.
+        goal: when `done` turns true (`Goal`: a target on a metric, a sample budget).
+        checkpoint: where `attach`/`save_checkpoint` keep the run (`CheckpointSettings`, or
+            the directory); a restart resumes.
+        reporting: progress callbacks and what the run record names (`Reporting`, or the
+            progress callback alone).
+        device_handling: restoring the device on exit and handling signals
+            (`DeviceHandling`).
     """
 
     def __init__(
@@ -250,52 +129,18 @@ class Session:
         model: Any = None,
         example_input: Any = None,
         model_name: str | None = None,
-        profile: ProfileTable | str | Path | None = None,  # or "auto"
-        efficiency: EfficiencyVector | GnsSettings | str | Path | None = None,
-        power_cap_w: float | None = None,
-        power_cap: CapSource | str | float | None = None,
-        objective: Objective | str | None = None,
-        cap_policy: CapPolicy | None = None,
-        max_pause_s: float | None = None,
-        method: str = "wattcap",
-        reference_profiles: list[ProfileTable] | None = None,
-        batch_size: int | None = None,
-        frequency_hz: int | None = None,
-        knob_value: int | None = None,
-        target_accuracy: float | None = None,
-        target_metric: TargetMetric | str = "accuracy",
-        sample_budget: int | None = None,
-        lr_ref: float | None = None,
-        batch_size_ref: int | None = None,
-        watchdog: bool = True,
-        drift_tolerance: float = 0.1,
-        margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
-        batch_size_hold_s: float = DEFAULT_BATCH_SIZE_HOLD_S,
-        checkpoint_dir: str | Path | None = None,
-        risk: float | None = None,
-        identity: dict[str, Any] | None = None,
-        dataset: str | None = None,
-        handle_signals: bool = True,
-        restore: bool = True,
-        progress: ProgressCallback | None = None,
-        progress_every: int = 50,
-        config: TrainConfig | None = None,
-        weights_source: str | None = None,
+        planning: PlanSettings | None = None,
+        cap: CapSettings | CapSource | str | float | None = None,
+        goal: Goal | None = None,
+        checkpoint: CheckpointSettings | str | Path | None = None,
+        reporting: Reporting | ProgressCallback | None = None,
+        device_handling: DeviceHandling | None = None,
     ) -> None:
         self._build(SessionConfig(
             device=device, model=model, example_input=example_input, model_name=model_name,
-            profile=profile, efficiency=efficiency, power_cap_w=power_cap_w,
-            power_cap=power_cap, objective=objective, cap_policy=cap_policy,
-            max_pause_s=max_pause_s, method=method, reference_profiles=reference_profiles,
-            batch_size=batch_size, frequency_hz=frequency_hz, knob_value=knob_value,
-            target_accuracy=target_accuracy, target_metric=target_metric,
-            sample_budget=sample_budget, lr_ref=lr_ref,
-            batch_size_ref=batch_size_ref, watchdog=watchdog, drift_tolerance=drift_tolerance,
-            margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
-            checkpoint_dir=checkpoint_dir, identity=identity, risk=risk,
-            dataset=dataset, handle_signals=handle_signals, restore=restore,
-            progress=progress, progress_every=progress_every, config=config,
-            weights_source=weights_source))
+            planning=planning or PlanSettings(), cap=CapSettings.of(cap), goal=goal or Goal(),
+            checkpoint=CheckpointSettings.of(checkpoint), reporting=Reporting.of(reporting),
+            device_handling=device_handling or DeviceHandling()))
 
     @classmethod
     def from_config(cls, config: SessionConfig) -> Session:
@@ -316,20 +161,21 @@ class Session:
         self._device_name: str | None = device if isinstance(device, str) else None
         self.device: Device | None = None if isinstance(device, str) else device
         self._has_device = device is not None
-        self.power_cap_w = cfg.power_cap_w
-        self.method = cfg.method
-        self.target_accuracy = cfg.target_accuracy
-        assert isinstance(cfg.target_metric, TargetMetric)  # resolved by SessionConfig
-        self.target_metric: TargetMetric = cfg.target_metric
-        self.sample_budget = cfg.sample_budget
-        self.dataset = cfg.dataset
-        self.config = cfg.config
-        self.weights_source = cfg.weights_source
-        self.progress = cfg.progress
-        self.progress_every = max(1, cfg.progress_every)
-        self._handle_signals = cfg.handle_signals
-        self._restore = cfg.restore
-        self._checkpoint = Checkpoint(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir else None
+        planning, cap, goal, reporting = cfg.planning, cfg.cap, cfg.goal, cfg.reporting
+        self.power_cap_w = cap.constant_w
+        self.method = planning.method
+        self.target_accuracy = goal.target_accuracy
+        self.target_metric: TargetMetric = goal.metric
+        self.sample_budget = goal.sample_budget
+        self.dataset = reporting.dataset
+        self.config = reporting.config
+        self.weights_source = reporting.weights_source
+        self.progress = reporting.progress
+        self.progress_every = max(1, reporting.progress_every)
+        self._handle_signals = cfg.device_handling.handle_signals
+        self._restore = cfg.device_handling.restore
+        directory = cfg.checkpoint.directory
+        self._checkpoint = Checkpoint(Path(directory)) if directory else None
 
         # set by the cap part (CapControl.init) when the plan is made
         self.objective: Objective = Objective.of("time")
@@ -343,12 +189,14 @@ class Session:
         self._noise = NoiseScalePart(self)
         self._records = RecordBuilder(self)
         self._guard_part = DeviceGuard(self)
+        self._planning = PlanMaker(self)
+        self._model_part = ModelPart(self)
 
-        self._watchdog_on = cfg.watchdog
-        self._drift_tolerance = cfg.drift_tolerance
-        self.margin_sigmas = cfg.margin_sigmas
-        self.risk = cfg.risk
-        self.batch_size_hold_s = cfg.batch_size_hold_s
+        self._watchdog_on = cap.watchdog
+        self._drift_tolerance = cap.drift_tolerance
+        self.margin_sigmas = planning.margin_sigmas
+        self.risk = planning.risk
+        self.batch_size_hold_s = cap.batch_size_hold_s
 
         # run state
         self.samples = 0
@@ -385,63 +233,26 @@ class Session:
         self.identity: dict[str, Any] = {}
         if cfg.model is not None:
             self.adopt_model(cfg.model, cfg.example_input)
-        self._gns_settings = _gns_settings(cfg.efficiency)
+        self._gns_settings = gns_settings(planning.efficiency)
         self.efficiency = None if self._gns_settings is not None else \
-            _load_efficiency(cfg.efficiency)
+            load_efficiency(planning.efficiency)
         self._gns: NoiseScaleReplan | None = None
-        self._reference_profiles = cfg.reference_profiles
+        self._reference_profiles = planning.reference_profiles
         self.plan: Plan | None = None
+        self.lr_ref: float = DEFAULT_LR_REF  # both set by the plan, from the settings
+        self.batch_size_ref: int = DEFAULT_BATCH_SIZE_REF
         self.choice: Choice | None = None
-        self._batch_size: int | None = cfg.batch_size
-        self.frequency_hz: int | None = cfg.frequency_hz
+        self._batch_size: int | None = planning.batch_size
+        self.frequency_hz: int | None = planning.frequency_hz
         #: the profile's knob; for another than the clock, the value applied (mW, mode id)
         self.knob_kind: KnobKind = "gpu_clock"
-        self.knob_value: int | None = cfg.knob_value
+        self.knob_value: int | None = planning.knob_value
         # profile="auto" measures the device: that waits for start(); given files plan now
-        self._profile_pending = cfg.profile == "auto"
-        self.profile = None if self._profile_pending else _load_profile(cfg.profile)
+        self._profile_pending = planning.profile == "auto"
+        self.profile = None if self._profile_pending else load_profile(planning.profile)
         if not self._profile_pending:
-            self._make_plan()
+            self._planning.make()
 
-    def _make_plan(self) -> None:
-        """Check the profile against the model (and the device, once open), resolve the cap,
-        run Algorithm 1 (or take the given configuration), and derive the learning rate."""
-        planning = self.settings  # read once the profile is known (now, or in start())
-        if self.profile is not None:
-            self._take_knob(self.profile.knob_kind, planning.frequency_hz)
-        elif planning.knob_value is not None:
-            raise SessionError("knob_value is a value of a profile's knob: give the profile")
-        if self.profile is not None and self.device is not None:
-            self.profile.check_matches(device=self.device.name, source="profile")
-        if self.profile is not None and self.model_name is not None:
-            self.profile.check_matches(model=self.model_name, source="profile",
-                                       architecture_fingerprint=self.architecture_fingerprint)
-        self._cap.init(planning.power_cap, planning.objective, planning.cap_policy,
-                       planning.max_pause_s, batch_size_given=planning.batch_size is not None)
-        if self.cap_source is not None:  # its re-plans act on clocks: refused now, not later
-            require_clock(self.knob_kind, "following a moving cap")
-        self.batch_size, value = self._decide(
-            planning.batch_size,
-            planning.frequency_hz if self.knob_kind == "gpu_clock" else self.knob_value,
-            self._reference_profiles)
-        if self.knob_kind == "gpu_clock":
-            self.frequency_hz = value
-        else:  # the clock is left to the board: the limit or the mode bounds it
-            self.knob_value = value
-        self.lr_ref = planning.lr_ref if planning.lr_ref is not None else (
-            self.efficiency.lr_ref if self.efficiency is not None else DEFAULT_LR_REF)
-        self.batch_size_ref = planning.batch_size_ref if planning.batch_size_ref is not None \
-            else (self.efficiency.batch_size_ref if self.efficiency is not None
-                  else DEFAULT_BATCH_SIZE_REF)
-        self.identity = planning.identity if planning.identity is not None else {
-            "model": self.model_name, "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate, "target_accuracy": self.target_accuracy,
-        }
-        if planning.identity is None and not self.target_metric.is_accuracy:
-            # named only where it is not accuracy: earlier checkpoints keep their identity
-            self.identity["target_metric"] = self.target_metric.model_dump()
-        if self._gns_settings is not None:
-            self._noise.start(self._gns_settings, self._reference_profiles)
 
     @property
     def batch_size(self) -> int:
@@ -465,132 +276,19 @@ class Session:
         self.device = get_device(self._device_name)
         self._meter.period_s = self.device.sensor_period_s
 
-    def _auto_profile(self, batch_size: int | None) -> ProfileTable:
-        """Profile the model on the device now (pruned for the cap; every point without one),
-        or reuse the profile an earlier session cached for the same device, power mode, model
-        workload and cap."""
-        import hashlib
-
-        from wattcap.core.profile import ProfileTable
-        from wattcap.devices.workload import DEFAULT_BATCH_SIZES
-        from wattcap.measure.profiling import Profiler
-        from wattcap.measure.references import cache_dir
-
-        device, workload = self.device, self.workload
-        if device is None or self.model_name is None or workload is None:
-            raise SessionError("profile='auto' needs a device and a model (an nn.Module with "
-                               "example_input=, or a model name) to profile")
-        sizes = DEFAULT_BATCH_SIZES if batch_size is None else (batch_size,)
-        key = json.dumps([device.name, device.power_mode, self.model_name, workload.to_dict(),
-                          self.power_cap_w, list(sizes)], sort_keys=True)
-        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.model_name)
-        path = cache_dir() / "profiles" / f"{device.name}-{safe_name}-{digest}.json"
-        if path.exists():
-            try:
-                table = ProfileTable.load(path)
-                self.events.append(f"profile reused from {path}")
-                return table
-            except WattcapFileError:
-                pass  # stale or corrupt: measure again
-        profiler = Profiler(device, self.model_name, batch_sizes=tuple(sizes),
-                            workload=workload, step_factory=self._step_factory)
-        table = profiler.run(power_cap_w=self.power_cap_w)
-        table.save(path)
-        self.events.append(
-            f"profiled {self.model_name} on {device.name}: {table.points_measured} points "
-            f"({table.mode}) in {table.profiling_device_s:.1f} s of device time; cached in "
-            f"{path}")
-        return table
 
     # -- planning --------------------------------------------------------------------------------
-    def _take_knob(self, kind: KnobKind, frequency_hz: int | None) -> None:
-        """The profile's knob; another than the clock is refused where the Session would act
-        on clocks (a given clock, the gradient-noise re-plan)."""
-        self.knob_kind = kind
-        if kind == "gpu_clock":
-            if self.settings.knob_value is not None:
-                raise SessionError("knob_value is for a profile of a power limit or power "
-                                   "mode; this profile varies the GPU clock: give frequency_hz")
-            return
-        what = knob_unit(kind).label
-        if frequency_hz is not None:
-            raise SessionError(f"this profile varies the {what}, and the clock is left to the "
-                               "board under it: give knob_value, not frequency_hz")
-        if self._gns_settings is not None:
-            require_clock(kind, 'efficiency="gns" (its re-plan)')
 
-    def _decide(self, batch_size: int | None, frequency_hz: int | None,
-                reference_profiles: list[ProfileTable] | None) -> tuple[int, int | None]:
-        profile = self.profile
-        if profile is not None and (batch_size is None or frequency_hz is None):
-            from wattcap.algorithms.planner import plan
-            from wattcap.core.plan import InfeasibleCapError
-            from wattcap.measure.references import reference_profiles_for
-
-            refs = reference_profiles if reference_profiles is not None else \
-                reference_profiles_for(profile)
-            try:
-                self.plan = plan(profile, self.power_cap_w, efficiency=self.efficiency,
-                                 reference_profiles=refs, objective=self.objective,
-                                 margin_sigmas=self.margin_sigmas, risk=self.risk)
-            except InfeasibleCapError as err:
-                raise SessionError(str(err)) from None
-            self.events += [f"plan: {note}" for note in self.plan.notes]
-            if batch_size is not None:
-                from wattcap.algorithms.planner import with_power_margin
-
-                margined = with_power_margin(profile, self.margin_sigmas)
-                point = margined.frontier(self.power_cap_w).get(batch_size)
-                if point is None:
-                    raise SessionError(
-                        f"batch size {batch_size} has no measured frequency under the cap "
-                        f"{self.power_cap_w} W in the profile")
-                return batch_size, frequency_hz if frequency_hz is not None else \
-                    point.knob_value
-            if self.method not in self.plan.choices:
-                why = self.plan.unavailable.get(self.method, "unknown method")
-                raise SessionError(f"{self.method} has no choice under this cap: {why}")
-            self.choice = self.plan.choices[self.method]
-            return self.choice.batch_size, frequency_hz if frequency_hz is not None else \
-                self.choice.knob_value
-        if batch_size is None:
-            raise SessionError("give a profile to plan the batch size and frequency, or a "
-                               "batch_size (and a frequency_hz)")
-        if batch_size < 1:
-            raise SessionError(f"batch size must be positive, got {batch_size}")
-        return batch_size, frequency_hz
 
     def adopt_model(self, model: Any, example_input: Any = None) -> None:
         """Set what is trained (for sessions built before the model exists: the framework
         callbacks plan when they are built and get the model when training starts)."""
-        try:
-            self.model_name, self._measure_workload = resolve_model(
-                model, example_input, self._model_name_override)
-        except ModelSourceError as err:
-            raise SessionError(str(err)) from None
-        self._workload = None
-        self._costs.clear()
-        import torch
-
-        if isinstance(model, torch.nn.Module) and example_input is not None:
-            self._step_factory = module_step_factory(model, example_input)
-        self.architecture_fingerprint = _fingerprint(model, self.model_name)
-        profile = getattr(self, "profile", None)
-        if profile is not None and self.model_name is not None:
-            profile.check_matches(model=self.model_name, source="profile",
-                                  architecture_fingerprint=self.architecture_fingerprint)
-        if self.identity and self.identity.get("model") is None:
-            self.identity["model"] = self.model_name
+        self._model_part.adopt(model, example_input)
 
     def provide_example_input(self, model: Any, example_input: Any) -> None:
         """Give an example batch for an `nn.Module` model whose workload is not known yet (the
         framework callbacks pass the first training batch)."""
-        if self._measure_workload is None and self._workload is None:
-            self._measure_workload = module_workload(model, example_input,
-                                                     self.model_name or "model")
-            if self._step_factory is None and example_input is not None:
-                self._step_factory = module_step_factory(model, example_input)
+        self._model_part.provide_example_input(model, example_input)
 
     @property
     def workload(self) -> Workload | None:
@@ -637,33 +335,15 @@ class Session:
                 if self.profile is not None and self.device is not None:
                     self.profile.check_matches(device=self.device.name, source="profile")
             if self._profile_pending:
-                self.profile = self._auto_profile(self.settings.batch_size)
+                self.profile = self._planning.auto_profile(self.settings.planning.batch_size)
                 self._profile_pending = False
-                self._make_plan()
+                self._planning.make()
             if self._handle_signals:
                 stack.enter_context(exit_cleanly_on_signals())
-            device = self.device
-            if device is not None:
+            if self.device is not None:
                 if self._restore and not stack_has_restore:
                     stack.callback(self._guard_part.restore)
-                if self.frequency_hz is not None:
-                    self._guard_part.apply_frequency(self.frequency_hz, "plan")
-                self._guard_part.apply_backstop()
-                if self.knob_value is not None:  # after the backstop: the plan's limit wins
-                    self._guard_part.apply_knob(self.knob_kind, self.knob_value)
-                configure_cuda_backends(device.torch_device)  # as the profile was timed
-                self._counter_start_j = device.energy_counter_j()
-                self._watch_since_s = device.now_s()  # liveness: a reading due from here on
-                stack.enter_context(device.sensor_ticks(self._meter))
-                if self._watchdog_on:
-                    self._guard = CapWatchdog(device, self.power_cap_w,
-                                              frequency_for_cap=self._guard_part.fstar_for_cap,
-                                              stop_at_floor=self.cap_source is None)
-                    stack.enter_context(device.sensor_ticks(self._guard))
-                if self.profile is not None and self._drift_tolerance > 0:
-                    self._monitor = self._guard_part.make_monitor()
-                    if self._monitor is not None:
-                        stack.enter_context(device.sensor_ticks(self._monitor))
+                self._guard_part.apply_plan_and_watch(stack)
                 self._cap.start_follower(stack)
         except BaseException:
             stack.close()
@@ -671,8 +351,6 @@ class Session:
         self._stack = stack
         self._open = True
         self._wall_start = time.monotonic()
-
-
 
 
     def close(self, failed: bool = False) -> RunRecord | None:
@@ -710,28 +388,6 @@ class Session:
         return model.to(self.torch_device)
 
     # -- steps -----------------------------------------------------------------------------------
-    def _cost(self, batch_size: int) -> StepCost:
-        cost = self._costs.get(batch_size)
-        if cost is None:
-            workload = self.workload
-            if workload is not None:
-                overhead = getattr(getattr(self.device, "spec", None),
-                                   "allocator_overhead_factor", 1.0)
-                cost = workload.step_cost(batch_size, overhead)
-            elif self.device is not None and not self.device.timing_needs_real_work:
-                raise SessionError(
-                    f"the {self.device.kind} device models a step's time and power from the "
-                    "model's workload: pass model= (a name, a ModelSpec, or an nn.Module with "
-                    "example_input=, one batch of inputs)")
-            else:
-                from wattcap.devices.workload import StepCost
-
-                cost = StepCost(batch_size=batch_size, flops=0.0, dram_bytes=0.0,
-                                optimizer_bytes=0.0, kernels=0, flops_per_kernel_per_sample=0.0,
-                                memory_needed_bytes=0)
-            self._costs[batch_size] = cost
-        return cost
-
     def begin_step(self, samples: int | None = None) -> None:
         """Mark the start of one optimiser step (for loops that cannot use `step()`); its
         device cost is that of a batch of `samples` (default: the batch size)."""
@@ -740,7 +396,8 @@ class Session:
         self._cap.before_step()
         if self.device is not None:
             self._step_start_s = self.device.now_s()
-            self._timer = self.device.begin_step(self._cost(samples or self.batch_size))
+            cost = self._model_part.step_cost(samples or self.batch_size)
+            self._timer = self.device.begin_step(cost)
 
     def end_step(self, samples: int | None = None) -> float:
         """Account the step begun with `begin_step`: `samples` trained (default: the batch
@@ -813,14 +470,7 @@ class Session:
         return point
 
     def _replan_if_due(self) -> None:
-        if self._monitor is None:
-            return
-        replan = self._monitor.replan_if_due()
-        if replan is not None:
-            # The re-measure interrupted training; its device time is paid by this run.
-            self.device_time_s += replan.remeasure_device_s
-            self.frequency_hz = replan.to_hz
-            self._cap.after_drift_replan(replan.to_hz)
+        self._guard_part.replan_if_due()
 
     @property
     def reached(self) -> bool:
@@ -847,8 +497,6 @@ class Session:
         # asked at every step by loops that test `done`: computed once per report
         key = (len(self.curve), id(self.curve[-1]), self.target_accuracy)
         if self._crossing is None or self._crossing[0] != key:
-            from wattcap.algorithms.curves import samples_to_target
-
             self._crossing = (key, samples_to_target(self.curve, self.target_accuracy,
                                                      self.target_metric.direction))
         return self._crossing[1]
@@ -861,26 +509,14 @@ class Session:
         counted (a resume does not start its count again)."""
         if not self.reached:
             return 0
-        from wattcap.algorithms.curves import samples_to_target
-
-        target = self.target_accuracy
-        assert target is not None  # reached
-        crossed = 0
-        for end in range(len(self.curve), 0, -1):  # once per resume: prefixes, newest first
-            if samples_to_target(self.curve[:end], target,
-                                 self.target_metric.direction) is None:
-                break
-            crossed += 1
-        return crossed - 1
+        assert self.target_accuracy is not None  # reached
+        return reports_past_target(self.curve, self.target_accuracy,
+                                   self.target_metric.direction)
 
     def time_at_samples_s(self, samples: float) -> float:
         """Device seconds when the run had trained `samples` samples (linear between
         reports: the device's time per sample is constant between them)."""
-        points = [(0, 0.0)] + [(p.samples, p.device_time_s) for p in self.curve]
-        for (s0, t0), (s1, t1) in zip(points, points[1:], strict=False):
-            if s0 <= samples <= s1:
-                return t0 if s1 == s0 else t0 + (t1 - t0) * (samples - s0) / (s1 - s0)
-        return points[-1][1]
+        return time_at_samples_s(self.curve, samples)
 
     def status(self) -> SessionStatus:
         """A snapshot for progress displays."""
@@ -952,53 +588,6 @@ class Session:
                 group["lr"] = rate
                 changed = True
         return changed
-
-
-
-
-def _gns_settings(efficiency: Any) -> GnsSettings | None:
-    if efficiency is None or not (isinstance(efficiency, str) or
-                                  type(efficiency).__name__ == "GnsSettings"):
-        return None
-    from wattcap.runtime.gns_replan import GnsSettings
-
-    return GnsSettings.of(efficiency)
-
-
-def _fingerprint(model: Any, name: str | None) -> str | None:
-    """The architecture fingerprint of what is trained: of the named spec as built with its
-    default head (as profiles record it), or of the nn.Module itself."""
-    from torch import nn
-
-    from wattcap.models import architecture_fingerprint, model_fingerprint
-
-    if isinstance(model, nn.Module):
-        return architecture_fingerprint(model)
-    if name is None:
-        return None
-    try:
-        return model_fingerprint(name)
-    except (KeyError, ValueError):
-        return None
-
-
-
-
-def _load_profile(profile: Any) -> ProfileTable | None:
-    if profile is None:
-        return None
-    from wattcap.core.profile import ProfileTable
-
-    return profile if isinstance(profile, ProfileTable) else ProfileTable.load(profile)
-
-
-def _load_efficiency(efficiency: Any) -> EfficiencyVector | None:
-    if efficiency is None:
-        return None
-    from wattcap.core.efficiency import EfficiencyVector
-
-    return efficiency if isinstance(efficiency, EfficiencyVector) else \
-        EfficiencyVector.load(efficiency)
 
 
 __all__ = [

@@ -35,7 +35,8 @@ from wattcap.core.profile import ProfileTable
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.errors import DeviceError, FrequencyNotFollowedError, WatchError
 from wattcap.devices.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
-from wattcap.measure.profiling import Profiler, refresh_row
+from wattcap.measure.profile_refresh import refresh_row
+from wattcap.measure.profiling import Profiler
 
 __all__ = [
     "EXIT_SIGNALS", "CapViolation", "CapWatchdog", "DriftEvent", "DriftMonitor",

@@ -67,6 +67,7 @@ def estimate_efficiency(
     runs_dir: str | Path | None = None,
     run_counts: dict[str, int] | None = None,
     target_metric: TargetMetric = ACCURACY,
+    shared_runs_dirs: tuple[Path, ...] = (),
 ) -> EfficiencyVector:
     """Fine-tune from the same weights with every batch size and seed on the proxy dataset
     until the proxy's target accuracy, and build the efficiency vector from the runs.
@@ -81,7 +82,9 @@ def estimate_efficiency(
     the fit extrapolates it. `progress` gets a `JobProgress` per finished run (done and total
     in runs, the run's record as its item); the total grows when retries are scheduled. With
     `runs_dir`, every finished run is recorded there by the identity of what produced it
-    (`wattcap.train.run_store`), and a restarted sweep reuses them ("k of n reused");
+    (`wattcap.train.run_store`), and a restarted sweep reuses them ("k of n reused"), as
+    it reuses the runs of the same identity in `shared_runs_dirs` (e.g. the cache's, where
+    `wattcap estimate` keeps its runs);
     `run_counts["trained"]` and `run_counts["reused"]` are incremented per run when given.
 
     ``proxy`` is a data spec (a bundled name, ``cifar10:PATH``...); ``data_options`` go to
@@ -149,7 +152,7 @@ def estimate_efficiency(
 
     store = None if runs_dir is None else RunStore(
         Path(runs_dir), SweepInputs(model, None if weights is None else Path(weights), proxy,
-                                    data_options))
+                                    data_options), shared=tuple(shared_runs_dirs))
     reused = 0
 
     def run_all(configs: list[TrainConfig], label: Callable[[TrainConfig, list], str]
@@ -201,6 +204,11 @@ def estimate_efficiency(
 
     known: dict[tuple[int, int], float | None] = {}
     rule = None
+    sweep = f"{runs_total} runs ({len(batch_sizes)} batch size(s) x {seeds} seed(s))"
+    # said before the first run, which may be the longest: what the wait is for
+    report(f"{sweep}; the first, b={b_max} seed 0, trains the whole {sample_budget}-sample "
+           "budget to set the proxy's target" if auto
+           else f"{sweep}, each to the target or {sample_budget} samples", None)
     if auto:
         [curve] = run_all([config(b_max, 0, 1.0, sample_budget)],
                           lambda c, curve: f"b={b_max} seed=0: the proxy's best accuracy")

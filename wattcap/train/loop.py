@@ -42,10 +42,18 @@ from wattcap.models import ModelSpec, get_model_spec, model_fingerprint, model_s
 from wattcap.models.weights import load_weights
 from wattcap.runtime.cap_follower import CapPolicy
 from wattcap.runtime.checkpoint import Checkpoint
+from wattcap.runtime.errors import SessionError
 from wattcap.runtime.gns_replan import GnsSettings
 from wattcap.runtime.meter import PowerMeter
 from wattcap.runtime.sampling import BatchStream
 from wattcap.runtime.session import Session, SessionStatus
+from wattcap.runtime.session_config import (
+    CapSettings,
+    CheckpointSettings,
+    Goal,
+    PlanSettings,
+    Reporting,
+)
 
 __all__ = [
     "BatchStream", "Checkpoint", "CurvePoint", "PowerMeter", "RunRecord", "TrainConfig",
@@ -248,26 +256,34 @@ def train_to_accuracy(
                              f"eval_every_samples ({config.eval_every_samples}): not {odd}")
     if cap_policy is None:
         cap_policy = "safe-frequency" if method in ("baseline-1", "baseline-2") else "replan"
+    if power_cap_w is not None and power_cap is not None:
+        raise SessionError("give power_cap_w (a constant cap) or power_cap (a cap source), "
+                           "not both")
     session = Session(
-        device, model=spec, profile=profile, power_cap_w=power_cap_w, power_cap=power_cap,
-        efficiency=efficiency, objective=objective, cap_policy=cap_policy,
-        reference_profiles=reference_profiles,
-        method=method or "wattcap", batch_size=config.batch_size,
-        frequency_hz=device.requested_frequency_hz() if device is not None and (
-            profile is None or profile.knob_kind == "gpu_clock") else None,
-        knob_value=knob_value,
-        target_accuracy=config.target_accuracy, target_metric=config.target_metric,
-        sample_budget=config.sample_budget, lr_ref=config.lr_ref,
-        batch_size_ref=config.batch_size_ref, watchdog=watchdog,
-        drift_tolerance=drift_tolerance if profile is not None else 0.0,
-        margin_sigmas=margin_sigmas, batch_size_hold_s=batch_size_hold_s,
-        checkpoint_dir=checkpoint_dir, risk=risk,
-        identity=run_identity(config, train, test, weights,
-                              device=None if device is None else device.name, method=method,
-                              power_cap_w=power_cap_w, power_cap=_described(power_cap),
-                              objective=_described(objective)),
-        dataset=train.name, config=config,
-        weights_source=str(weights) if weights is not None else None, progress=progress,
+        device, model=spec,
+        planning=PlanSettings(
+            profile=profile, efficiency=efficiency, objective=objective,
+            reference_profiles=reference_profiles, method=method or "wattcap",
+            batch_size=config.batch_size,
+            frequency_hz=device.requested_frequency_hz() if device is not None and (
+                profile is None or profile.knob_kind == "gpu_clock") else None,
+            knob_value=knob_value, lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref,
+            margin_sigmas=margin_sigmas, risk=risk),
+        cap=CapSettings(
+            power_cap=power_cap_w if power_cap is None else power_cap, policy=cap_policy,
+            watchdog=watchdog, drift_tolerance=drift_tolerance if profile is not None else 0.0,
+            batch_size_hold_s=batch_size_hold_s),
+        goal=Goal(target_accuracy=config.target_accuracy, target_metric=config.target_metric,
+                  sample_budget=config.sample_budget),
+        checkpoint=CheckpointSettings(
+            directory=checkpoint_dir,
+            identity=run_identity(config, train, test, weights,
+                                  device=None if device is None else device.name,
+                                  method=method, power_cap_w=power_cap_w,
+                                  power_cap=_described(power_cap),
+                                  objective=_described(objective))),
+        reporting=Reporting(progress=progress, dataset=train.name, config=config,
+                            weights_source=str(weights) if weights is not None else None),
     )
     session.method = method  # type: ignore[assignment]  # None: not chosen by a method
     torch.manual_seed(config.seed)
@@ -361,9 +377,11 @@ def pretrain(
     train, test = load_splits(dataset, seed=seed, **(data_options or {}))
     check_data_fits_model(train, spec)
     steps = (epochs * len(train)) // batch_size
-    session = Session(None, model=spec, batch_size=batch_size, lr_ref=lr,
-                      batch_size_ref=batch_size, sample_budget=steps * batch_size,
-                      dataset=dataset, method="pretrain")
+    session = Session(None, model=spec,
+                      planning=PlanSettings(batch_size=batch_size, lr_ref=lr,
+                                            batch_size_ref=batch_size, method="pretrain"),
+                      goal=Goal(sample_budget=steps * batch_size),
+                      reporting=Reporting(dataset=dataset))
     torch.manual_seed(seed)
     net = spec.build(num_classes=train.num_classes)
     with session:

@@ -140,6 +140,7 @@ def measure_noise_scale(
     from wattcap.models import get_model_spec
     from wattcap.models.weights import load_weights
     from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import DeviceHandling, Goal, PlanSettings, Reporting
     from wattcap.train.loop import BatchStream, evaluate_dataset
 
     if batch_size % chunk_size or batch_size < 2 * chunk_size:
@@ -150,10 +151,12 @@ def measure_noise_scale(
                          f"batch of {batch_size}")
     spec = get_model_spec(model)
     check_data_fits_model(train, spec)
-    session = Session(None, model=spec, batch_size=batch_size, lr_ref=lr_ref,
-                      batch_size_ref=batch_size_ref, sample_budget=sample_budget,
-                      target_accuracy=target_accuracy, dataset=train.name, method="gns",
-                      handle_signals=False)
+    session = Session(None, model=spec,
+                      planning=PlanSettings(batch_size=batch_size, lr_ref=lr_ref,
+                                            batch_size_ref=batch_size_ref, method="gns"),
+                      goal=Goal(target_accuracy=target_accuracy, sample_budget=sample_budget),
+                      reporting=Reporting(dataset=train.name),
+                      device_handling=DeviceHandling(handle_signals=False))
     torch.manual_seed(seed)
     net = spec.build(num_classes=train.num_classes)
     if weights is not None:

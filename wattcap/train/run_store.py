@@ -72,11 +72,14 @@ class SweepInputs:
     def _inputs(self) -> dict:
         """Hashed and stat-ed once per sweep, not once per run."""
         from wattcap.models import model_identity
-        from wattcap.models.weights import file_sha256
+        from wattcap.models.weights import weights_content_sha256
 
         return {
             **model_identity(self.model),  # a user model by name, architecture and source
-            "weights_sha256": None if self.weights is None else file_sha256(self.weights),
+            # the weights by their tensors, not the file's bytes: the same tensors saved with
+            # other metadata, or a header in another order, are the same weights
+            "weights_sha256": None if self.weights is None
+            else weights_content_sha256(self.weights),
             "dataset": self.dataset, "data_options": self.data_options or {},
             "data_files": data_stamp(self.dataset),
         }
@@ -87,33 +90,67 @@ class SweepInputs:
 
     def key(self, **settings: object) -> str:
         """A short digest of :meth:`identity`: part of the recorded file's name."""
-        text = json.dumps(self.identity(**settings), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        return _digest(self.identity(**settings))
+
+    def earlier_key(self, **settings: object) -> str | None:
+        """The key files were recorded under when weights were identified by the file's
+        sha256 (None: no weights, the key has not changed): such records stay reusable."""
+        if self._file_sha256 is None:
+            return None
+        return _digest({**self.identity(**settings), "weights_sha256": self._file_sha256})
+
+    @cached_property
+    def _file_sha256(self) -> str | None:
+        from wattcap.models.weights import file_sha256
+
+        return None if self.weights is None else file_sha256(self.weights)
+
+
+def _digest(identity: dict) -> str:
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
 class RunStore:
-    """A folder of recorded runs of one sweep's inputs."""
+    """A folder of recorded runs of one sweep's inputs; `shared` folders (the runs folder of
+    the wattcap cache, where `estimate` keeps its runs) are read too, and a run found there is
+    copied into `folder`."""
 
     folder: Path
     inputs: SweepInputs
+    shared: tuple[Path, ...] = ()
 
     def path(self, config: TrainConfig) -> Path:
         """Where the run of `config` is recorded (named by its inputs' digest)."""
-        key = self.inputs.key(config=config.identity_fields())
-        return (self.folder / f"math-{run_stem(self.inputs.dataset, self.inputs.data_options)}"
+        return self._path(self.folder, self.inputs.key(config=config.identity_fields()), config)
+
+    def _path(self, folder: Path, key: str, config: TrainConfig) -> Path:
+        return (folder / f"math-{run_stem(self.inputs.dataset, self.inputs.data_options)}"
                 f"-b{config.batch_size}-s{config.seed}-{key}.json")
+
+    def _candidates(self, config: TrainConfig) -> list[Path]:
+        """Where the run may be recorded: this folder first, then the shared ones, each under
+        its key and under the key of an earlier wattcap (weights by the file's sha256)."""
+        settings = {"config": config.identity_fields()}
+        keys = [self.inputs.key(**settings), self.inputs.earlier_key(**settings)]
+        folders = [self.folder, *(f for f in self.shared if f.resolve() != self.folder.resolve())]
+        return [self._path(folder, key, config) for folder in folders for key in keys
+                if key is not None]
 
     def recorded(self, config: TrainConfig) -> RunRecord | None:
         """The run of `config`, if one was recorded and is usable."""
-        path = self.path(config)
-        if path.exists():
+        for path in self._candidates(config):
+            if not path.exists():
+                continue
             try:
                 record = RunRecord.load(path)
-                if record.config == config:
-                    return record
             except WattcapFileError:
-                pass  # a half-written or stale record: train again
+                continue  # a half-written or stale record: look further, else train again
+            if record.config == config:
+                if path != self.path(config):
+                    self.save(config, record)  # kept here too, under today's key
+                return record
         return None
 
     def save(self, config: TrainConfig, record: RunRecord) -> None:

@@ -1,0 +1,75 @@
+"""Jetson power modes: the modes nvpmodel defines in /etc/nvpmodel.conf and the active one."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from wattcap.devices.sysfs_read import read_text
+
+
+@dataclass(frozen=True)
+class PowerMode:
+    """One nvpmodel mode: id, name, the GPU frequency cap it sets (None: uncapped) and the GPU
+    TPC power-gating mask it sets (None: the mode leaves it alone): nvpmodel needs a reboot to
+    switch between modes whose masks differ."""
+
+    mode_id: int
+    name: str
+    gpu_max_hz: int | None
+    tpc_pg_mask: str | None = None
+
+
+def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], int | None]:
+    """The modes of ``/etc/nvpmodel.conf`` and the id of the active one (None if unknown)."""
+    root = Path(sysfs_root)
+    modes: dict[int, PowerMode] = {}
+    default_id: int | None = None
+    conf = root / "etc" / "nvpmodel.conf"
+    if conf.is_file():
+        current: tuple[int, str] | None = None
+        gpu_max_hz: int | None = None
+        tpc_mask: str | None = None
+
+        def close_block() -> None:
+            if current is not None:
+                modes[current[0]] = PowerMode(current[0], current[1], gpu_max_hz, tpc_mask)
+
+        for raw in conf.read_text(errors="replace").splitlines():
+            line = raw.split("#", 1)[0].strip()
+            block = re.fullmatch(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+)\s*>", line)
+            if block:
+                close_block()
+                current, gpu_max_hz = (int(block.group(1)), block.group(2)), None
+                tpc_mask = None
+                continue
+            default = re.fullmatch(r"<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>", line)
+            if default:
+                close_block()
+                current, default_id = None, int(default.group(1))
+                continue
+            if line.startswith("<"):
+                close_block()
+                current = None
+                continue
+            fields = line.split()
+            if current is not None and fields[:2] == ["TPC_POWER_GATING", "TPC_PG_MASK"] \
+                    and len(fields) >= 3:
+                tpc_mask = fields[2]
+                continue
+            if current is not None and fields[:2] == ["GPU", "MAX_FREQ"] and len(fields) >= 3:
+                try:
+                    value = int(fields[2])
+                except ValueError:
+                    continue  # a hand-edited line we cannot read: treat the mode as uncapped
+                # -1 (and 0) mean "no cap" in the stock configurations.
+                gpu_max_hz = value if value > 0 else None
+        close_block()
+    active_id = default_id
+    status = root / "var" / "lib" / "nvpmodel" / "status"
+    if status.is_file():
+        match = re.search(r"pmode:(\d+)", read_text(status))
+        if match:
+            active_id = int(match.group(1))
+    return modes, active_id

@@ -1,0 +1,164 @@
+"""Refreshing a stale profile: re-measure its feasible frontier (one point per batch size, more
+only where a point now breaks the cap), and say what changed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.schema import require_match
+from wattcap.devices.errors import DeviceOutOfMemoryError
+from wattcap.devices.signals import exit_cleanly_on_signals
+from wattcap.measure.profiling import Profiler, model_fingerprint_or_none
+
+if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
+    pass
+
+
+def refresh_row(
+    profiler: Profiler,
+    batch_size: int,
+    start_hz: int,
+    power_cap_w: float | None,
+    ceiling_hz: int | None = None,
+) -> list[ProfilePoint]:
+    """Re-measure one batch size's row from `start_hz` to find its highest feasible frequency
+    cheaply: when the start point is above the cap, step down until one is under it; when it
+    is under, step up while under, but never above `ceiling_hz` (default `start_hz`: only
+    frequencies the caller has reason to believe might be feasible are tried). Returns the
+    points measured, in measuring order. Without a cap every point is feasible, so only the
+    start point (and the ones up to the ceiling) are measured."""
+    frequencies = profiler.device.frequencies_hz()
+    index = frequencies.index(start_hz)
+    ceiling = start_hz if ceiling_hz is None else ceiling_hz
+
+    def feasible(point: ProfilePoint) -> bool:
+        return power_cap_w is None or point.peak_power_w <= power_cap_w
+
+    points = [profiler.measure(batch_size, start_hz)]
+    if feasible(points[-1]):
+        while index + 1 < len(frequencies) and frequencies[index + 1] <= ceiling:
+            index += 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if not feasible(points[-1]):
+                break
+    else:
+        while index > 0:
+            index -= 1
+            points.append(profiler.measure(batch_size, frequencies[index]))
+            if feasible(points[-1]):
+                break
+    return points
+
+
+class PointChange(BaseModel):
+    """A re-measured point next to the one the profile had (None: not measured before)."""
+
+    model_config = ConfigDict(extra="forbid")
+    old: ProfilePoint | None
+    new: ProfilePoint
+
+    @property
+    def time_change(self) -> float | None:
+        """Relative change of the time per sample (+0.25: 25 % slower)."""
+        if self.old is None:
+            return None
+        return self.new.seconds_per_sample / self.old.seconds_per_sample - 1.0
+
+    @property
+    def power_change(self) -> float | None:
+        """Relative change of the peak power."""
+        if self.old is None:
+            return None
+        return self.new.peak_power_w / self.old.peak_power_w - 1.0
+
+
+@dataclass
+class RefreshResult:
+    """A refreshed profile and what changed."""
+
+    previous: ProfileTable
+    table: ProfileTable
+    changes: list[PointChange]
+    power_cap_w: float | None
+    #: batch sizes whose frontier point could not be re-measured (out of memory, frequency
+    #: no longer offered by the device)
+    skipped: list[int] = field(default_factory=list)
+
+    def frontier_moved(self) -> dict[int, tuple[int, int]]:
+        """Batch sizes whose highest feasible frequency changed: b -> (old Hz, new Hz)."""
+        before = self.previous.frontier(self.power_cap_w)
+        after = self.table.frontier(self.power_cap_w)
+        return {
+            b: (before[b].knob_value, after[b].knob_value if b in after else 0)
+            for b in before
+            if b not in after or after[b].knob_value != before[b].knob_value
+        }
+
+
+def refresh_profile(
+    profiler: Profiler,
+    table: ProfileTable,
+    power_cap_w: float | None = None,
+    source: str = "profile",
+) -> RefreshResult:
+    """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
+    size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
+    cap the table was pruned for, else no cap: the highest measured frequency). A frontier
+    point that now breaks the cap is followed down its row until a frequency is under it
+    again. Returns the merged table (mode "refresh": the new points replace the old ones, and
+    the other points of a re-measured row are scaled by the change measured on it, marked
+    predicted: `ProfileTable.remeasured`) and the changes. The device's settings are restored
+    afterwards; `source` names the table in error messages.
+
+    Raises WattcapFileError when the table was made for another device, model or power mode.
+    """
+    device = profiler.device
+    table.check_matches(device=device.name, model=profiler.model, source=source,
+                        architecture_fingerprint=model_fingerprint_or_none(profiler.model))
+    mode = device.power_mode
+    if table.power_mode is not None and mode is not None:
+        require_match("the profile", "power mode", mode, table.power_mode, source)
+    cap = power_cap_w if power_cap_w is not None else table.power_cap_w
+    start_s = device.now_s()
+    changes: list[PointChange] = []
+    skipped: list[int] = []
+    measured: list[ProfilePoint] = []
+    frequencies = device.frequencies_hz()
+    with exit_cleanly_on_signals():
+        measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
+    merged = table.remeasured(measured).model_copy(update={
+        "mode": "refresh",
+        "power_cap_w": cap,
+        "points_measured": table.points_measured + len(measured),
+        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
+                         skipped=skipped)
+
+
+def _refresh_frontier(
+    profiler: Profiler, table: ProfileTable, cap: float | None, frequencies: list[int],
+    changes: list[PointChange], skipped: list[int],
+) -> list[ProfilePoint]:
+    measured: list[ProfilePoint] = []
+    try:
+        for b, old in sorted(table.frontier(cap).items(), reverse=True):
+            if old.knob_value not in frequencies:
+                skipped.append(b)
+                continue
+            try:
+                points = refresh_row(profiler, b, old.knob_value, cap)
+            except DeviceOutOfMemoryError:
+                skipped.append(b)
+                continue
+            measured += points
+            changes += [PointChange(old=table.lookup(b, p.knob_value), new=p) for p in points]
+    finally:
+        profiler.device.restore()
+    return measured
