@@ -13,9 +13,11 @@ refuse every write with EACCES/EROFS. That behaviour lives here, never in the ba
 
 Sources for the numbers: the Nano frequency list, power modes and rail names follow DESIGN.md
 §3-§4 and the stock nvpmodel_t210_jetson-nano.conf; the TX2 (NX) GPU list is the one reported on
-TX2-family boards (114.75 ... 1300.5 MHz). Marked "illustrative" below: TX2 NX mode names and the
-MAXQ cap, the Orin Nano frequency list and caps, bus addresses, hwmon numbers, rail readings and
-MemTotal values — plausible, not copied from a real board.
+TX2-family boards (114.75 ... 1300.5 MHz). The power monitors' rail labels, channels, i2c
+addresses and drivers follow the public sources each builder cites. Marked "illustrative" below:
+TX2 NX mode names and the MAXQ cap, the Orin Nano frequency list and caps, the hwmon numbers and
+bus numbers no source gives, rail readings and MemTotal values — plausible, not copied from a
+real board.
 """
 
 from __future__ import annotations
@@ -133,12 +135,14 @@ def add_gpu_devfreq(
 
 
 def add_ina3221_iio(
-    root: Path, bus_addr: str, rails: dict[str, tuple[int, int]], board: FakeBoard | None = None
+    root: Path, bus_addr: str, rails: dict[str, tuple[int, int]], board: FakeBoard | None = None,
+    iio_index: int = 0,
 ) -> Path:
-    """L4T 32 layout: ``/sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device0``."""
+    """L4T 32 layout: ``/sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device<N>`` (N counts
+    the monitors of the board: 0-0041 is iio:device1 on the TX2 and AGX Xavier)."""
     bus = bus_addr.split("-")[0]
     device = root / "sys" / "devices" / "platform" / f"i2c-{bus}" / bus_addr
-    iio = device / "iio:device0"
+    iio = device / f"iio:device{iio_index}"
     _put(iio / "name", "ina3221x")
     for channel, (name, (voltage_mv, current_ma)) in enumerate(rails.items()):
         _put(iio / f"rail_name_{channel}", name)
@@ -166,7 +170,9 @@ def add_ina3221_hwmon(
     """L4T 35+ layout: ``/sys/bus/i2c/drivers/ina3221/<bus-addr>/hwmon/hwmon<N>``.
 
     `channels` are (label, voltage_mv, current_ma) for in1..in3; in4..in6 hold shunt voltages
-    and in7 the "sum of shunt voltages" channel, as the upstream driver exposes them.
+    and in7 the "sum of shunt voltages" channel, as the upstream driver exposes them. A channel
+    labelled "NC" is disabled (``in<N>_enable`` 0) and its current reads nothing, as the driver
+    answers ENODATA for a disabled channel.
     """
     bus = bus_addr.split("-")[0]
     device = root / "sys" / "devices" / "platform" / "bus@0" / f"i2c-{bus}" / bus_addr
@@ -176,8 +182,9 @@ def add_ina3221_hwmon(
         _put(hwmon / "update_interval", update_interval_ms)
     for channel, (label, voltage_mv, current_ma) in enumerate(channels, start=1):
         _put(hwmon / f"in{channel}_label", label)
+        _put(hwmon / f"in{channel}_enable", 0 if label == "NC" else 1)
         _put(hwmon / f"in{channel}_input", voltage_mv)
-        _put(hwmon / f"curr{channel}_input", current_ma)
+        _put(hwmon / f"curr{channel}_input", "" if label == "NC" else current_ma)
         _put(hwmon / f"curr{channel}_crit", 32760)
         _put(hwmon / f"in{channel + 3}_input", current_ma * 5)  # shunt uV across 5 mOhm
         if board is not None and label != "NC":
@@ -288,7 +295,13 @@ def _nano_base(root: Path, model: str, mem_total_kb: int, mode_id: int) -> FakeB
 
 
 def make_nano_l4t32(root: Path, mode_id: int = 0) -> FakeBoard:
-    """Jetson Nano 4 GB on L4T 32: devfreq 57000000.gpu, INA3221 iio at 6-0040."""
+    """Jetson Nano 4 GB on L4T 32: devfreq 57000000.gpu, INA3221 iio at 6-0040
+    (iio:device0: POM_5V_IN, POM_5V_GPU, POM_5V_CPU; POM_5V_IN is the module input).
+
+    Source: energymon's jetson/JetsonPowerRails.md (github.com/energymon/energymon: 0x40,
+    names from the L4T device tree and real boards) and public Nano readers of
+    /sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0/in_power0_input as the total.
+    """
     board = _nano_base(root, "NVIDIA Jetson Nano Developer Kit", 4_059_712, mode_id)
     board.name = "jetson-nano"
     board.rails = {
@@ -308,7 +321,9 @@ def make_nano_2gb_no_sensor(root: Path) -> FakeBoard:
 
 
 def make_tx2nx_l4t32(root: Path) -> FakeBoard:
-    """Jetson TX2 NX on L4T 32: devfreq 17000000.gp10b, INA3221 iio at 7-0040."""
+    """Jetson TX2 NX on L4T 32: devfreq 17000000.gp10b, INA3221 iio at 7-0040 (VDD_IN,
+    VDD_CPU_GPU, VDD_SOC: energymon's jetson/JetsonPowerRails.md gives these rails at 0x40;
+    the bus number is illustrative)."""
     # Illustrative mode names and MAXQ cap (TX2-family naming); 854.25 MHz is not in the list,
     # so the kernel's cap lands on 828.75 MHz.
     modes = [(0, "MAXN", -1), (1, "MAXQ", 854_250_000)]
@@ -336,7 +351,9 @@ def make_tx2nx_l4t32(root: Path) -> FakeBoard:
 def make_orin_nano_l4t36(
     root: Path, hwmon_index: int = 3, input_rail: bool = True, mode_id: int = 0
 ) -> FakeBoard:
-    """Jetson Orin Nano on L4T 36: devfreq under bus@0, INA3221 hwmon at 1-0040.
+    """Jetson Orin Nano on L4T 36: devfreq under bus@0, INA3221 hwmon at 1-0040 (in1 VDD_IN,
+    in2 VDD_CPU_GPU_CV, in3 VDD_SOC, as the Jetson Linux developer guide's Orin Nano/NX power
+    monitor table lists them; the hwmon number is illustrative).
 
     `input_rail=False` relabels in1 "NC" (not connected), leaving no VDD_IN, so the backend
     must fall back to the sum of the other rails.
@@ -412,3 +429,135 @@ class FakeDevfreqKernel:
         else:
             self.writes.append((attribute, text))
             _put(path, text)
+
+
+# -- the power monitors of every family ---------------------------------------------------------
+# Each builder below lays out the monitors as the family's board does: rail labels per channel,
+# i2c addresses, the iio (L4T 32) or hwmon (L4T 35+) driver, hwmon numbering, disconnected
+# channels. The GPU part is only what discovery needs (readings, voltages and GPU lists are
+# not the point here and are illustrative where not said otherwise).
+
+
+def _gpu_only_board(root: Path, name: str, model: str, platform_device: str, of_node: str,
+                    of_name: str, available_hz: list[int]) -> FakeBoard:
+    write_board_files(root, model, 7_802_880)
+    node = add_gpu_devfreq(root, platform_device, of_node, of_name, available_hz,
+                           available_hz[-1], "nvhost_podgov")
+    return FakeBoard(root=root, devfreq=node, name=name, model=model, available_hz=available_hz,
+                     expected_hz=list(available_hz), power_mode=None)
+
+
+def make_tx2_l4t32(root: Path) -> FakeBoard:
+    """Jetson TX2 on L4T 32: module monitors at 0-0040 (VDD_SYS_GPU, VDD_SYS_SOC, VDD_4V0_WIFI)
+    and 0-0041 (VDD_IN, VDD_SYS_CPU, VDD_SYS_DDR), the carrier board's at 0-0042 (VDD_MUX,
+    VDD_5V0_IO_SYS, VDD_3V3_SYS), iio:device0..2.
+
+    Source: energymon (github.com/energymon/energymon, jetson/JetsonPowerRails.md, after the
+    L4T 32.6.1 developer guide and device trees); VDD_IN supplies the module, VDD_MUX the
+    carrier board, in parallel: the device power is VDD_IN alone.
+    """
+    board = _gpu_only_board(root, "jetson-tx2", "quill", "sys/devices/17000000.gp10b",
+                            "gp10b@17000000", "gp10b", TX2NX_FREQUENCIES_HZ)
+    module_a = {"VDD_SYS_GPU": (19_000, 100), "VDD_SYS_SOC": (19_000, 80),
+                "VDD_4V0_WIFI": (19_000, 10)}
+    module_b = {"VDD_IN": (19_000, 400), "VDD_SYS_CPU": (19_000, 60),
+                "VDD_SYS_DDR": (19_000, 50)}
+    carrier = {"VDD_MUX": (19_000, 300), "VDD_5V0_IO_SYS": (5_000, 200),
+               "VDD_3V3_SYS": (3_300, 100)}
+    for index, (addr, rails) in enumerate((("0-0040", module_a), ("0-0041", module_b),
+                                           ("0-0042", carrier))):
+        board.rails.update(rails)
+        add_ina3221_iio(root, addr, rails, board, iio_index=index)
+    return board
+
+
+def make_xavier_nx_l4t35(root: Path) -> FakeBoard:
+    """Jetson Xavier NX on L4T 35: one INA3221 at 7-0040, hwmon6: in1 VDD_IN, in2
+    VDD_CPU_GPU_CV, in3 VDD_SOC, in7 the sum of shunt voltages.
+
+    Source: Alumet's Jetson plugin (github.com/alumet-dev/alumet,
+    plugins/nvidia-jetson/README.md: the Xavier NX Developer Kit's monitor at
+    /sys/bus/i2c/drivers/ina3221/7-0040/hwmon/hwmon6) and energymon's
+    jetson/JetsonPowerRails.md (0x40: VDD_IN, VDD_CPU_GPU_CV, VDD_SOC).
+    """
+    board = _gpu_only_board(root, "jetson-xavier-nx", "NVIDIA Jetson Xavier NX Developer Kit",
+                            "sys/devices/17000000.gv11b", "gv11b@17000000", "gv11b",
+                            TX2NX_FREQUENCIES_HZ)
+    channels = [("VDD_IN", 5_000, 1_400), ("VDD_CPU_GPU_CV", 5_000, 500),
+                ("VDD_SOC", 5_000, 300)]
+    board.rails = {label: (mv, ma) for label, mv, ma in channels}
+    add_ina3221_hwmon(root, "7-0040", 6, channels, board)
+    return board
+
+
+def make_agx_xavier_l4t32(root: Path) -> FakeBoard:
+    """Jetson AGX Xavier on L4T 32: INA3221 iio at 1-0040 (iio:device0: GPU, CPU, SOC) and
+    1-0041 (iio:device1: CV, VDDRQ, SYS5V); no rail measures the module input.
+
+    Sources: energymon's jetson/JetsonPowerRails.md and jetson/README.md (default rails GPU,
+    CPU, SOC, CV, VDDRQ, SYS5V, summed); the Jetson AGX Xavier Series product design guide
+    §5.6.2 (top monitor 0x40 GPU/CPU/SOC, bottom 0x41 CV/VDDRQ/SYS_VIN_MV); a public power
+    loop (github.com/oscarferraz/ICASSP23) reading 1-0040/iio:device0 and 1-0041/iio:device1.
+    """
+    board = _gpu_only_board(root, "jetson-agx-xavier", "Jetson-AGX",
+                            "sys/devices/17000000.gv11b", "gv11b@17000000", "gv11b",
+                            TX2NX_FREQUENCIES_HZ)
+    top = {"GPU": (19_000, 300), "CPU": (19_000, 200), "SOC": (19_000, 100)}
+    bottom = {"CV": (19_000, 50), "VDDRQ": (19_000, 60), "SYS5V": (5_000, 400)}
+    board.rails = {**top, **bottom}
+    add_ina3221_iio(root, "1-0040", top, board, iio_index=0)
+    add_ina3221_iio(root, "1-0041", bottom, board, iio_index=1)
+    return board
+
+
+#: The AGX Orin under load, as one tegrastats line reads it (mW): VDD_GPU_SOC 3150mW
+#: VDD_CPU_CV 14312mW VIN_SYS_5V0 4968mW VDDQ_VDD2_1V8AO 1091mW (the split into volts and
+#: amperes below is illustrative; the products are these powers).
+AGX_ORIN_LOAD_MW = {"VDD_GPU_SOC": 3_150, "VDD_CPU_CV": 14_312, "VIN_SYS_5V0": 4_968,
+                    "VDDQ_VDD2_1V8AO": 1_091}
+
+
+def make_agx_orin_l4t36(root: Path) -> FakeBoard:
+    """Jetson AGX Orin on L4T 36: INA3221 hwmon at 1-0040 (hwmon1: in1 VDD_GPU_SOC, in2
+    VDD_CPU_CV, in3 VIN_SYS_5V0) and 1-0041 (hwmon2: in1 NC, in2 VDDQ_VDD2_1V8AO, in3 NC);
+    VIN_SYS_5V0 is the 5 V system rail, and no rail measures the module input.
+
+    Sources: the Jetson Linux developer guide (r36.4.3), "Jetson Orin Nano Series, Jetson
+    Orin NX Series and Jetson AGX Orin Series", software-based power consumption modeling:
+    the rails and that VDDQ_VDD2_1V8AO's power is included in VIN_SYS_5V0's (as quoted with
+    that link by public AGX Orin readers, whose paths are 1-0040/hwmon/hwmon1 and
+    1-0041/hwmon/hwmon2); the readings are the tegrastats line of `AGX_ORIN_LOAD_MW`.
+    """
+    board = _gpu_only_board(root, "jetson-agx-orin", "Jetson AGX Orin Developer Kit",
+                            "sys/devices/platform/bus@0/17000000.gpu", "bus@0/gpu@17000000",
+                            "gpu", ORIN_NANO_FREQUENCIES_HZ)
+    load = AGX_ORIN_LOAD_MW
+    first = [("VDD_GPU_SOC", 5_040, load["VDD_GPU_SOC"] * 1000 // 5_040),
+             ("VDD_CPU_CV", 7_156, load["VDD_CPU_CV"] * 1000 // 7_156),
+             ("VIN_SYS_5V0", 4_968, load["VIN_SYS_5V0"] * 1000 // 4_968)]
+    second = [("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 4_364, load["VDDQ_VDD2_1V8AO"] * 1000 // 4_364),
+              ("NC", 0, 0)]
+    board.rails = {label: (mv, ma) for label, mv, ma in first + second if label != "NC"}
+    add_ina3221_hwmon(root, "1-0040", 1, first, board)
+    add_ina3221_hwmon(root, "1-0041", 2, second, board)
+    return board
+
+
+def make_thor_l4t38(root: Path, vin_power_uw: int = 41_000_000) -> FakeBoard:
+    """Jetson AGX Thor on L4T 38: an INA238 on the module input (VIN) beside INA3221s that
+    measure rails inside it.
+
+    Source: NVIDIA's answer in the developer forum ("Question about power monitor with
+    additional load on Jetson Thor": the INA238 measures the total VIN power; the INA3221s
+    remain), pointing to the Jetson Thor page of the Jetson Linux developer guide. The INA238's
+    address, hwmon numbers and the INA3221 labels here are illustrative.
+    """
+    board = _gpu_only_board(root, "jetson-thor", "NVIDIA Jetson AGX Thor Developer Kit",
+                            "sys/devices/platform/bus@0/17000000.gb10b", "bus@0/gpu@17000000",
+                            "gb10b", ORIN_NANO_FREQUENCIES_HZ)
+    channels = [("VDD_GPU", 19_000, 800), ("VDD_CPU_SOC_MSS", 19_000, 600),
+                ("VIN_SYS_5V0", 5_000, 900)]
+    board.rails = {label: (mv, ma) for label, mv, ma in channels}
+    add_ina3221_hwmon(root, "1-0040", 1, channels, board)
+    add_ina238_hwmon(root, "2-0044", 3, power_uw=vin_power_uw, label="VIN")
+    return board

@@ -306,6 +306,9 @@ def test_training_on_a_jetson_puts_model_and_batches_on_cuda(
     assert spy.pinned == len(spy.tensors)
     assert record.steps == steps and record.device_time_s > 0
     assert record.frequency_hz == NANO_FREQUENCIES_HZ[5]
+    # the power rule and the rails it took stay with the run
+    assert "device: power sensor: input rail: POM_5V_IN (POM_5V_IN measures the module's " \
+        "input)" in record.events
 
 
 def test_training_on_an_nvml_gpu_puts_model_and_batches_on_its_cuda_device(

@@ -8,9 +8,11 @@ Everything is discovered under a sysfs root (``/`` on a real board, a temporary 
   on Xavier, ``ga10b`` on some Orin trees, ``gb10b`` on Thor);
 * power rails: INA3221 through the iio driver of L4T 32 (``ina3221x``, with a power file per
   rail) or the upstream hwmon driver of L4T 35+ (``ina3221``, voltage and current only:
-  P = V * I), and the INA238 of newer modules (hwmon ``power1_input``); rails that cannot be
-  read are left out with a note; the module's input rail under any of its names is the device
-  power (`choose_power_rails` says why it took what it took);
+  P = V * I), and the INA238 of newer modules (hwmon ``power1_input``); the device power
+  follows the rule of `wattcap.devices.jetson_rails`: the module's input rail (VDD_IN,
+  POM_5V_IN, Thor's INA238) where the board has one, else the sum of the module's rails (AGX
+  Xavier, AGX Orin); a rail that rule needs and cannot read stops power readings with an error
+  instead of a partial sum (`power_source` says what was taken and why);
 * the nvpmodel power mode (``/etc/nvpmodel.conf`` and ``/var/lib/nvpmodel/status``), the board
   model (``/proc/device-tree/model``) and the memory size (``/proc/meminfo``).
 
@@ -39,7 +41,8 @@ from wattcap.devices.errors import (
 )
 from wattcap.devices.jetson_nvpmodel import PowerMode, read_nvpmodel
 from wattcap.devices.jetson_rails import (
-    choose_power_rails,
+    PowerSource,
+    choose_power_source,
     find_ina3221_rails,
     readable_rails,
 )
@@ -214,9 +217,21 @@ class JetsonDevice(Device):
             )
             self._cap_hz = mode_cap_hz
 
-        self.rails, unreadable = readable_rails(find_ina3221_rails(self.sysfs_root))
+        found = find_ina3221_rails(self.sysfs_root)
+        self.rails, unreadable = readable_rails(found)
         self.notes += unreadable
-        self._power_rails, self._rail_name, self.rail_reason = choose_power_rails(self.rails)
+        self.power_source: PowerSource = choose_power_source(found, self.rails)
+        self.rail_reason = self.power_source.reason
+        self._power_rails = list(self.power_source.rails)
+        self._rail_name = self.power_source.name
+        # device events go into every run record: the rule and the rails stay with the run
+        self.events.append(f"power sensor: {self.power_source.describe()}")
+        if self.power_source.missing:
+            self.notes.append(
+                f"device power unreadable: {self.power_source.rule} {self._rail_name} needs "
+                f"{', '.join(self.power_source.missing)}, which cannot be read; power is not "
+                "reported rather than read low"
+            )
         self._period_s = self._find_sensor_period_s()
 
     # -- power modes ---------------------------------------------------------------------------
@@ -427,11 +442,20 @@ class JetsonDevice(Device):
 
     @property
     def sensor_rail(self) -> str:
-        """The input rail (POM_5V_IN / VDD_IN), ``sum(...)`` of all rails, or ``none``."""
+        """The input rail (VDD_IN / POM_5V_IN / the INA238), ``sum(...)`` of the module's
+        rails, or ``none``."""
         return self._rail_name
 
     def read_power_w(self) -> float:
-        """Device power now: the input rail, else the sum of the rails."""
+        """Device power now: the input rail, else the sum of the module's rails; an error,
+        never a partial sum, when a rail of the rule cannot be read."""
+        if self.power_source.missing:
+            raise SensorMissingError(
+                f"{self.name}: the device power is {self.power_source.describe()}; without "
+                "those rails it would read low and every cap would be exceeded",
+                hint="check the INA3221 drivers and channels (ls /sys/bus/i2c/drivers/ina3221*"
+                " and `wattcap devices --probe`); frequency control still works",
+            )
         if not self._power_rails:
             raise SensorMissingError(
                 f"{self.name} has no INA3221 power sensor (nothing under "
@@ -525,6 +549,7 @@ class JetsonDevice(Device):
         info.notes = [
             f"devfreq node {self.devfreq_path}",
             f"rails: {', '.join(r.name for r in self.rails) or 'none'}",
+            f"device power: {self.power_source.describe()}",
             *self.notes,
         ]
         return info

@@ -66,12 +66,13 @@ def _probe_jetson(root: Path, report: ProbeReport) -> None:
     else:
         report.found.append(f"power mode {mode} (nvpmodel)")
     report.missing += [note for note in device.notes if "unreadable" in note]
-    if device.rails:
+    source = device.power_source
+    if device.rails or source.rails:
         layouts = sorted({rail.layout for rail in device.rails})
         report.found.append(
             f"power monitor rails ({'/'.join(layouts)}): "
-            f"{', '.join(r.name for r in device.rails)}; device power = {device.sensor_rail} "
-            f"({device.rail_reason})"
+            f"{', '.join(r.name for r in device.rails) or 'none readable'}; device power = "
+            f"{source.name} by the rule '{source.rule}' ({source.reason})"
         )
     else:
         report.missing.append(

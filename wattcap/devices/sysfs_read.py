@@ -12,5 +12,8 @@ def read_text(path: Path) -> str:
 
 
 def read_int(path: Path) -> int:
-    """An attribute's first integer."""
-    return int(read_text(path).split()[0])
+    """An attribute's first integer; ValueError when it holds none (an empty read)."""
+    words = read_text(path).split()
+    if not words:
+        raise ValueError(f"{path} is empty")
+    return int(words[0])
