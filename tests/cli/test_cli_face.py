@@ -110,6 +110,49 @@ def test_seeds_help_is_each_commands_own() -> None:
     assert len({seeds_help(p) for p in ("estimate", "sensitivity", "fleet simulate")}) == 3
 
 
+def _names_a_command(help_text: str, command: str) -> bool:
+    """Whether a help names `command` as a command (not as a word of the sentence): `command`,
+    wattcap command, "command: ...", "when commanding", "with [--option or] command"."""
+    doing = {"profile": "profiling", "plan": "planning", "train": "training"}.get(command,
+                                                                                f"{command}ing")
+    name = rf"(?:{re.escape(command)}|{doing})"
+    return re.search(rf"(?:`|wattcap |\bwhen |\bwith (?:--[\w-]+ or )?){name}\b"
+                     rf"|\b{re.escape(command)}:", help_text, re.IGNORECASE) is not None
+
+
+def test_a_shared_options_help_names_none_of_the_commands_that_show_it() -> None:
+    """An option whose help is shown by several commands speaks to each of them: it names none
+    of them ("train: default --device's" read in `plan` is about another command)."""
+    shown_by: dict[tuple[str, str], set[str]] = {}
+    for path, command in _commands().items():
+        for param in command.params if path else ():
+            text = str(getattr(param, "help", None) or "")
+            shown_by.setdefault((str(param.name), text), set()).add(path.split()[0])
+    wrong = [f"--{name} in {sorted(commands)} names {other}: {text}"
+             for (name, text), commands in shown_by.items() if len(commands) > 1
+             for other in commands if _names_a_command(text, other)]
+    assert not wrong
+    assert _names_a_command("e.g. jetson-nano (train: default --device's).", "train")
+    assert _names_a_command("the emulated device's when profiling", "profile")
+    assert _names_a_command("with --server or pull, only a profile made in it", "pull")
+    assert not _names_a_command("change no setting, write no file, train nothing", "train")
+
+
+def test_the_device_name_and_power_mode_help_is_each_commands_own() -> None:
+    commands = _commands()
+
+    def help_of(path: str, name: str) -> str:
+        (param,) = [p for p in commands[path].params if p.name == name]
+        return str(getattr(param, "help", ""))
+
+    assert "default: --device's" in help_of("train", "device_name")
+    assert "--device" not in help_of("plan", "device_name")
+    assert "--device" not in help_of("pull profile", "device_name")
+    assert "measured" in help_of("profile", "power_mode")
+    assert "--server" in help_of("plan", "power_mode")
+    assert "--server" not in help_of("pull profile", "power_mode")  # pull always asks one
+
+
 def test_train_help_reads_in_panels(helps: dict[str, str]) -> None:
     text = helps["train"]
     for panel in ("Power cap and device", "Profile and efficiency", "Objective", "Training",
@@ -338,3 +381,104 @@ def test_newer_typers_types_read_as_click_writes_them(shown: str | None,
     from wattcap.cli.argument_help import _plain_type
 
     assert _plain_type(shown) == plain
+
+
+# -- one error printer: every error and note prints its text, brackets and all -------------------
+def test_a_single_caps_notes_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    from wattcap.cli.plan import make_plan, print_plan
+
+    result = make_plan(FLEET / "profile-jetson-nano.json", FLEET / "efficiency-proxy.json", 4.5)
+    result.notes.append("read as power.draw [W]")
+    result.unavailable["baseline-2"] = "needs pip install 'wattcap[fleet]'"
+    print_plan(result)
+    out = _flat(capsys.readouterr().out)
+    assert "note: read as power.draw [W]" in out
+    assert "baseline-2 not available: needs pip install 'wattcap[fleet]'" in out
+
+
+def test_restore_reports_a_failure_as_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import wattcap.devices.restore as restore
+    from wattcap.devices.restore import Restored
+
+    monkeypatch.setattr(restore, "restore_left_settings", lambda: [
+        Restored("nvml-0", {}, False, "cannot write [power limit]")])
+    result = invoke("restore")
+    assert result.exit_code == 1  # the device's state is not back: not a mistake of the user's
+    assert _flat(result.output).strip() == \
+        f"{ERROR_PREFIX} not restored nvml-0: cannot write [power limit]"
+
+
+def test_a_readout_prints_the_devices_error_as_text(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from wattcap.cli.profile import print_device_readout
+    from wattcap.devices import DeviceError, get_device
+
+    dev = get_device("emulated:jetson-nano")
+
+    def unreadable() -> float:
+        raise DeviceError("no reading [sensor busy]")
+
+    monkeypatch.setattr(dev, "read_power_w", unreadable)
+    monkeypatch.setattr(dev, "current_frequency_hz", unreadable)
+    print_device_readout(dev)
+    out = capsys.readouterr().out
+    assert "power unreadable: no reading [sensor busy]" in out
+    assert "current frequency unreadable: no reading [sensor busy]" in out
+
+
+# -- one cap parser: the command line, a Session and a schedule read a cap the same way ----------
+@pytest.mark.parametrize(("text", "watts"), [
+    ("0.25kW", 250.0), ("250 W", 250.0), ("4.5W", 4.5), ("500 mW", 0.5), ("500 mw", 0.5),
+    ("0.25 KW", 250.0), ("4.5", 4.5)])
+def test_a_cap_reads_the_same_on_the_command_line_in_a_session_and_in_a_schedule(
+    text: str, watts: float, tmp_path: Path
+) -> None:
+    from wattcap.devices.caps import ScheduleCap
+    from wattcap.runtime.cap_follower import resolve_cap_source
+
+    schedule = tmp_path / "caps.csv"
+    schedule.write_text(f"time_s,cap_w\n0,{text}\n")
+    session_source = resolve_cap_source(text)  # what Session(cap=text) follows
+    assert session_source is not None
+    assert parse_cap(text) == session_source.cap_w(0.0) == ScheduleCap.load(schedule).cap_w(0.0)
+    assert parse_cap(text) == pytest.approx(watts)
+
+
+@pytest.mark.parametrize("text", ["5MW", "5 Mw"])
+def test_megawatts_are_refused_everywhere(text: str) -> None:
+    from wattcap.devices.caps import CapSourceError, parse_cap_source
+
+    result = invoke("plan", *_plan_inputs(), "--power-cap", text)
+    assert result.exit_code == 2 and "megawatts; write mW" in _flat(result.output)
+    with pytest.raises(CapSourceError, match="megawatts"):
+        parse_cap_source(text)
+
+
+def test_zero_watts_is_no_cap_on_the_command_line_but_a_pause_in_a_schedule(
+    tmp_path: Path
+) -> None:
+    from wattcap.devices.caps import ScheduleCap
+
+    result = invoke("plan", *_plan_inputs(), "--power-cap", "0 W")
+    assert result.exit_code == 2 and "positive" in _flat(result.output)
+    schedule = tmp_path / "caps.csv"
+    schedule.write_text("time_s,cap_w\n0,5 W\n10,0 mW\n")
+    assert ScheduleCap.load(schedule).cap_w(12.0) == 0.0
+
+
+# -- plan: the table and the JSON agree on caps nothing runs under -------------------------------
+@pytest.mark.parametrize("as_json", [(), ("--json",)])
+def test_plan_exits_2_when_no_cap_is_feasible_in_both_forms(as_json: tuple[str, ...]) -> None:
+    result = invoke("plan", *_plan_inputs(), "--power-cap", "1,2", *as_json)
+    assert result.exit_code == 2, result.output
+    assert f"{ERROR_PREFIX} no configuration fits under any of the caps" in _flat(result.output)
+
+
+@pytest.mark.parametrize("as_json", [(), ("--json",)])
+def test_plan_with_one_feasible_cap_exits_0_in_both_forms(as_json: tuple[str, ...]) -> None:
+    result = invoke("plan", *_plan_inputs(), "--power-cap", "1,4.5", *as_json)
+    assert result.exit_code == 0, result.output
+    if as_json:
+        assert "infeasible" in json.loads(result.output)[0]
+    else:
+        assert re.search(r"│\s+1 W\s+│\s+—", result.output), result.output

@@ -28,10 +28,12 @@ def _commands() -> dict[str, Any]:
 
 
 #: flags that name a different thing in each command that has them (each its own file, device
-#: list, target, method, plot, seeds or --id), so each command defines its own
+#: list, target, method, plot, seeds or --id), or do a different thing in each (--device-name
+#: and --power-mode: what a profile is fetched, downloaded or measured for), so each command
+#: defines its own
 PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", "--id",
                "--quick", "--token", "--ray", "--power-cap", "--profile", "--plot", "--help",
-               "--seeds"}
+               "--seeds", "--device-name", "--power-mode"}
 #: flags with two meanings, each defined once: --proxy is the dataset r_b is estimated on, or a
 #: filter of stored vectors; --server is push/pull's required URL (env WATTCAP_SERVER), or the
 #: optional server plan/train/estimate fetch from; --model-id and --num-classes of `push`

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,50 @@ def test_a_stopped_estimate_names_the_command_that_resumes_it(tmp_path: Path) ->
     assert err.rstrip().endswith("wattcap estimate --model digits-cnn --proxy digits --seeds 1 "
                                  "--batch-sizes 16,32 --sample-budget 4096 --out eff.json")
     assert "Traceback" not in err
+
+
+def test_a_stopped_train_with_a_checkpoint_folder_says_how_to_go_on(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) once the first checkpoint is on disk: the run ends with 130, the
+    checkpoint is still there, and the last lines say so and give the command to run again."""
+    from wattcap.devices.emulated import EmulatedDevice
+    from wattcap.measure.profiling import Profiler
+
+    Profiler(EmulatedDevice("jetson-nano"), "digits-cnn").run(power_cap_w=None).save(
+        tmp_path / "profile.json")
+    env = {**os.environ, "WATTCAP_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
+    args = [str(WATTCAP), "train", "--profile", "profile.json", "--power-cap", "none",
+            "--model", "digits-cnn", "--data", "digits", "--target-accuracy", "0.999",
+            "--sample-budget", "100000", "--eval-every", "128", "--checkpoint-dir", "ckpt"]
+    job = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    checkpoint = tmp_path / "ckpt" / "checkpoint.safetensors"
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    job.send_signal(signal.SIGINT)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 128 + signal.SIGINT, (out, err)
+    assert checkpoint.exists()
+    said = " ".join(err.split())
+    assert "stopped: the checkpoint in ckpt (written at every evaluation) is kept. To go on, " \
+           "run the same command again:" in said, err
+    assert err.rstrip().endswith(" ".join(["wattcap", *args[1:]]))
+    assert "Traceback" not in err
+
+
+def test_pretrain_says_what_it_does_before_it_trains(tmp_path: Path) -> None:
+    """The first line pretrain prints is its progress (before the data loads), the last
+    what it wrote."""
+    from typer.testing import CliRunner
+
+    from wattcap.cli import app
+
+    out = tmp_path / "w.safetensors"
+    result = CliRunner().invoke(app, ["pretrain", "--model", "digits-cnn", "--data", "digits",
+                                      "--epochs", "1", "--out", str(out)],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[0].startswith("pre-training digits-cnn on digits (1 epoch(s)): 0 samples"), lines
+    assert lines[-1].startswith(f"wrote {out}"), lines
+    assert out.exists()

@@ -21,6 +21,10 @@ The tolerances, and why:
   a standard deviation 15 % of the numbers beside it (the spread of two seeds can double
   while their mean moves by little); a number printed rounded, one unit of its last digit
   more;
+- whole numbers are exact (batch sizes, seeds, clocks, budgets, counts of runs and
+  violations, a number of seeds in a sentence), except the counts that follow from where a
+  run stopped (``TRAINING_COUNTS``: steps, samples seen, sensor readings) and the numbers in
+  a fitted model's free-text notes (``RESULT_TEXT_KEYS``), which are results like any other;
 - a training curve may end one evaluation earlier or later (its target crossed at another
   evaluation); the evaluations both have are compared.
 """
@@ -38,13 +42,18 @@ METRIC_ABS = 0.02
 DERIVED_REL = 0.15
 #: file-name prefixes of outputs with no CPU training in them: compared exactly
 EXACT_FILES = ("profile-", "plan-", "demo-profile-")
-#: keys whose numbers are decisions or settings, never results of training: compared exactly
-EXACT_KEYS = {"batch_size", "batch_size_ref", "knob_value", "frequency_hz", "frequency_mhz",
-              "power_cap_w", "seed", "seeds", "schema_version", "eval_every_samples",
-              "sample_budget", "budget_per_seed", "evals_past_target", "cap_violations",
-              "frequency_steps", "runs_trained", "runs_reused", "observations", "censored",
+#: keys whose (non-integer) numbers are decisions or settings, never results of training:
+#: compared exactly, as every whole number is
+EXACT_KEYS = {"frequency_hz", "frequency_mhz", "max_hz", "min_hz", "power_cap_w",
               "target_accuracy", "proxy_target_accuracy", "high", "low", "lr_ref",
               "learning_rate", "weight_decay", "confidence", "budget_extension"}
+#: whole numbers that follow from where a run stopped (its target crossed one evaluation
+#: earlier or later): compared as results
+TRAINING_COUNTS = {"steps", "samples_seen", "training_samples", "readings"}
+#: free text whose numbers are all results (a fit's notes, the auto target's rule)
+RESULT_TEXT_KEYS = {"notes", "quality_reason", "target_accuracy_rule"}
+#: hexadecimal identities (fingerprints, keys): exact, never read as numbers
+_HEX = re.compile(r"\b[0-9a-f]{12,}\b")
 #: keys whose numbers are values of a training metric
 METRIC_KEYS = {"accuracy", "final_accuracy", "loss", "best_accuracy", "metric", "value"}
 #: lists that may differ in length by one evaluation
@@ -79,10 +88,9 @@ def _number_differs(want: float, got: float, key: str, scale: float = 0.0,
         allowed = METRIC_ABS
     elif key.endswith("std") and scale:
         allowed = DERIVED_REL * scale
-    elif key.endswith("_pct"):
-        allowed = 100 * 2 * DERIVED_REL
     else:
-        rel = 2 * DERIVED_REL if ("ratio" in key or key == "quotient") else DERIVED_REL
+        quotient = "ratio" in key or key == "quotient" or key.endswith("_pct")
+        rel = 2 * DERIVED_REL if quotient else DERIVED_REL
         allowed = rel * max(abs(want), abs(got))
     return abs(want - got) > allowed + printed_unit + 1e-12
 
@@ -104,10 +112,12 @@ def _json_differences(want: object, got: object, where: str, key: str = "",
             yield from _json_differences(w, g, f"{where}[{i}]", key)
     elif _is_number(want) and _is_number(got):
         assert isinstance(want, (int, float)) and isinstance(got, (int, float))
-        if _number_differs(float(want), float(got), key, scale):
+        whole = isinstance(want, int) and isinstance(got, int) and key not in TRAINING_COUNTS
+        if (want != got) if whole else _number_differs(float(want), float(got), key, scale):
             yield f"{where}: {want!r} recorded, {got!r} now"
     elif isinstance(want, str) and isinstance(got, str):
-        yield from _text_differences(want, got, where)
+        yield from _text_differences(want, got, where,
+                                     whole_numbers_exact=key not in RESULT_TEXT_KEYS)
     elif want != got:
         yield f"{where}: {want!r} recorded, {got!r} now"
 
@@ -128,15 +138,22 @@ def _csv_differences(want: str, got: str, where: str) -> Iterator[str]:
         for column in w:
             a, b = w[column], g[column]
             if _NUMBER.fullmatch(a or "") and _NUMBER.fullmatch(b or ""):
-                if _number_differs(float(a), float(b), column, printed_unit=_unit(a)):
+                whole = "." not in a + b and column not in TRAINING_COUNTS
+                if (a != b) if whole else _number_differs(float(a), float(b), column,
+                                                          printed_unit=_unit(a)):
                     yield f"{where} row {i} {column}: {a} recorded, {b} now"
             elif a != b:
                 yield f"{where} row {i} {column}: {a!r} recorded, {b!r} now"
 
 
-def _text_differences(want: str, got: str, where: str) -> Iterator[str]:
-    """Text with numbers in it (a report table): the words and the "(b, MHz)" choices exact,
+def _text_differences(want: str, got: str, where: str,
+                      whole_numbers_exact: bool = True) -> Iterator[str]:
+    """Text with numbers in it (a report table): the words, hexadecimal identities, the
+    "(b, MHz)" choices and (unless `whole_numbers_exact` is false) every whole number exact,
     the other numbers within the derived tolerance."""
+    if _HEX.findall(want) != _HEX.findall(got):
+        yield f"{where}: identities {_HEX.findall(want)} recorded, {_HEX.findall(got)} now"
+    want, got = _HEX.sub("<hex>", want), _HEX.sub("<hex>", got)
     if _CHOICE.findall(want) != _CHOICE.findall(got):
         yield f"{where}: choices {_CHOICE.findall(want)} recorded, {_CHOICE.findall(got)} now"
     if _NUMBER.sub("#", want) != _NUMBER.sub("#", got):
@@ -146,6 +163,10 @@ def _text_differences(want: str, got: str, where: str) -> Iterator[str]:
     numbers_got = _NUMBER.findall(got)
     for i, (m, b) in enumerate(zip(numbers_want, numbers_got, strict=False)):
         a = m.group()
+        if whole_numbers_exact and "." not in a + b:
+            if a != b:
+                yield f"{where}: {a} recorded, {b} now"
+            continue
         after = want[m.end():m.end() + 2]
         before = want[max(0, m.start() - 3):m.start()]
         if before == " ± " and i:  # a spread, against the mean before it

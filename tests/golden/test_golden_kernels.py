@@ -60,3 +60,18 @@ def test_a_changed_choice_fails_however_small() -> None:
 def test_decisions_are_compared_exactly() -> None:
     plan = (HERE / "expected" / "plan-jetson-nano-4.5.json").read_text()
     assert differences("plan-jetson-nano-4.5.json", plan, plan.replace("0.", "0.0", 1))
+
+
+def test_whole_numbers_and_identities_are_exact_wherever_they_stand() -> None:
+    efficiency = (HERE / "expected" / "demo-efficiency-digits-cnn-digits-rotated.json").read_text()
+    data = json.loads(efficiency)
+    data["reference_batch_size"] = data["reference_batch_size"] - 16  # 128 -> 112: 12.5 %
+    assert differences("demo-efficiency-x.json", efficiency, json.dumps(data))
+    fingerprint = json.loads(RECORDED)["architecture_fingerprint"]
+    changed = fingerprint[:-1] + ("0" if fingerprint[-1] != "0" else "1")
+    assert differences("demo-runs-x.json", RECORDED, _with(["architecture_fingerprint"], changed))
+    table = "| 4.5 W | 128, 921.6: 0.7 ± 0.0 s (1 of 3 seeds missed) |"
+    assert differences("t.md", table, table.replace("1 of 3", "2 of 3"))
+    # a count that follows from where the run stopped is a result
+    steps = json.loads(RECORDED)["steps"]
+    assert differences("demo-runs-x.json", RECORDED, _with(["steps"], steps + 32)) == []

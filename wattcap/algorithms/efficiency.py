@@ -107,11 +107,11 @@ def ratios_for_batch_sizes(
     vector: EfficiencyVector, batch_sizes: list[int], extrapolate: bool = False,
 ) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
     """r_b and samples-to-target for every batch size of a profile, also those the proxy did not
-    run (issue 28 item 6). Between the proxy's batch sizes: the large-batch relation, from the
-    fit when it is good (or from B_noise of a noise-scale vector), else r_b interpolated
-    linearly in log b between the two neighbouring measured batch sizes. Outside the measured
-    range: only with `extrapolate`, and only from a fitted relation; else None (never chosen).
-    The notes say which batch sizes were predicted and how."""
+    run, so that a profile's grid need not match the proxy's. Between the proxy's batch sizes:
+    the large-batch relation, from the fit when it is good (or from B_noise of a noise-scale
+    vector), else r_b interpolated linearly in log b between the two neighbouring measured batch
+    sizes. Outside the measured range: only with `extrapolate`, and only from a fitted relation;
+    else None (never chosen). The notes say which batch sizes were predicted and how."""
     measured = sorted(e.batch_size for e in vector.entries)
     ratios: dict[int, float | None] = {}
     samples: dict[int, float] = {}

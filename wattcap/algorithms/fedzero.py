@@ -1,7 +1,7 @@
-"""A FedZero-style client selection (issue 29's baseline; built from the description of FedZero,
-e-Energy 2024, not from its code): every round, choose which clients train from a forecast of
-the energy each has available over the round, with fairness, and run each chosen client at
-fixed settings (here: its largest batch at its safe clock, the uniform plan's).
+"""A FedZero-style client selection (a baseline for the fleet plan; built from the description
+of FedZero, e-Energy 2024, not from its code): every round, choose which clients train from a
+forecast of the energy each has available over the round, with fairness, and run each chosen
+client at fixed settings (here: its largest batch at its safe clock, the uniform plan's).
 
 Selection, per round: clients whose forecast energy over the round is too small for their
 share of the round's work are not eligible; the `fraction` of the fleet (at least one client)

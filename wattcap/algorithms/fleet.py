@@ -1,5 +1,5 @@
 """Plans for a fleet of power-capped devices training one model by synchronous federated
-averaging (issue 29, the planning part; the federation runs in wattcap.experiments.federation).
+averaging (the planning part; the federation runs in wattcap.experiments.federation).
 
 Each round trains S samples in total, shared among the clients: client i trains s_i samples at
 its batch size b_i and knob value k_i (one of its points feasible under its own cap), in

@@ -1,4 +1,4 @@
-"""What the selection minimises (issue 19), always under the cap (peak power ≤ cap):
+"""What the selection minimises, always under the cap (peak power ≤ cap):
 
 * `time` — the paper's objective: T(b, f) · r_b, the time to reach the target;
 * `energy` — average power · time to target;

@@ -6,8 +6,6 @@ modules) inside its function, so `wattcap --help` and the light commands start f
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -15,6 +13,7 @@ import typer
 
 from wattcap.cli.console import console, err_console
 from wattcap.cli.errors import print_error
+from wattcap.core.power_text import parse_power_w
 
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
@@ -45,29 +44,11 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-#: the units a power cap may carry, to watts ("MW" is left out: megawatt or milliwatt?)
-CAP_UNITS_W = {"W": 1.0, "w": 1.0, "kW": 1e3, "kw": 1e3, "KW": 1e3, "mW": 1e-3}
-#: a number, then maybe a unit ("4.5", "4.5W", "0.25 kW"); nan and inf to refuse them clearly
-_CAP_TEXT = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
-                       r"\s*([^\s\d.].*?)?\s*", re.IGNORECASE)
-
-
 def watts(value: str) -> float | None:
-    """A power as a person writes it, in watts: '4.5', '4.5W', '4.5 W', '250 W', '0.25kW',
-    '500 mW'; 'none' (or 'off', or nothing) is None. ValueError, saying what is wrong, on
-    anything else (a unit of something else, a power that is not positive and finite)."""
-    if value.strip().lower() in ("none", "off", ""):
-        return None
-    match = _CAP_TEXT.fullmatch(value)
-    if match is None:
-        raise ValueError("must be a power in watts (e.g. 4.5, 4.5W, 0.25kW) or 'none'")
-    number, unit = match.groups()
-    if unit is not None and unit not in CAP_UNITS_W:
-        raise ValueError(f"{unit!r} is not a unit of power (W, kW or mW)")
-    power_w = float(number) * CAP_UNITS_W[unit or "W"]
-    if not math.isfinite(power_w) or power_w <= 0:  # nan would compare false with every power
-        raise ValueError("must be a positive, finite power in watts or 'none'")
-    return power_w
+    """A power cap as a person writes it, in watts ('4.5', '4.5W', '250 W', '0.25kW',
+    '500 mW'; 'none', 'off' or nothing is None), read by the one parser every cap goes through
+    (`wattcap.core.power_text`). A cap of 0 W is refused here: 'none' says "no cap"."""
+    return parse_power_w(value, zero_ok=False)
 
 
 def parse_cap(value: str | None, option: str = "--power-cap") -> float | None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from wattcap.cli.common import console, err_console, say
+from wattcap.cli.common import console, say
+from wattcap.cli.errors import print_error
 
 
 def devices(
@@ -38,9 +40,9 @@ def devices(
         report = run_probe(sysfs_root=sysfs_root)
         console.print("[bold]Real hardware probe[/] (read only: nothing is changed)")
         for line in report.found:
-            console.print(f"  [green]found[/]   {line}")
+            console.print(f"  [green]found[/]   {escape(line)}", highlight=False)
         for line in report.missing:
-            console.print(f"  [yellow]missing[/] {line}")
+            console.print(f"  [yellow]missing[/] {escape(line)}", highlight=False)
         emulated = ", ".join("emulated:" + n for n in list_specs())
         if not report.found:
             console.print(
@@ -68,7 +70,6 @@ def restore() -> None:
             say(f"restored {result.key}: {result.settings} ({result.message})")
         else:
             failed += 1
-            err_console.print(f"[bold red]not restored[/] {result.key}: {result.message}",
-                              highlight=False)
+            print_error(f"not restored {result.key}: {result.message}")
     if failed:
         raise typer.Exit(1)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from rich.markup import escape
 
 from wattcap.cli.common import (
     check_ray_extra,
@@ -290,4 +291,4 @@ def print_efficiency(vector: EfficiencyVector) -> None:
 
     console.print(efficiency_table(vector))
     for note in vector.ratio_notes():
-        console.print(f"  [dim]{note}[/]")
+        console.print(f"  [dim]{escape(note)}[/]", highlight=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from wattcap.cli.common import executor_or_fail, fail, parse_cap
@@ -344,7 +345,8 @@ def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, whe
                 report.show, sweep.options, sweep.workers, where, sweep.shared_runs)
         except ValueError as err:
             if leave_out:
-                console.print(f"[yellow]proxy {proxy} left out:[/] {err}")
+                console.print(f"[yellow]proxy {escape(proxy)} left out:[/] {escape(str(err))}",
+                              highlight=False)
             else:
                 print_error(f"the proxy {proxy}: {err}")
             return None
@@ -500,8 +502,8 @@ def _target_vectors(sweep: _ProxySweep, target_list: list[str], target_accuracy:
             vector = efficiency_from_runs(runs_of, sweep.model, target, sweep.seeds,
                                           target_accuracy, model_shape, measured=True)
             if vector is None:
-                console.print(f"[yellow]target {target} left out:[/] no batch size reached "
-                              f"{target_accuracy:.0%} in every seed")
+                console.print(f"[yellow]target {escape(target)} left out:[/] no batch size "
+                              f"reached {target_accuracy:.0%} in every seed", highlight=False)
             else:
                 vectors[target] = vector
     return vectors

@@ -181,9 +181,15 @@ TokenOpt = Annotated[str | None, typer.Option(
     "--token", envvar=TOKEN_ENV, help=f"Bearer token: writes need it, and reads on a server "
     f"with private reads (better: env {TOKEN_ENV}, which other users cannot see in the process "
     "list).", rich_help_panel=SERVER)]
-DeviceNameOpt = Annotated[str | None, typer.Option(
-    help="The device model whose profile to fetch from the server, e.g. jetson-nano (train: "
-    "default --device's).", rich_help_panel=SERVER)]
+# the device model and the power mode: each command says what they do in it
+PlanDeviceNameOpt = Annotated[str | None, typer.Option(
+    "--device-name", help="With --server: the device model whose profile to fetch, e.g. "
+    "jetson-nano (needed unless --profile is given).", rich_help_panel=SERVER)]
+TrainDeviceNameOpt = Annotated[str | None, typer.Option(
+    "--device-name", help="With --server: the device model whose profile to fetch, e.g. "
+    "jetson-nano (default: --device's).", rich_help_panel=SERVER)]
+PullDeviceNameOpt = Annotated[str, typer.Option(
+    "--device-name", help="The device model whose profile to download, e.g. jetson-nano.")]
 ProfileKnobOpt = Annotated[str, typer.Option(
     "--knob", help="What to vary beside the batch size: gpu-clock (every locked clock), "
     "power-mode (every nvpmodel mode, at the clock it allows) or power-limit (the board's power "
@@ -205,9 +211,14 @@ CapOnOpt = Annotated[CapOn | None, typer.Option(
 RiskOpt = Annotated[float | None, typer.Option(
     help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
     "batch size whose r_b is poorly known) instead of its value.", rich_help_panel=PLAN_INPUTS)]
-PowerModeOpt = Annotated[str | None, typer.Option(
-    help="The nvpmodel power mode (e.g. MAXN): the emulated device's when profiling; with "
-    "--server or pull, only a profile made in it.", rich_help_panel=CAP_AND_DEVICE)]
+ProfilePowerModeOpt = Annotated[str | None, typer.Option(
+    "--power-mode", help="The nvpmodel power mode (e.g. MAXN) the emulated device runs in "
+    "while it is measured.", rich_help_panel=CAP_AND_DEVICE)]
+PlanPowerModeOpt = Annotated[str | None, typer.Option(
+    "--power-mode", help="With --server: only a profile made in this nvpmodel power mode "
+    "(e.g. MAXN).", rich_help_panel=SERVER)]
+PullPowerModeOpt = Annotated[str | None, typer.Option(
+    "--power-mode", help="Only a profile made in this nvpmodel power mode (e.g. MAXN).")]
 ProxyFilterOpt = Annotated[str | None, typer.Option(
     help="Only an efficiency vector estimated on this proxy dataset.", rich_help_panel=SERVER)]
 TargetFilterOpt = Annotated[float | None, typer.Option(

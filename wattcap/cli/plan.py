@@ -27,13 +27,13 @@ from wattcap.cli.options import (
     CapOnOpt,
     CostMaxPowerOpt,
     DeadlineOpt,
-    DeviceNameOpt,
     EfficiencyOpt,
     EtaOpt,
     MarginOpt,
     MaxEnergyOpt,
     ObjectiveOpt,
-    PowerModeOpt,
+    PlanDeviceNameOpt,
+    PlanPowerModeOpt,
     ProfileOpt,
     ProxyFilterOpt,
     RiskOpt,
@@ -189,15 +189,24 @@ def print_plan(result: Plan, title: str | None = None) -> None:
                       format_known(c.predicted_energy_j, ".0f"), speedup)
     console.print(table)
     for method, reason in result.unavailable.items():
-        console.print(f"  [dim]note: {method} not available: {reason}[/]")
+        console.print(f"  [dim]note: {method} not available: {escape(reason)}[/]",
+                      highlight=False)
     for note in result.notes:
-        console.print(f"  [dim]note: {note}[/]")
+        console.print(f"  [dim]note: {escape(note)}[/]", highlight=False)
 
 
 def infeasible_to_json(cap: float | None, reason: str) -> dict:
     """`plan --json` with several caps: the entry of a cap nothing runs under."""
     return {"kind": PLAN_JSON_KIND, "schema_version": PLAN_JSON_SCHEMA_VERSION,
             "method": "wattcap", "power_cap_w": cap, "infeasible": reason}
+
+
+def fail_if_none_feasible(plans: dict[float | None, Plan | str]) -> None:
+    """A clear exit (2) when nothing runs under any of the caps, saying why per cap: the
+    table and the JSON agree on it (with one cap feasible both exit 0 and mark the others)."""
+    if all(isinstance(result, str) for result in plans.values()):
+        fail("no configuration fits under any of the caps: "
+             + "; ".join(f"{_cap_text(cap)}: {why}" for cap, why in plans.items()))
 
 
 def _cap_text(cap: float | None) -> str:
@@ -210,9 +219,9 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
     from wattcap.core.plan import METHODS, format_known
 
     first = next((r for r in plans.values() if not isinstance(r, str)), None)
-    if first is None:  # nothing runs under any cap: say why, per cap
-        fail("no configuration fits under any of the caps: "
-             + "; ".join(f"{_cap_text(cap)}: {why}" for cap, why in plans.items()))
+    if first is None:
+        fail_if_none_feasible(plans)
+        return
     others = [m for m in METHODS if m != "wattcap"]
     objective = "" if first.objective.is_paper_time else \
         f", objective {first.objective.describe()}"
@@ -306,11 +315,11 @@ def plan_command(
         rich_help_panel=PLAN_INPUTS)] = False,
     risk: RiskOpt = None,
     server: ServerUrlOpt = None,
-    device_name: DeviceNameOpt = None,
+    device_name: PlanDeviceNameOpt = None,
     model: Annotated[str | None, typer.Option(
         help="With --server: the model to plan for (default: the local profile's).",
         rich_help_panel=SERVER)] = None,
-    power_mode: PowerModeOpt = None,
+    power_mode: PlanPowerModeOpt = None,
     proxy: ProxyFilterOpt = None,
     target_accuracy: TargetFilterOpt = None,
     token: TokenOpt = None,
@@ -339,6 +348,7 @@ def plan_command(
                            objective=goal, margin_sigmas=margin_sigmas,
                            cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
                            risk=risk)
+        fail_if_none_feasible(plans)
         if as_json:
             print(json.dumps([plan_to_json(r) if not isinstance(r, str)
                               else infeasible_to_json(cap, r) for cap, r in plans.items()],

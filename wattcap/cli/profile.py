@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from wattcap.cli.common import (
@@ -30,8 +31,8 @@ from wattcap.cli.options import (
     NumClassesOpt,
     PowerCapOpt,
     PowerLimitsOpt,
-    PowerModeOpt,
     ProfileKnobOpt,
+    ProfilePowerModeOpt,
     VocabSizeOpt,
 )
 from wattcap.cli.resume import resumable
@@ -67,12 +68,12 @@ def print_device_readout(dev: Device) -> None:
     try:
         console.print(f"  current frequency {dev.current_frequency_hz() / 1e6:.1f} MHz")
     except (DeviceError, OSError) as err:
-        console.print(f"  current frequency unreadable: {err}")
+        console.print(f"  current frequency unreadable: {escape(str(err))}", highlight=False)
     try:
         console.print(f"  power now {dev.read_power_w():.2f} W on {dev.sensor_rail}, a new "
                       f"reading every {dev.sensor_period_s * 1e3:.0f} ms")
     except DeviceError as err:
-        console.print(f"  [yellow]power unreadable:[/] {err}")
+        console.print(f"  [yellow]power unreadable:[/] {escape(str(err))}", highlight=False)
     console.print(f"  memory usable for training {dev.memory_bytes() / 2**30:.2f} GiB")
 
 
@@ -145,7 +146,7 @@ def profile(
         "with a fitted device model, measuring where the cap's frontier is uncertain.")] = False,
     max_points: Annotated[int | None, typer.Option(
         help="With --few-points: most points to measure (default 10 % of the grid).")] = None,
-    power_mode: PowerModeOpt = None,
+    power_mode: ProfilePowerModeOpt = None,
     knob: ProfileKnobOpt = "gpu-clock",
     power_limits: PowerLimitsOpt = None,
     batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
@@ -310,7 +311,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
     )
     clock_note = table.clock_not_held_note()
     if clock_note:
-        console.print(f"[yellow]warning:[/] {clock_note}")
+        console.print(f"[yellow]warning:[/] {escape(clock_note)}", highlight=False)
 
 
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,

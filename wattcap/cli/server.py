@@ -17,9 +17,9 @@ import typer
 
 from wattcap.cli.common import err_console, fail, load_or_fail, say
 from wattcap.cli.options import (
-    DeviceNameOpt,
-    PowerModeOpt,
     ProxyFilterOpt,
+    PullDeviceNameOpt,
+    PullPowerModeOpt,
     ServerOpt,
     TargetFilterOpt,
     TokenOpt,
@@ -421,15 +421,14 @@ def pull_efficiency(
 @pull_app.command("profile")
 def pull_profile(
     server: ServerOpt,
-    device_name: DeviceNameOpt,
+    device_name: PullDeviceNameOpt,
     model: str = typer.Option(..., help="Model name."),
     out: Path = typer.Option(..., help="The profile (JSON) to write."),
-    power_mode: PowerModeOpt = None,
+    power_mode: PullPowerModeOpt = None,
     profile_id: int | None = typer.Option(None, "--id", help="A specific stored profile."),
     token: TokenOpt = None,
 ) -> None:
     """Download the newest matching profile (validated)."""
-    assert device_name is not None  # required here (no default): typer asks for it
     client = connect(server, token)
     try:
         if profile_id is None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from wattcap.cli.common import (
     check_device_extra,
@@ -39,7 +40,6 @@ from wattcap.cli.options import (
     CostMaxPowerOpt,
     DataOpt,
     DeadlineOpt,
-    DeviceNameOpt,
     DeviceOpt,
     DriftOpt,
     DryRunOpt,
@@ -68,6 +68,7 @@ from wattcap.cli.options import (
     TargetEfficiencyOpt,
     TestFractionOpt,
     TokenOpt,
+    TrainDeviceNameOpt,
     VocabSizeOpt,
     WeightDecayOpt,
     WeightsOpt,
@@ -117,9 +118,12 @@ def pretrain(
     data_spec = check_data(data)
     options = data_options(spec, input_shape, subset_fraction, test_fraction)
     try:
-        meta = run_pretrain(spec.name, data_spec.text, out, epochs=epochs,
-                            batch_size=batch_size, lr=lr, seed=seed, data_options=options,
-                            num_workers=workers)
+        # the progress starts before the data loads: the first line comes at once
+        with progress(f"pre-training {spec.name} on {data} ({epochs} epoch(s))", None,
+                      "samples") as report:
+            meta = run_pretrain(spec.name, data_spec.text, out, epochs=epochs,
+                                batch_size=batch_size, lr=lr, seed=seed, data_options=options,
+                                num_workers=workers, progress=report.show)
     except (KeyError, ValueError, DatasetFormatError) as err:
         fail(f"--data: {str(err).strip(chr(39) + chr(34))}")
     console.print(f"wrote {out}: {model} pre-trained on {data}, test accuracy "
@@ -170,7 +174,7 @@ def train(
         rich_help_panel=CAP_AND_DEVICE)] = 0.1,
     drift: DriftOpt = None,
     server: ServerUrlOpt = None,
-    device_name: DeviceNameOpt = None,
+    device_name: TrainDeviceNameOpt = None,
     proxy: ProxyFilterOpt = None,
     model_id: ModelIdOpt = None,
     token: TokenOpt = None,
@@ -386,7 +390,9 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
                   test_split: AnyDataset, label: str, **session: Any) -> RunRecord:
     """Apply the choice's frequency (or have the Session apply its power limit or power mode)
     and train to the target; the device is restored however the run ends (signals
-    included)."""
+    included). With a checkpoint folder, a stopped run says how to go on (the device is
+    restored first: the hint is printed as the stop leaves the outermost block)."""
+    from wattcap.cli.resume import resumable
     from wattcap.core.schema import WattcapFileError
     from wattcap.devices import DeviceError
     from wattcap.runtime.watchdog import exit_cleanly_on_signals
@@ -402,7 +408,10 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
                 emulate_power_limit(dev)  # as it was profiled, on an emulated board
             dev.check_knob(kind, choice.knob_value)
             session["knob_value"] = choice.knob_value
-        with exit_cleanly_on_signals(), dev, progress(
+        checkpoint_dir = session.get("checkpoint_dir")
+        stops = resumable(f"the checkpoint in {checkpoint_dir} (written at every evaluation) "
+                          "is kept") if checkpoint_dir else exit_cleanly_on_signals()
+        with stops, dev, progress(
             f"training {label} (b={choice.batch_size}, target "
             f"{config.target_metric.value_text(config.target_accuracy)})",
             config.sample_budget, "samples",
@@ -451,7 +460,7 @@ def print_run(record: RunRecord, plot: Path | None = None) -> None:
         console.print(f"  [yellow]watchdog[/] t={step.time_s:.1f} s: {step.from_hz / 1e6:.1f} -> "
                       f"{step.to_hz / 1e6:.1f} MHz ({step.reason})")
     for event in record.events:
-        console.print(f"  [dim]{event}[/]")
+        console.print(f"  [dim]{escape(str(event))}[/]", highlight=False)
     if plot is not None:
         from wattcap.experiments.cap_run import plot_cap_run
 

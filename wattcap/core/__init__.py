@@ -7,7 +7,8 @@ record in `noise_scale`, the target's metric in `metric`), plans (`plan`), objec
 (`events`), cap timelines (`cap_history`);
 the file header every wattcap file carries (`schema`), defaults shared by the library and the
 CLI (`defaults`, `batches`), the cache folder (`cache`), the progress protocol of long jobs
-(`progress`), the error root `WattcapError` (`errors`) and the version (`version`).
+(`progress`), powers as people write them (`power_text`), the error root `WattcapError`
+(`errors`) and the version (`version`).
 
 Imports nothing else of wattcap, and no torch.
 """

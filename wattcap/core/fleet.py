@@ -1,4 +1,4 @@
-"""A fleet is a file (issue 29 item 1): the clients of a federated run, each with its device,
+"""A fleet is a file: the clients of a federated run, each with its device,
 its power cap, its data shard, its link and (optionally) its measured profile.
 
     kind: wattcap.fleet

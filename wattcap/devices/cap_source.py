@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattcap.core.errors import WattcapError
+from wattcap.core.power_text import parse_power_w
 
 
 class CapSourceError(WattcapError, ValueError):
@@ -45,19 +46,18 @@ def check_watts(value: object, where: str) -> float | None:
 
 
 def parse_watts_text(text: str, where: str) -> float | None:
-    """'5', '5.0', '5W' or 'none' (no cap)."""
-    cleaned = text.strip()
-    if cleaned.lower() in ("none", "null", "off"):
-        return None
-    if cleaned.lower().endswith("w"):
-        cleaned = cleaned[:-1].strip()
+    """A cap written as text ('5', '5W', '250 mW', '0.25kW', or 'none' for no cap), read as
+    the command line reads it (`wattcap.core.power_text`), except that 0 W is a cap here (a
+    cap below every configuration: training pauses) and an empty text is an error, not "no
+    cap" (an empty cell of a schedule is a mistake)."""
+    if not text.strip():
+        raise CapSourceError(f"{where}: expected watts (a number ≥ 0, e.g. 4.5) or 'none', "
+                             "got nothing")
     try:
-        value = float(cleaned)
-    except ValueError:
-        raise CapSourceError(
-            f"{where}: expected watts (a number ≥ 0, e.g. 4.5) or 'none', got {text.strip()!r}"
-        ) from None
-    return check_watts(value, where)
+        return parse_power_w(text, zero_ok=True)
+    except ValueError as err:
+        raise CapSourceError(f"{where}: {text.strip()!r} {err}" if str(err).startswith("must")
+                             else f"{where}: {err}, got {text.strip()!r}") from None
 
 
 class CapSource(ABC):

@@ -1,4 +1,4 @@
-"""Power caps that change during a run (issue 19): where the cap comes from at each moment.
+"""Power caps that change during a run: where the cap comes from at each moment.
 
 A `CapSource` answers one question, `cap_w(now_s)`: the power cap in watts at device time
 `now_s` (None: no cap). `now_s` is always the *device* clock (the emulator's virtual clock, a

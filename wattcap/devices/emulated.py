@@ -360,7 +360,7 @@ class EmulatedDevice(Device):
 
     def begin_measurement(self, key: str) -> None:
         """The sensor's noise from here on is drawn from (seed, key): the same point measured in
-        an exhaustive, a pruned or a few-point profile reads the same (issue 28 item 11)."""
+        an exhaustive, a pruned or a few-point profile reads the same, so their errors compare."""
         self._rng = random.Random(f"{self._seed}:{key}")
 
     def _advance(self, seconds: float, power_w: float) -> None:

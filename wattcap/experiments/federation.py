@@ -1,4 +1,4 @@
-"""The federation of a fleet (issue 29 items 3-6), whatever carries its messages.
+"""The federation of a fleet, whatever carries its messages.
 
 Every round the server reads each client's cap (its cap source at the fleet's elapsed time),
 re-plans the method's configuration under those caps (`plan_at_caps`: a client with nothing
@@ -44,7 +44,8 @@ from wattcap.core.schema import VersionedFile
 from wattcap.devices.caps import CapSource
 from wattcap.experiments.fleet import FleetError, FleetSetup, load_fleet, plan_at_caps
 
-#: the methods a federation runs (issue 29 item 2)
+#: the methods a federation runs (`wattcap fleet simulate --method`): equal shares at fixed
+#: settings, each client's own plan, FedZero-style selection, and the joint fleet plan
 FEDERATION_METHODS = ("uniform", "own", "fedzero", "fleet")
 #: test-split share of the fleet's dataset (the global model's accuracy is read on it)
 TEST_FRACTION = 0.2
@@ -132,7 +133,7 @@ class RoundRecord(BaseModel):
 
 
 class FleetRun(VersionedFile):
-    """A federation's record: every round of every client (issue 29 item 6's report)."""
+    """A federation's record: every round of every client, what the fleet report reads."""
 
     FILE_KIND = "wattcap.fleet-run"
     SCHEMA_VERSION = 1

@@ -1,4 +1,4 @@
-"""A fleet file checked and planned (issue 29: the fleet file and the plans; the federation is
+"""A fleet file checked and planned (the federation that runs the plans is
 `wattcap.experiments.federation`).
 
 `check_fleet` refuses what cannot work, one line per problem naming the client (an unknown

@@ -1,4 +1,4 @@
-"""What a federation did (issue 29 item 6): time and energy to the target per method over
+"""What a federation did: time and energy to the target per method over
 seeds (mean ± std), each client's share of the energy, and a per-client timeline plot."""
 
 from __future__ import annotations

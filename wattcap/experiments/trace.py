@@ -1,4 +1,4 @@
-"""Replaying a measured device (issue 28 item 8): `wattcap compare --device trace:FILE`.
+"""Replaying a measured device: `wattcap compare --device trace:FILE`.
 
 A trace is what someone measured: a profile table and the runs of each batch size on a proxy
 and on target data, in the CSV layouts of `wattcap import` (wattcap.measure.imported_tables),

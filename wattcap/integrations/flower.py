@@ -1,4 +1,4 @@
-"""The fleet's federation on Flower (issue 29 item 3; `pip install 'wattcap[fleet]'`).
+"""The fleet's federation on Flower (`pip install 'wattcap[fleet]'`).
 
 `client_app()` is a Flower ClientApp: a SuperNode started with `--node-config
 "partition-id=I"` is the fleet file's client I; it answers the server's query with that id and

@@ -45,7 +45,8 @@ from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.errors import DeviceOutOfMemoryError
 
-#: share of the grid measured at most by default (the goal of issue 20)
+#: share of the grid measured at most by default (a few-point profile is meant to cost at most a
+#: tenth of the exhaustive one)
 DEFAULT_BUDGET_SHARE = 0.10
 #: a frontier decision is settled when the cap is this many standard deviations away
 DEFAULT_Z = 2.0

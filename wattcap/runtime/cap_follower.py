@@ -1,4 +1,4 @@
-"""Following a cap that moves during a run (issue 19): the runtime side of `wattcap.devices.caps`.
+"""Following a cap that moves during a run: the runtime side of `wattcap.devices.caps`.
 
 `CapFollower` is a sensor-tick callback of the Session. Once per sensor period, on the device
 clock, it tells the cap source the energy drawn (a battery drains by it) and reads the cap.

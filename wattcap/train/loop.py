@@ -361,13 +361,15 @@ def pretrain(
     seed: int = 0,
     data_options: dict | None = None,
     num_workers: int = 0,
+    progress: Callable[[SessionStatus], None] | None = None,
 ) -> dict[str, str]:
     """Train a model from scratch on a data set for `epochs` and save safetensors weights;
     returns the metadata written (model, input shape, dataset, test accuracy). `dataset` is a
     data spec (a bundled name, ``cifar100:PATH``...; `data_options` go to
     :func:`wattcap.data.load_splits`). It runs through a device-less Session (on CUDA when
     torch has it), like every training loop, and draws batches through a DataLoader with
-    `num_workers` workers, so a large uint8 data set is never held as float32."""
+    `num_workers` workers, so a large uint8 data set is never held as float32. `progress`
+    gets the Session's status (samples of the budget) as it trains."""
     from wattcap.data import load_splits
     from wattcap.models.weights import save_weights
 
@@ -381,7 +383,7 @@ def pretrain(
                       planning=PlanSettings(batch_size=batch_size, lr_ref=lr,
                                             batch_size_ref=batch_size, method="pretrain"),
                       goal=Goal(sample_budget=steps * batch_size),
-                      reporting=Reporting(dataset=dataset))
+                      reporting=Reporting(progress=progress, dataset=dataset))
     torch.manual_seed(seed)
     net = spec.build(num_classes=train.num_classes)
     with session:
