@@ -42,7 +42,7 @@ checks: lint-imports typecheck deadcode docs
 # is timed on (the goal: 6 minutes from a fresh clone; docs/results.md has the measured time); a
 # test file stays in one process (its module fixtures are built once). `make test PYTEST_WORKERS=0` runs them in this process, `=auto` one per core.
 PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: checks
 	$(PY) -m pytest $(PYTEST_PARALLEL)

@@ -12,6 +12,7 @@ _.training_step, _.validation_step, _.configure_optimizers  # a test's Lightning
 _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_evaluate, _.on_train_end  # HF
 _.should_training_stop  # Hugging Face's TrainerControl reads it
 identify  # Flower's ClientApp calls it (@app.query(): the node's partition id)
+pytest_collection_modifyitems  # pytest calls it (tests/conftest.py: the longest test files first)
 _.persistent_load  # pickle.Unpickler calls it (the safe CIFAR/STL reader refuses it)
 _.row_factory  # sqlite3.Connection reads it
 _.writeable  # numpy's array flags: read-only shared arrays

@@ -9,7 +9,7 @@ Runs anywhere on the emulated Jetson Nano (about a minute on 2 CPU cores):
 
     python examples/train_your_own_model.py [--device jetson] [--power-cap 2.7]
 
-On a Jetson, run it as root (or with the udev rule from the README) with `--device jetson`.
+On a Jetson, run it as root (or with the udev rule of docs/hardware.md) with `--device jetson`.
 """
 
 from __future__ import annotations

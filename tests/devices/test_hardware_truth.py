@@ -22,7 +22,7 @@ from wattcap.core.run import TrainConfig
 from wattcap.data import get_dataset
 from wattcap.devices.base import PowerReading
 from wattcap.devices.errors import WatchError
-from wattcap.devices.nvml import NvmlDevice
+from wattcap.devices.nvml import INSTANT_FAILURES_BEFORE_AVERAGE, NvmlDevice
 from wattcap.train.loop import train_to_accuracy
 
 MHZ = 1_000_000
@@ -169,7 +169,8 @@ def test_the_sensor_falls_back_to_the_average_and_says_so(monkeypatch: pytest.Mo
     device = NvmlDevice(0, pynvml_module=FakeNvml([gpu]))
     assert (device.sensor_period_s, device.sensor_rail) == (0.1, "board-instant")
     gpu.has_instant_power = False  # the field stops answering mid-run
-    assert device.read_power_w() == pytest.approx(gpu.idle_draw_mw / 1e3)
+    for _ in range(INSTANT_FAILURES_BEFORE_AVERAGE):  # a run of misses, not one
+        assert device.read_power_w() == pytest.approx(gpu.idle_draw_mw / 1e3)
     assert (device.sensor_period_s, device.sensor_rail) == (1.0, "board-average")
     assert len(device.sensor_changes) == 1 and "1 s average" in device.sensor_changes[0]
     device.close()
@@ -221,6 +222,23 @@ def test_the_power_limit_backstops_a_constant_cap_and_is_put_back(
     assert gpu.power_limit_history == [200_000, 700_000]
     assert any("hardware backstop: power limit 200 W for the cap 150 W (clamped" in e
                for e in record.events)
+
+
+def test_a_dry_run_records_the_backstop_it_would_set_not_one_it_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gpus = [FakeGpu(pci_bus_id=b"00000000:3B:00.0")]
+    nvml = FakeNvml(gpus)
+    FakeCuda({0: gpus[0]}).install(monkeypatch)
+    TorchDeviceSpy(monkeypatch)
+    device = NvmlDevice(0, dry_run=True, pynvml_module=nvml)
+    config, train, test = small_run()
+    with device:
+        record = train_to_accuracy(config, train, test, device=device, power_cap_w=300.0)
+    assert nvml.setter_calls == []
+    assert not any(e.startswith("hardware backstop: power limit") for e in record.events)
+    assert any("hardware backstop (dry run): a real run would set the power limit to 300 W "
+               "for the cap 300 W; nothing was set" in e for e in record.events)
 
 
 def test_without_permission_the_backstop_is_off_and_the_run_goes_on(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,14 +14,17 @@ import pytest
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from wattcap.devices.errors import (
     DeviceError,
+    DeviceLostError,
     DeviceNotFoundError,
     DeviceOutOfMemoryError,
     DevicePermissionError,
     FrequencyNotFollowedError,
 )
+from wattcap.devices.found_state import state_files
 from wattcap.devices.nvml import (
     AVERAGE_PERIOD_S,
     CONTEXT_RESERVED_BYTES,
+    INSTANT_FAILURES_BEFORE_AVERAGE,
     INSTANT_PERIOD_S,
     NvmlDevice,
     clock_reason_names,
@@ -318,3 +322,113 @@ def test_the_power_limit_range_is_read_from_the_board() -> None:
     unsupported, _ = open_device(FakeGpu(fail={
         "nvmlDeviceGetPowerManagementLimitConstraints": (0, pynvml.NVML_ERROR_NOT_SUPPORTED)}))
     assert unsupported.power_limit_range_w() is None
+
+
+# -- what real boards do -----------------------------------------------------------------------
+
+
+def test_a_transient_instant_power_error_keeps_the_instant_sensor() -> None:
+    """A busy driver answers the instant field with an error now and then: that reading falls
+    back to the average, the next asks the instant field again; only a run of failures makes
+    the average the sensor, and the record says so."""
+    clock = ManualClock()
+    gpu = FakeGpu(busy_draw_mw=300_000, idle_draw_mw=100_000, clock=clock, busy=True,
+                  instant_field_errors=[pynvml.NVML_ERROR_UNKNOWN])
+    device, _ = open_device(gpu)
+    clock.now_s += 1.5  # a full averaging window of work
+    assert device.read_power_w() == pytest.approx(300.0)  # this one from the average
+    assert (device.sensor_period_s, device.sensor_rail) == (INSTANT_PERIOD_S, "board-instant")
+    gpu.busy = False
+    clock.now_s += 0.05
+    assert device.read_power_w() == pytest.approx(100.0)  # the instant field again, not lagging
+    assert device.sensor_changes == []
+    # errors that do not stop: the sensor becomes the average after a run of them, for good
+    gpu.instant_field_errors = [pynvml.NVML_ERROR_UNKNOWN] * INSTANT_FAILURES_BEFORE_AVERAGE
+    for _ in range(INSTANT_FAILURES_BEFORE_AVERAGE - 1):
+        device.read_power_w()
+        assert device.sensor_rail == "board-instant"
+    device.read_power_w()
+    assert (device.sensor_period_s, device.sensor_rail) == (AVERAGE_PERIOD_S, "board-average")
+    (change,) = device.sensor_changes
+    assert f"{INSTANT_FAILURES_BEFORE_AVERAGE} readings in a row" in change
+    assert "1 s average" in change
+
+
+def test_a_change_is_refused_when_the_power_limit_cannot_be_recorded() -> None:
+    """The state file written before the first change must hold the power limit, or a restore
+    after a kill could not put it back: no limit read, no change."""
+    gpu = FakeGpu(fail={"nvmlDeviceGetPowerManagementLimit": (0, pynvml.NVML_ERROR_UNKNOWN)})
+    device, nvml = open_device(gpu)
+    with pytest.raises(DeviceError, match="cannot read the power limit") as raised:
+        device.set_frequency_hz(1500 * MHZ)
+    assert "fix:" in str(raised.value)
+    with pytest.raises(DeviceError, match="cannot read the power limit"):
+        device.set_power_limit_w(300.0)
+    assert nvml.setter_calls == [] and state_files() == []
+    device.close()
+    # a board without a power limit (NOT_SUPPORTED) has none to lose: its clock may be locked
+    no_limit = FakeGpu(fail={"nvmlDeviceGetPowerManagementLimit":
+                             (0, pynvml.NVML_ERROR_NOT_SUPPORTED)})
+    device, _ = open_device(no_limit)
+    device.set_frequency_hz(1500 * MHZ)
+    (state,) = state_files()
+    assert json.loads(state.read_text())["settings"]["power_limit_mw"] is None
+    device.close()
+    assert state_files() == []
+
+
+@pytest.mark.parametrize(("step", "code", "error", "words"), [
+    ("nvmlInit", pynvml.NVML_ERROR_DRIVER_NOT_LOADED, DeviceNotFoundError, "modprobe nvidia"),
+    ("nvmlInit", pynvml.NVML_ERROR_NO_PERMISSION, DevicePermissionError, "/dev/nvidia"),
+    ("nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_NO_PERMISSION, DevicePermissionError,
+     "/dev/nvidia"),
+    ("nvmlDeviceGetHandleByIndex", pynvml.NVML_ERROR_GPU_IS_LOST, DeviceLostError, "dmesg"),
+    ("nvmlDeviceGetName", 123_456, DeviceError, "nvidia-smi"),
+    ("nvmlDeviceGetSupportedGraphicsClocks", pynvml.NVML_ERROR_NO_PERMISSION,
+     DevicePermissionError, "/dev/nvidia"),
+])
+def test_opening_a_gpu_turns_every_nvml_error_into_one_with_the_fix(
+    step: str, code: int, error: type[DeviceError], words: str,
+) -> None:
+    nvml = FakeNvml([FakeGpu()])
+    real_call = getattr(nvml, step)
+
+    def failing(*args: object) -> object:
+        if step != "nvmlInit":
+            real_call(*args)  # bookkeeping (the call list, the init count)
+        raise pynvml.NVMLError(code)
+
+    setattr(nvml, step, failing)
+    with pytest.raises(error) as raised:
+        NvmlDevice(0, pynvml_module=nvml)
+    assert type(raised.value) is error and "fix:" in str(raised.value)
+    assert words in str(raised.value) and "index 0" in str(raised.value)
+    assert isinstance(raised.value.__cause__, pynvml.NVMLError)
+    assert nvml.init_count == 0  # NVML released whatever failed
+
+
+def test_the_fake_board_draws_less_at_a_lower_lock_and_never_above_its_limit() -> None:
+    """The setters are tested for their effect: a lower locked clock lowers the measured
+    power, a power limit caps it."""
+    clock = ManualClock()
+    gpu = FakeGpu(busy_draw_mw=650_000, idle_draw_mw=100_000, clock=clock, busy=True,
+                  power_limit_constraints_mw=(200_000, 700_000))
+    device, _ = open_device(gpu)
+    clock.now_s += 0.05
+    unlocked_w = device.read_power_w()
+    assert unlocked_w == pytest.approx(650.0)  # boost clock
+    device.set_frequency_hz(990 * MHZ)  # half the 1980 MHz boost clock
+    clock.now_s += 0.05
+    locked_w = device.read_power_w()
+    assert locked_w < unlocked_w
+    assert locked_w == pytest.approx(100.0 + 550.0 * 0.5**2)
+    device.restore()
+    clock.now_s += 0.05
+    assert device.read_power_w() == pytest.approx(650.0)  # the lock is gone: boost again
+    assert device.set_power_limit_w(300.0) == 300.0
+    clock.now_s += 1.5  # a full window under the limit
+    assert device.read_power_w() <= 300.0
+    assert gpu.average_reading_mw() <= 300_000  # the limit holds the average too
+    device.close()
+    clock.now_s += 0.05
+    assert gpu.instant_reading_mw() == 650_000  # the limit found is back

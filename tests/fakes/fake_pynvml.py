@@ -7,7 +7,8 @@ the functions that would call libnvidia-ml are replaced, driven by a scriptable 
 Like the real library, every call before nvmlInit() fails with NVMLError_Uninitialized.
 
 Power is not a scripted reading but a draw over time, sampled as the driver samples it: the GPU
-draws `busy_draw_mw` while work runs (see the fake torch.cuda) and `idle_draw_mw` otherwise; the
+draws `busy_draw_mw` while work runs at the boost clock (see the fake torch.cuda), less at a
+lower locked clock, never more than the enforced power limit, and `idle_draw_mw` otherwise; the
 instant field reports the draw as of its last refresh (every INSTANT_REFRESH_S), the averaged
 reading the mean draw over the last AVERAGE_WINDOW_S as of its last refresh (so it lags a change
 by up to a second), and the energy counter integrates the draw over time. The time is
@@ -37,6 +38,11 @@ AVERAGE_WINDOW_S = 1.0
 AVERAGE_REFRESH_S = 0.1
 
 
+#: FakeGpu fields the draw depends on: a change starts a new piece of the draw's trace
+_DRAW_INPUTS = ("busy", "busy_draw_mw", "idle_draw_mw", "clock_mhz", "locked_mhz",
+                "power_limit_mw")
+
+
 @dataclass
 class FakeGpu:
     """What one fake GPU reports and how it reacts to clock locks."""
@@ -53,6 +59,9 @@ class FakeGpu:
     idle_draw_mw: int = 61_000
     #: NVML_FI_DEV_POWER_INSTANT answers; False: the field reports NOT_SUPPORTED
     has_instant_power: bool = True
+    #: per-field errors: the next reads of the instant field report these NVML return codes
+    #: inside the struct (one per read, first first), as a busy driver does now and then
+    instant_field_errors: list[int] = field(default_factory=list)
     #: nvmlDeviceGetTotalEnergyConsumption answers (False: NotSupported, pre-Volta); the
     #: counter starts at energy_at_start_mj and integrates the draw
     has_energy_counter: bool = True
@@ -95,12 +104,28 @@ class FakeGpu:
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
-        if name in ("busy", "busy_draw_mw", "idle_draw_mw") and "trace" in self.__dict__:
+        if name in _DRAW_INPUTS and "trace" in self.__dict__:
             self.trace.append((self.clock(), float(self.draw_now_mw())))
 
+    def max_clock_mhz(self) -> int:
+        """The highest graphics clock (at the highest memory clock): where work runs unlocked."""
+        return max(self.graphics_clocks_mhz.get(max(self.memory_clocks_mhz), [self.clock_mhz]))
+
+    def work_clock_mhz(self) -> int:
+        """The clock work runs at: the locked one (or what a limiter leaves of it), else the
+        boost clock."""
+        return self.clock_mhz if self.locked_mhz is not None else self.max_clock_mhz()
+
     def draw_now_mw(self) -> int:
-        """What the board draws at this instant."""
-        return self.busy_draw_mw if self.busy else self.idle_draw_mw
+        """What the board draws at this instant. Under work the draw above idle scales with
+        the square of the clock (dynamic power is f x V^2 and the voltage rises with f: a
+        square is the mild end), `busy_draw_mw` at the boost clock; the driver holds the draw
+        at the enforced power limit (it would lower the clock to do so)."""
+        if not self.busy:
+            return self.idle_draw_mw
+        share = (self.work_clock_mhz() / self.max_clock_mhz()) ** 2
+        draw = round(self.idle_draw_mw + (self.busy_draw_mw - self.idle_draw_mw) * share)
+        return min(draw, self.power_limit_mw)
 
     def draw_at_mw(self, t_s: float) -> float:
         """The draw at time `t_s` (the first draw before the trace starts)."""
@@ -265,7 +290,9 @@ class FakeNvml(ModuleType):
         values = (real.c_nvmlFieldValue_t * len(field_ids))()
         for value, field_id in zip(values, field_ids, strict=True):
             value.fieldId = field_id
-            if field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.has_instant_power:
+            if field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.instant_field_errors:
+                value.nvmlReturn = gpu.instant_field_errors.pop(0)
+            elif field_id == real.NVML_FI_DEV_POWER_INSTANT and gpu.has_instant_power:
                 value.nvmlReturn = real.NVML_SUCCESS
                 value.valueType = real.NVML_VALUE_TYPE_UNSIGNED_INT
                 value.value.uiVal = gpu.instant_reading_mw()

@@ -34,7 +34,7 @@ def test_cli_outputs_equal_the_goldens(tmp_path: Path) -> None:
 
 
 def _the_demo_shows_its_comparison(work: Path) -> None:
-    """`wattcap demo --quick`: its summary, heatmaps and profiles, and the README's table with
+    """`wattcap demo --quick`: its summary, heatmaps and profiles, and the results page's table with
     one row per cap, wattcap's choice as the comparison recorded it."""
     from wattcap.core.profile import ProfileTable
     from wattcap.experiments.compare import Comparison

@@ -110,6 +110,8 @@ class Device(ABC):
         #: divides that time into steps: the drift monitor's time per sample)
         self.accounted_steps = 0
         self._claim: DeviceClaim | None = None
+        #: open `claimed()` blocks: while any is, `restore()` keeps the lock and state file
+        self._claim_holds = 0
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -342,9 +344,24 @@ class Device(ABC):
         with self.clock_lock:
             self._restore_settings()
             self._requested_hz = None
-            if self._claim is not None:
+            if self._claim is not None and self._claim_holds == 0:
                 self._claim.release(restored=True)
                 self._claim = None
+
+    @contextmanager
+    def claimed(self) -> Iterator[None]:
+        """Hold the device's lock (and its state file) for the whole block, across the
+        `restore()` calls inside it; restore when it ends. A profile puts the settings back
+        between its phases, and another run must not take the GPU in one of those gaps."""
+        with self.clock_lock:
+            self.claim_before_change()
+            self._claim_holds += 1
+        try:
+            yield
+        finally:
+            with self.clock_lock:
+                self._claim_holds -= 1
+            self.restore()
 
     # -- settings that outlive the process -------------------------------------------------
     def device_key(self) -> str:

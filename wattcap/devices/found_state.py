@@ -6,8 +6,12 @@ has put the settings back. A run killed with SIGKILL, an OOM kill or a power los
 file: `wattcap restore` puts those settings back, and the next run on that device does so
 before it changes anything. The lock stops two runs from fighting over one GPU.
 
-Files live in WATTCAP_STATE_DIR, else the `state` folder of wattcap's cache (see
-`wattcap.core.cache`); under sudo that is root's. One file per device key
+Files live in one folder for every user of the machine, /run/wattcap (WATTCAP_STATE_DIR
+overrides it), so that a run under sudo and one as a user the udev rule lets write the clocks
+take the same lock, and `wattcap restore` finds every run's file. /run empties at boot, as the
+clocks and power limits it records are reset then. Where that folder cannot be made (a user's
+first run since boot, with /run writable by root only) the files go to the `state` folder of
+the user's wattcap cache, said once on stderr. One file per device key
 (`nvml-0000:3b:00.0`, `jetson-57000000.gpu`), written atomically.
 """
 
@@ -18,6 +22,8 @@ import fcntl
 import json
 import os
 import re
+import sys
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,15 +37,56 @@ STATE_KIND = "wattcap.found-settings"
 STATE_SCHEMA_VERSION = 1
 
 
+#: The folder every user's runs share. Mode 1777 (sticky, world-writable, as /tmp and
+#: /run/lock): a run as a user of the udev rule's group and one under sudo must both create
+#: their lock files in it, the group is whatever the rule names (and NVML runs need none), and
+#: the sticky bit stops one user's run from deleting or replacing another's live state file.
+SHARED_STATE_DIR = Path("/run/wattcap")
+SHARED_STATE_MODE = 0o1777
+#: Lock and state files are readable by all: flock needs only a read-only descriptor, and
+#: `wattcap restore` (any user) must read every run's settings.
+_FILE_MODE = 0o644
+_fallback_noted: set[Path] = set()
+
+
 def state_dir() -> Path:
-    """Where state files and device locks live."""
+    """Where state files and device locks live: WATTCAP_STATE_DIR, else the shared folder,
+    else (it cannot be made) the user's own, with a one-line note."""
     root = os.environ.get("WATTCAP_STATE_DIR")
-    path = Path(root) if root else cache_dir() / "state"
+    if root:  # asked for by name: an unusable folder is an error, not a silent fallback
+        path = Path(root)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise _unwritable(path, err) from None
+        return path
+    shared = _shared_dir(SHARED_STATE_DIR)
+    if shared is not None:
+        return shared
+    path = cache_dir() / "state"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise _unwritable(path, err) from None
+    if SHARED_STATE_DIR not in _fallback_noted:
+        _fallback_noted.add(SHARED_STATE_DIR)
+        print(f"wattcap: note: cannot use {SHARED_STATE_DIR}, so device locks and settings "
+              f"found are kept in {path}, which runs as other users (sudo) do not see; "
+              f"`sudo install -d -m 1777 {SHARED_STATE_DIR}` makes it", file=sys.stderr)
     return path
+
+
+def _shared_dir(path: Path) -> Path | None:
+    """`path`, made with SHARED_STATE_MODE if missing; None where it cannot be made or
+    written."""
+    try:
+        path.mkdir()
+        os.chmod(path, SHARED_STATE_MODE)  # mkdir's mode goes through the umask
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    return path if path.is_dir() and os.access(path, os.W_OK | os.X_OK) else None
 
 
 def _slug(key: str) -> str:
@@ -89,12 +136,14 @@ class DeviceClaim:
         folder = state_dir()
         self.path = folder / f"{_slug(key)}.json"
         self._lock_path = folder / f"{_slug(key)}.lock"
-        self._lock: IO[str] | None = None
+        self._lock: IO[bytes] | None = None
 
     def acquire(self) -> None:
         """Take the device's lock, or DeviceError naming the run that holds it."""
         try:
-            handle = open(self._lock_path, "a+")  # noqa: SIM115 - held until release()
+            # a file object, not a bare descriptor: a claim dropped unreleased (a run "killed"
+            # in a test) lets go of its lock when collected, as a dead process does
+            handle = os.fdopen(_open_lock_file(self._lock_path), "rb", buffering=0)
         except OSError as err:
             raise _unwritable(self._lock_path, err) from None
         try:
@@ -117,28 +166,65 @@ class DeviceClaim:
 
     def write(self, found: FoundSettings) -> None:
         """Keep the settings as found (atomically, synced: it must survive a power loss)."""
-        tmp = self.path.with_suffix(".json.tmp")
+        # A temporary name of this process's own: in the shared sticky folder another user's
+        # leftover could be neither opened nor replaced.
+        handle, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f"{self.path.stem}.",
+                                       suffix=".tmp")
         try:
-            with open(tmp, "w") as handle:
-                handle.write(found.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
+            os.fchmod(handle, _FILE_MODE)
+            os.write(handle, found.to_json().encode())
+            os.fsync(handle)
+            os.close(handle)
+            handle = -1
             os.replace(tmp, self.path)
         except OSError as err:
+            if handle >= 0:
+                os.close(handle)
+            Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, PermissionError) and self.path.exists():
+                raise _not_ours(self.path) from None
             raise _unwritable(self.path, err) from None
 
     def release(self, restored: bool) -> None:
-        """Drop the lock; the state file goes only once the settings were put back."""
-        if restored:
-            self.path.unlink(missing_ok=True)
-        if self._lock is not None:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-            self._lock = None
+        """Drop the lock; the state file goes only once the settings were put back
+        (DeviceError, the lock dropped all the same, where the file is another user's)."""
+        try:
+            if restored:
+                self.path.unlink(missing_ok=True)
+        except PermissionError:
+            raise _not_ours(self.path) from None
+        finally:
+            if self._lock is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+                self._lock.close()
+                self._lock = None
 
     @property
     def held(self) -> bool:
         return self._lock is not None
+
+
+def _open_lock_file(path: Path) -> int:
+    """A read-only descriptor of the lock file, made (mode 0644) if missing. An existing one is
+    opened without O_CREAT: in a sticky world-writable folder the kernel (fs.protected_regular)
+    refuses O_CREAT on another user's file, even to root."""
+    while True:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            pass
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        except FileExistsError:
+            continue  # another run made it in between: open that one
+        os.fchmod(handle, _FILE_MODE)  # the umask may have taken the others' read access
+        return handle
+
+
+def _not_ours(path: Path) -> DeviceError:
+    return DeviceError(
+        f"{path} was left by another user's run, and only that user or root may replace it",
+        hint="`sudo wattcap restore` puts its settings back and removes it")
 
 
 def _unwritable(path: Path, err: OSError) -> DeviceError:

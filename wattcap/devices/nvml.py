@@ -2,7 +2,9 @@
 
 Safety: constructing an `NvmlDevice` only reads. Clocks are changed in exactly one place,
 `set_frequency_hz`, and put back by `restore` only when this object locked them; with
-``dry_run=True`` no setter is ever called. Power limits are read for diagnostics, never set.
+``dry_run=True`` no setter is ever called. The board power limit is set only by
+`set_power_limit_w` (the hardware backstop under a cap), and only once the limit found is
+kept for a restore.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ INSTALL_HINT = "pip install 'wattcap[nvml]'"
 # on Ampere and newer (except GA100), so polling it faster than 1 s only repeats the average.
 INSTANT_PERIOD_S = 0.1
 AVERAGE_PERIOD_S = 1.0
+#: instant-field errors in a row before the sensor becomes the average for the rest of the run:
+#: a busy driver misses a read now and then (that reading comes from the average), a field
+#: that keeps failing is gone
+INSTANT_FAILURES_BEFORE_AVERAGE = 3
 
 # Device memory the CUDA context and PyTorch's allocator take before the first tensor
 # (about 0.3-0.6 GiB depending on GPU and driver): a modelling estimate.
@@ -102,6 +108,43 @@ def map_nvml_error(nvml: ModuleType, err: Exception, what: str, gpu: str) -> Dev
                        hint="check `nvidia-smi`; report it if it persists")
 
 
+def open_error(nvml: ModuleType, err: Exception, what: str, index: int) -> DeviceError:
+    """A raw NVML error met while opening GPU `index`, as a typed error saying what failed
+    and how to fix it: driver not loaded, no permission, wrong index, GPU lost."""
+    code = getattr(err, "value", None)
+
+    def is_code(*names: str) -> bool:
+        return code is not None and any(getattr(nvml, n, object()) == code for n in names)
+
+    gpu = f"the GPU at NVML index {index}"
+    if is_code("NVML_ERROR_LIBRARY_NOT_FOUND"):
+        return DeviceNotFoundError(
+            f"NVML: cannot initialise ({err}) to open {gpu}",
+            hint="install the NVIDIA driver (it provides libnvidia-ml.so), or use the "
+            "emulated device")
+    if is_code("NVML_ERROR_DRIVER_NOT_LOADED"):
+        return DeviceNotFoundError(
+            f"NVML: cannot initialise ({err}) to open {gpu}: the NVIDIA driver is not loaded",
+            hint="load it (`sudo modprobe nvidia`, or reboot after installing it) until "
+            "`nvidia-smi` answers, or use the emulated device")
+    if is_code("NVML_ERROR_NO_PERMISSION"):
+        return DevicePermissionError(
+            f"NVML: no permission for {what} of {gpu} ({err})",
+            hint="give this user access to /dev/nvidia* (its group, often `video`), or run as "
+            "root")
+    if is_code("NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NOT_FOUND") \
+            and what == "getting a handle":
+        return DeviceNotFoundError(
+            f"NVML: no GPU at index {index} ({err})",
+            hint="list the GPUs with `nvidia-smi -L` and pick an index from it")
+    if is_code(*_LOST_CODES):
+        return DeviceLostError(
+            f"NVML: {gpu} was lost during {what} ({err})",
+            hint="check `nvidia-smi` and `dmesg`; the GPU or the driver may need a reset")
+    return DeviceError(f"NVML: {what} of {gpu} failed ({type(err).__name__}: {err})",
+                       hint="check that `nvidia-smi` lists it; report it if it persists")
+
+
 def clock_reason_names(nvml: ModuleType, mask: int) -> list[str]:
     """Decode a clocks-event (throttle) reason bit mask into names, using the module's constants."""
     by_bit: dict[int, str] = {}
@@ -138,37 +181,31 @@ class NvmlDevice(Device):
         self._found_limit_mw: int | None = None
         #: the CUDA device, once torch's CUDA could tell (`torch_device`)
         self._torch_device: str | None = None
+        #: instant-field errors in a row (reset by the next good reading)
+        self._instant_failures = 0
         nvml = self._nvml
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
-            raise DeviceNotFoundError(
-                f"NVML: cannot initialise ({exc})",
-                hint="install the NVIDIA driver (it provides libnvidia-ml.so), or use "
-                "the emulated device",
-            ) from exc
+            raise open_error(nvml, exc, "initialising NVML", index) from exc
+        what = "getting a handle"
         try:
             self._handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        except nvml.NVMLError as exc:
-            nvml.nvmlShutdown()
-            raise DeviceNotFoundError(
-                f"NVML: no GPU at index {index} ({exc})",
-                hint="list the GPUs with `nvidia-smi -L` and pick an index from it",
-            ) from exc
-        try:
+            what = "reading the name"
             self.gpu_name = _text(nvml.nvmlDeviceGetName(self._handle))
             self.name = slugify(self.gpu_name)
+            what = "reading the supported clocks"
             self._frequencies_hz = self._read_frequencies_hz()
-            try:
-                self._instant_power = self._read_instant_power_mw() is not None
-            except nvml.NVMLError:
-                self._instant_power = False
+            what = "reading power"
+            self._instant_power = self._probe_instant_power()
             try:
                 self._energy_supported = self._read_energy_mj() is not None
             except nvml.NVMLError:
                 self._energy_supported = False
-        except BaseException:
+        except BaseException as exc:
             nvml.nvmlShutdown()
+            if isinstance(exc, nvml.NVMLError):  # nothing raw leaves the constructor
+                raise open_error(nvml, exc, what, index) from exc
             raise
 
     # -- reads ---------------------------------------------------------------------------------
@@ -186,16 +223,41 @@ class NvmlDevice(Device):
         return sorted({int(mhz) * 1_000_000 for mhz in clocks_mhz})
 
     def _read_instant_power_mw(self) -> float | None:
+        """The instant field (mW), None where it did not answer this time."""
+        return self._read_instant_field()[0]
+
+    def _read_instant_field(self) -> tuple[float | None, int]:
+        """The instant field (mW) and its return code; None with the code where it failed."""
         nvml = self._nvml
         field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
-        if field_id is None:
-            return None
+        if field_id is None:  # bindings older than the field
+            return None, int(nvml.NVML_ERROR_NOT_SUPPORTED)
         # a raised error (GPU lost, ...) goes to the caller; a field the driver does not
-        # offer answers NOT_SUPPORTED inside the struct
+        # offer, or could not read this time, answers its code inside the struct
         (field,) = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])
         if field.nvmlReturn != nvml.NVML_SUCCESS:
-            return None
-        return _field_value(nvml, field)
+            return None, int(field.nvmlReturn)
+        return _field_value(nvml, field), int(field.nvmlReturn)
+
+    def _probe_instant_power(self) -> bool:
+        """Whether the instant field answers: NOT_SUPPORTED says no at once, another error
+        is asked again (a transient miss must not cost the run its fast sensor)."""
+        nvml = self._nvml
+        for _ in range(INSTANT_FAILURES_BEFORE_AVERAGE):
+            try:
+                power_mw, code = self._read_instant_field()
+            except nvml.NVMLError:
+                return False
+            if power_mw is not None:
+                return True
+            if code == nvml.NVML_ERROR_NOT_SUPPORTED:
+                return False
+        return False
+
+    def _code_name(self, code: int) -> str:
+        names = [n for n in dir(self._nvml)
+                 if n.startswith("NVML_ERROR_") and getattr(self._nvml, n) == code]
+        return names[0] if names else f"NVML return code {code}"
 
     def _read_energy_mj(self) -> int | None:
         nvml = self._nvml
@@ -243,7 +305,8 @@ class NvmlDevice(Device):
         return clock_reason_names(nvml, int(mask))
 
     def power_limit_w(self) -> float | None:
-        """The enforced board power limit (diagnostics only; wattcap never sets it)."""
+        """The enforced board power limit, None where it cannot be read (diagnostics; what a
+        restore needs is read strictly by `found_settings`)."""
         nvml = self._nvml
         try:
             return nvml.nvmlDeviceGetPowerManagementLimit(self._handle) / 1e3
@@ -373,19 +436,25 @@ class NvmlDevice(Device):
         return "board-instant" if self._instant_power else "board-average"
 
     def read_power_w(self) -> float:
-        """Board power in watts (instant where supported, else NVML's averaged value). When
-        the instant field stops answering mid-run, the sensor becomes the 1 s average for
-        good: its period and rail change with it, and the change is recorded."""
+        """Board power in watts (instant where supported, else NVML's averaged value). A
+        reading the instant field misses comes from the average and the next one asks the
+        field again; after INSTANT_FAILURES_BEFORE_AVERAGE misses in a row the sensor becomes
+        the 1 s average for good: its period and rail change with it, and the change is
+        recorded."""
         with self._errors("reading power"):
             if self._instant_power:
-                power_mw = self._read_instant_power_mw()
+                power_mw, code = self._read_instant_field()
                 if power_mw is not None:
+                    self._instant_failures = 0
                     return power_mw / 1e3
-                self._instant_power = False
-                self.sensor_changes.append(
-                    f"t={self.now_s():.1f} s: instant power stopped answering; the sensor is "
-                    f"now NVML's {AVERAGE_PERIOD_S:g} s average (rail board-average, a reading "
-                    f"every {AVERAGE_PERIOD_S:g} s)")
+                self._instant_failures += 1
+                if self._instant_failures >= INSTANT_FAILURES_BEFORE_AVERAGE:
+                    self._instant_power = False
+                    self.sensor_changes.append(
+                        f"t={self.now_s():.1f} s: instant power failed {self._instant_failures} "
+                        f"readings in a row (last: {self._code_name(code)}); the sensor is now "
+                        f"NVML's {AVERAGE_PERIOD_S:g} s average (rail board-average, a reading "
+                        f"every {AVERAGE_PERIOD_S:g} s)")
             return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3
 
     def energy_counter_j(self) -> float | None:
@@ -420,11 +489,28 @@ class NvmlDevice(Device):
         return f"nvml-{_normal_bus_id(bus) if bus else self.index}"
 
     def found_settings(self) -> dict[str, object]:
-        """The power limit as found. NVML has no getter for locked clocks: a restore resets
-        them to the driver's default (what `nvidia-smi -rgc` does)."""
-        limit_w = self.power_limit_w()
-        return {"power_limit_mw": None if limit_w is None else round(limit_w * 1e3),
+        """The power limit as found (None only on a board without one). NVML has no getter
+        for locked clocks: a restore resets them to the driver's default (what `nvidia-smi
+        -rgc` does). Raises where the limit cannot be read: the change is refused."""
+        return {"power_limit_mw": self._limit_to_keep_mw(),
                 "locked_clocks": "reset (NVML cannot read a lock)"}
+
+    def _limit_to_keep_mw(self) -> int | None:
+        """The power limit now (mW), for the state written before the first change; None only
+        where the board has no power limit (NOT_SUPPORTED: none to lose). Any other failure
+        refuses the change: a state without the limit could not put it back after a kill."""
+        nvml = self._nvml
+        try:
+            return int(nvml.nvmlDeviceGetPowerManagementLimit(self._handle))
+        except nvml.NVMLError_NotSupported:
+            return None
+        except nvml.NVMLError as exc:
+            mapped = map_nvml_error(nvml, exc, "reading the power limit", self.gpu_name)
+            raise type(mapped)(
+                f"NVML: cannot read the power limit of {self.gpu_name} ({exc}), so nothing is "
+                "changed: the state kept before a change must hold it for a restore after a "
+                "kill to put it back",
+                hint=mapped.hint) from exc
 
     def apply_found_settings(self, settings: dict[str, object]) -> None:
         """Reset the locked clocks; put the power limit found back where it moved."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,13 @@ class Restored:
     message: str
 
 
+def _owner_uid(path: Path) -> int:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return os.geteuid()  # gone or unreadable: FoundSettings.load says what is wrong
+
+
 def restore_left_settings(sysfs_root: str | None = None) -> list[Restored]:
     """Every state file in the state folder: the device opened, its lock taken (a live run
     keeps its device), the settings found put back, the file removed."""
@@ -27,6 +35,14 @@ def restore_left_settings(sysfs_root: str | None = None) -> list[Restored]:
 
 
 def _restore_one(path: Path, sysfs_root: str | None) -> Restored:
+    # The state folder is writable by every user (so that every run can leave its state):
+    # a file neither root's nor ours could have been planted there to make this restore,
+    # perhaps run as root, set what it says. It is named, never applied.
+    owner = _owner_uid(path)
+    if owner not in (0, os.geteuid()):
+        return Restored(path.stem, {}, False,
+                        f"{path} belongs to uid {owner}, neither root nor you: not applied "
+                        "(run `wattcap restore` as that user, or check the file and delete it)")
     try:
         found = FoundSettings.load(path)
     except DeviceError as err:
@@ -50,9 +66,12 @@ def _restore_one(path: Path, sysfs_root: str | None) -> Restored:
         except DeviceError as err:
             claim.release(restored=False)
             return Restored(found.key, found.settings, False, err.message)
-        claim.release(restored=True)
-        return Restored(found.key, found.settings, True,
-                        f"put back what pid {found.pid} changed on {found.created_at}")
+        done = f"put back what pid {found.pid} changed on {found.created_at}"
+        try:
+            claim.release(restored=True)
+        except DeviceError as err:  # put back, but the file is another user's to remove
+            return Restored(found.key, found.settings, True, f"{done}; {err.message}")
+        return Restored(found.key, found.settings, True, done)
     finally:
         close = getattr(device, "close", None)
         if callable(close):

@@ -225,7 +225,7 @@ def _versus_text(versus) -> str:  # noqa: ANN001 - a TimeComparison
 
 
 def markdown_table(comparison) -> str:  # noqa: ANN001 - a Comparison
-    """The README's demo table from the demo's comparison, so that the README shows the
+    """The results page's demo table from the demo's comparison, so that the page shows the
     demo's output and nothing else: per cap, wattcap's choice and time (mean ± std over the
     seeds), each baseline's mean time over wattcap's (within noise where Welch's test on the
     seeds does not separate them), and the brute-force fastest configuration."""
@@ -266,6 +266,6 @@ def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> 
                                   sample_budget=8192, task=QUICK_TASK)
     else:
         comparison = run_pipeline(out, console)
-    # the README's table is this file, pasted by bench/readme_demo_table.py
+    # the results page's table (docs/results.md) is this file, pasted by bench/readme_demo_table.py
     write_file(out / "table.md", markdown_table(comparison))
-    console.print(f"\nfiles and plots written to {out}/ (the README's table: {out}/table.md)")
+    console.print(f"\nfiles and plots written to {out}/ (the results page's table: {out}/table.md)")

@@ -9,7 +9,7 @@ weights (an ArrayRecord) and the client's plan (a ConfigRecord), and the replies
 reports back. `simulate(...)` runs both in Flower's simulation engine (Ray) on this machine.
 
 The same two apps run as a real deployment: `flwr run` with the app given by this module's
-`server` and `client` objects (see the README's "Fleets" section).
+`server` and `client` objects (see the documentation's fleets page, docs/fleets.md).
 """
 
 from __future__ import annotations

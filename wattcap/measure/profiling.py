@@ -305,6 +305,15 @@ class Profiler:
             mode = "exhaustive" if exhaustive or power_cap_w is None else "pruned"
         if mode == "pruned" and power_cap_w is None:
             raise ValueError("the pruned search needs a power cap")
+        # The phases each put the device back when done; the lock stays taken from the first
+        # to the last, so no other run changes the GPU between them.
+        with self.device.claimed():
+            return self._run_phases(power_cap_w, mode, max_points)
+
+    def _run_phases(self, power_cap_w: float | None,
+                    mode: Literal["exhaustive", "pruned", "model"],
+                    max_points: int | None) -> ProfileTable:
+        """`run`'s phases: the sensor's noise, then the search of `mode`."""
         self._points_measured = 0  # progress counts this run's points
         with exit_cleanly_on_signals():
             try:
@@ -372,7 +381,12 @@ class Profiler:
                     measure: Callable[[int, int], ProfilePoint]) -> ProfileTable:
         """What the knob profiles share: the sensor's noise first, then at each value (set by
         `apply`, which returns the value as stored) every batch size that fits, the largest
-        first; the device put back after, also on a signal."""
+        first; the device put back after, also on a signal, its lock held throughout."""
+        with self.device.claimed():
+            return self._knob_phases(kind, values, apply, measure)
+
+    def _knob_phases(self, kind: KnobKind, values: list, apply: Callable[[Any], int],
+                     measure: Callable[[int, int], ProfilePoint]) -> ProfileTable:
         self._points_measured = 0
         with exit_cleanly_on_signals():
             try:

@@ -4,6 +4,7 @@ device restored (and closed when the Session opened it)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -27,6 +28,8 @@ class DeviceGuard:
     def __init__(self, session: Any) -> None:
         # the Session (typed Any: this module must not import it, or the two would cycle)
         self.session = session
+        #: whether the events already say that this thread kept the sensor thread from running
+        self._held_back_noted = False
 
     def apply_frequency(self, frequency_hz: int, why: str) -> None:
         session = self.session
@@ -79,11 +82,16 @@ class DeviceGuard:
                 f"hardware backstop off: {err.message} (fix: {err.hint}); the run goes on "
                 "under the software watchdog alone")
             return
+        clamped = ("" if abs(limit_w - session.power_cap_w) < 1e-6 else
+                   " (clamped to the board's range)")
+        if getattr(device, "dry_run", False):  # nothing was set: the record must not say so
+            session.events.append(
+                f"hardware backstop (dry run): a real run would set the power limit to "
+                f"{limit_w:g} W for the cap {session.power_cap_w:g} W{clamped}; nothing was set")
+            return
         session.events.append(
             f"hardware backstop: power limit {limit_w:g} W for the cap {session.power_cap_w:g} W"
-            + ("" if abs(limit_w - session.power_cap_w) < 1e-6 else
-               " (clamped to the board's range)")
-            + "; it holds average power, the watchdog guards peaks")
+            + clamped + "; it holds average power, the watchdog guards peaks")
 
     def apply_plan_and_watch(self, stack: ExitStack) -> None:
         """Apply the plan's frequency (or knob value) under the backstop, and start the power
@@ -147,11 +155,9 @@ class DeviceGuard:
             device.check_watch(session.power_cap_w)
             if session._guard is not None and session._guard.unmet is not None:
                 raise session._guard.unmet  # a violation the watchdog could not answer
-            last = session._meter.last
-            since_s = last.time_s if last is not None else session._watch_since_s
-            period_s = device.sensor_period_s
-            silent_s = device.now_s() - since_s
-            if silent_s > STALE_SENSOR_PERIODS * period_s:
+            silent_s = self.sensor_silence_s()
+            if silent_s is not None:
+                period_s = device.sensor_period_s
                 raise WatchError(
                     f"no power reading for {silent_s:.2f} s ({STALE_SENSOR_PERIODS} sensor "
                     f"periods are {STALE_SENSOR_PERIODS * period_s:.2f} s): the sensor thread "
@@ -160,6 +166,39 @@ class DeviceGuard:
         except WatchError as err:
             self.stop_safely(err)
             raise
+
+    def sensor_silence_s(self) -> float | None:
+        """How long the sensor has delivered no reading, where that is more than
+        `STALE_SENSOR_PERIODS` of its periods and the sensor itself is to blame; None while it
+        keeps delivering.
+
+        The gap since the last reading is measured on the device clock at this step boundary,
+        but a long gap alone does not prove the sensor dead: this thread may have kept the
+        sensor thread from running (a stretch of work holding the GIL), so the readings it was
+        due to take are only late. The sensor is judged by what it does once it can run: this
+        thread yields for one sensor period, and a reading taken from now on shows it alive; a
+        dead or hung sensor delivers none, and the run stops."""
+        session = self.session
+        device = session.device
+        meter = session._meter
+        last = meter.last
+        since_s = last.time_s if last is not None else session._watch_since_s
+        period_s = device.sensor_period_s
+        now_s = device.now_s()
+        silent_s = now_s - since_s
+        if silent_s <= STALE_SENSOR_PERIODS * period_s:
+            return None
+        if meter.last_thread_id == threading.get_ident():
+            return silent_s  # readings come on this thread (an emulated clock): none is late
+        if meter.wait_for_reading(after_s=now_s, timeout_s=period_s) is None:
+            return max(silent_s, device.now_s() - since_s)
+        if not self._held_back_noted:
+            self._held_back_noted = True
+            session.events.append(
+                f"the sensor thread could not run for {silent_s:.2f} s (the training thread "
+                "held the GIL): it read again as soon as it could; the hardware power limit, "
+                "where set, held meanwhile")
+        return None
 
     def stop_safely(self, err: DeviceError) -> None:
         """Put the run in a safe state before it stops: the lowest clock, a checkpoint."""

@@ -4,6 +4,7 @@ the hardware reported beside them (observed, next to the requested clock)."""
 from __future__ import annotations
 
 import math
+import threading
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,8 +30,26 @@ class PowerMeter:
         self.off_period_j = 0.0
         self.last: PowerReading | None = None
         self.clock = ObservedClock()
+        #: the thread that delivered the last reading (a sensor thread, or the thread that
+        #: advances an emulated clock): a check on another thread can yield to it
+        self.last_thread_id: int | None = None
+        self._arrived = threading.Condition()
 
     def __call__(self, reading: PowerReading) -> None:
+        with self._arrived:
+            self._add(reading)
+            self.last_thread_id = threading.get_ident()
+            self._arrived.notify_all()
+
+    def wait_for_reading(self, after_s: float, timeout_s: float) -> PowerReading | None:
+        """Block (releasing the GIL) until a reading taken at or after device time `after_s`
+        has arrived, for at most `timeout_s` wall seconds; that reading, or None."""
+        with self._arrived:
+            self._arrived.wait_for(
+                lambda: self.last is not None and self.last.time_s >= after_s, timeout_s)
+            return self.last if self.last is not None and self.last.time_s >= after_s else None
+
+    def _add(self, reading: PowerReading) -> None:
         self.readings += 1
         self.sum_w += reading.power_w
         last, self.last = self.last, reading
