@@ -27,10 +27,10 @@ from wattcap.devices.nvml import (
     INSTANT_FAILURES_BEFORE_AVERAGE,
     INSTANT_PERIOD_S,
     NvmlDevice,
-    clock_reason_names,
     list_nvml_devices,
     slugify,
 )
+from wattcap.devices.nvml_errors import clock_reason_names
 from wattcap.devices.probe import probe
 
 MHZ = 1_000_000
