@@ -118,22 +118,21 @@ def make_efficiency() -> Callable[..., object]:
     return make
 
 
+#: what a test marked slow takes when its mark does not say (`pytest.mark.slow(seconds=N)`)
+SLOW_TEST_S = 10
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The test files with the longest work first. `make test` hands whole files to two worker
     processes in the order they come (`--dist loadfile --no-loadscope-reorder`): the file of
     the README tour alone takes about two minutes, and started last it ran on one core while
-    the other stood idle. Files with tests marked slow (the end-to-end runs of minutes) come
-    first, the most such tests first, then the files with the most tests; files of equal
-    weight keep their order."""
-    slow: dict[str, int] = {}
-    count: dict[str, int] = {}
+    the other stood idle. A file's weight is the seconds its slow tests declare
+    (`@pytest.mark.slow(seconds=N)`, else SLOW_TEST_S each) and a tenth of a second for each
+    other test; the heaviest first, files of equal weight in their order."""
+    weight: dict[str, float] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
-        slow[path] = slow.get(path, 0) + (item.get_closest_marker("slow") is not None)
-        count[path] = count.get(path, 0) + 1
-
-    def weight(item: pytest.Item) -> tuple[int, int]:
-        path = item.nodeid.split("::")[0]
-        return -slow[path], -count[path]
-
-    items.sort(key=weight)
+        mark = item.get_closest_marker("slow")
+        seconds = 0.1 if mark is None else float(mark.kwargs.get("seconds", SLOW_TEST_S))
+        weight[path] = weight.get(path, 0.0) + seconds
+    items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])

@@ -85,7 +85,7 @@ def _expand(word: str, variables: dict[str, str]) -> str:
     return word
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)  # every paper command on small files
 def test_the_readme_paper_commands_run_on_small_real_format_files(tmp_path, monkeypatch):
     variables, commands = paper_commands()
     assert {"DATA", "DEV", "CAP"} <= set(variables)

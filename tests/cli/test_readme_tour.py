@@ -54,7 +54,7 @@ def test_the_tour_block_is_found() -> None:
                for name in names)
 
 
-@pytest.mark.slow  # every step of the tour, with small budgets (~2 min on 2 cores)
+@pytest.mark.slow(seconds=120)  # every step of the tour, with small budgets (~2 min on 2 cores)
 def test_the_readme_tour_runs_end_to_end(tmp_path: Path) -> None:
     assert WATTCAP.exists(), "the console script is not installed next to this python"
     env = {**os.environ, "WATTCAP_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160"}

@@ -285,6 +285,7 @@ def test_without_permission_a_cap_the_board_breaks_stops_the_run_with_the_fix(
     assert gpu.lock_history == [] and gpu.power_limit_history == []
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_profiling_holds_one_batch_sizes_model_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """A memory spy: every step the profiler builds is tracked while alive; eight batch sizes
     never have two models on the GPU, and the allocator's cache is emptied between them."""
@@ -466,6 +467,7 @@ def test_a_profile_point_runs_its_steps_queued_as_training_does(
     device.close()
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_profiling_power_limits_on_nvml_sets_each_limit_and_puts_the_found_one_back(
     monkeypatch: pytest.MonkeyPatch, wattcap_state_dir: str,
 ) -> None:

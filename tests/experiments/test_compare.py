@@ -14,6 +14,10 @@ from wattcap.core.profile import ProfileTable
 from wattcap.experiments.compare import Comparison
 from wattcap.train.loop import pretrain
 
+# every test here shares a comparison that trains for about 15 s: make test runs them, test-fast
+# not (the seconds: that comparison's share per test, for the order the tests start in)
+pytestmark = pytest.mark.slow(seconds=1)
+
 runner = CliRunner()
 CAPS = [3.6, None]
 

@@ -63,6 +63,7 @@ def _never_over_its_cap(run: FleetRun) -> None:
                 assert c.peak_power_w <= c.cap_w, (r.round, c)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_three_clients_reach_the_target_on_flower(tmp_path: Path) -> None:
     pytest.importorskip("flwr")
     from wattcap.integrations.flower import simulate
@@ -80,6 +81,7 @@ def test_three_clients_reach_the_target_on_flower(tmp_path: Path) -> None:
     assert local.time_s == pytest.approx(run.time_s)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_the_fleet_plans_rounds_no_slower_than_uniform_on_the_same_seeds(tmp_path: Path,
                                                                           ) -> None:
     """With r_b the same for every b, the fleet plan differs from uniform only in how it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from wattcap.algorithms.planner import plan
@@ -24,6 +25,7 @@ def invoke(*args: str):
     return result
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_pipeline_end_to_end_through_the_cli(tmp_path):
     weights = tmp_path / "w.safetensors"
     invoke("pretrain", "--model", "digits-cnn", "--data", "digits-0-4", "--out", str(weights),

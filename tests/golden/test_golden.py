@@ -23,7 +23,7 @@ def assert_equal_to_goldens(out: Path, names: list[str]) -> None:
     assert not problems, "differs from the goldens:\n" + "\n".join(problems[:40])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)  # the whole CLI on fixed seeds, the quick demo included
 def test_cli_outputs_equal_the_goldens(tmp_path: Path) -> None:
     names = generate(tmp_path / "out", keep=tmp_path / "work")
     assert sorted(names) == sorted(p.name for p in EXPECTED.iterdir()), \

@@ -19,7 +19,7 @@ GENERIC_KERNELS = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "AVX2
                    "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)  # the training part of the goldens again
 def test_training_goldens_hold_on_generic_kernels(tmp_path: Path) -> None:
     names = generate(tmp_path, decisions=False, env_extra=GENERIC_KERNELS)
     assert "run-record.json" in names and any(n.startswith("demo-runs-") for n in names)

@@ -40,6 +40,7 @@ def test_on_the_gpu_read_only() -> None:
     assert "on cuda:0 reached=True" in report and "the run stops rather than go on" in report
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.fakes.fake_cuda import FakeCuda
@@ -65,6 +66,7 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nvml.setter_calls == []
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 def test_the_timing_modes_comparison_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """bench/gpu_timing_modes.py runs each of its five ways on the fakes, sets nothing."""

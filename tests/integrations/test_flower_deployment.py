@@ -20,7 +20,7 @@ from tests.experiments.test_federation import LINK, _fleet
 from wattcap.experiments.federation import FleetRun
 
 pytest.importorskip("flwr")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=45)  # a SuperLink, two SuperNodes, two rounds
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "fleet" / "flower-app"
 BIN = Path(sys.executable).parent

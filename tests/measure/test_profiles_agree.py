@@ -74,6 +74,7 @@ def test_pruned_profiles_plan_every_cap_the_exhaustive_one_plans(
         plan(_profile(power_cap_w=lowest_w - 0.02), lowest_w - 0.02)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_every_mode_agrees_on_which_caps_are_feasible() -> None:
     """Around the exhaustive profile's lowest feasible cap, where one reading decides, the
     pruned and few-point profiles plan exactly the caps it plans (the TX2 NX here; both

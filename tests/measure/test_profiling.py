@@ -62,6 +62,7 @@ def _check_pruned_against_exhaustive(
     assert whole_frontiers >= (1 if model == "resnet18" else 0)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 @pytest.mark.parametrize("model", ["resnet18", "mobilenetv2"])
 def test_pruned_finds_the_exhaustive_frontier_noise_free(model) -> None:
     spec = _quiet_nano()
@@ -69,6 +70,7 @@ def test_pruned_finds_the_exhaustive_frontier_noise_free(model) -> None:
     _check_pruned_against_exhaustive(exhaustive, spec, model)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 @pytest.mark.parametrize("model", ["resnet18", "mobilenetv2"])
 def test_pruned_finds_the_exhaustive_frontier_with_sensor_noise(
     model, nano_resnet18_profile, nano_reference_profiles

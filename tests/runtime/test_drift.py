@@ -373,6 +373,7 @@ def test_a_resumed_run_keeps_the_replan_and_its_lower_frequency(
     assert all(v.duration_s <= device.sensor_period_s + EPS for v in record.cap_violations)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_train_cli_watches_drift_and_replans(
     tmp_path: Path, profiles: tuple[ProfileTable, ProfileTable],
     scenario: tuple[float, int, int],

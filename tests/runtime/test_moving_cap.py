@@ -75,6 +75,7 @@ def test_the_plan_for_each_cap_of_the_schedule(profile: ProfileTable,
 # -- a user's loop under a moving cap ------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_a_user_loop_follows_a_cap_that_drops_pauses_and_rises(
     profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple
 ) -> None:
@@ -180,6 +181,7 @@ def run(profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple,
                              on_eval=kill, batch_size_hold_s=batch_size_hold_s)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
     profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple
 ) -> None:
@@ -226,6 +228,7 @@ def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
                for a, b in zip(free_runs, free_runs[1:], strict=False)) > len(changes)
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_our_loop_resumes_mid_segment_to_the_same_result(
     profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple, tmp_path: Path
 ) -> None:

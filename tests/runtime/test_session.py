@@ -342,6 +342,7 @@ def test_nvml_maps_its_gpu_to_the_cuda_index_by_pci_bus(monkeypatch: pytest.Monk
     assert NvmlDevice(1, pynvml_module=nvml).torch_device == "cuda:0"
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_a_jetson_profile_is_measured_on_cuda_and_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -488,6 +489,7 @@ def test_env_sysfs_root_reaches_the_jetson_backend(
     assert os.environ.get("WATTCAP_SYSFS_ROOT") is None
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_the_example_trains_a_user_model_through_a_session(tmp_path: Path) -> None:
     env = dict(os.environ, WATTCAP_CACHE_DIR=str(tmp_path))
     run = subprocess.run([sys.executable, str(REPO / "examples" / "train_your_own_model.py"),

@@ -438,6 +438,7 @@ def test_concurrent_reads_and_writes_are_all_answered_correctly(server, client, 
     assert len(stored) == profiles_before + 20
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_acknowledged_writes_survive_a_sigkill(tmp_path, artifacts) -> None:
     db = tmp_path / "kill.sqlite3"
     first = start_server(db)
@@ -554,6 +555,7 @@ def test_estimate_cli_on_the_server_and_locally_with_push(server, client, pushed
     assert len(client.list_efficiency(model_id=pushed["model"].id)) == before + 1
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_a_server_with_a_data_root_estimates_on_files_under_it_only(tmp_path, artifacts) -> None:
     from tests.data_files import class_images, write_mnist
 

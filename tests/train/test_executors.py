@@ -88,6 +88,7 @@ def test_importing_wattcap_does_not_import_ray() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_ray_map_returns_in_order_and_reports_every_task(ray_executor) -> None:
     done = []
     out = ray_executor.map(_square, list(range(6)), lambda i, r: done.append(i))
@@ -95,6 +96,7 @@ def test_ray_map_returns_in_order_and_reports_every_task(ray_executor) -> None:
     assert sorted(done) == list(range(6))
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_sweep_on_ray_equals_the_serial_sweep(ray_executor) -> None:
     settings = dict(batch_sizes=(16, 64), seeds=2, sample_budget=768, eval_every_samples=128,
                     budget_extension=2.0, **FROM_SCRATCH)
@@ -183,6 +185,7 @@ def test_server_jobs_hand_their_trainings_to_ray(ray_executor, tmp_path) -> None
     assert vectors["ray"] == vectors["serial"]
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_local_processes_give_the_serial_files(tmp_path) -> None:
     """The demo's executor: the same records as the serial path, each reported once, in the
     items' order."""

@@ -241,6 +241,7 @@ def test_run_record_round_trip(tmp_path, digits_splits):
     assert loaded == record
 
 
+@pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_killed_cli_run_resumes_from_checkpoint(tmp_path):
     """SIGKILL a real `wattcap train` process mid-run; the rerun resumes and ends like an
     uninterrupted run."""
