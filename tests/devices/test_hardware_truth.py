@@ -633,3 +633,45 @@ def test_an_emulated_point_records_its_own_clock() -> None:
         assert seen is not None and seen.readings == point.readings
         assert seen.min_hz == seen.max_hz == seen.mean_hz == point.knob_value
     assert profile.clock_not_held() == []
+
+
+def test_batch_sizes_past_the_free_memory_are_left_out_with_a_note_and_never_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a shared GPU another process holds most of the memory: the sizes the free memory
+    cannot hold are left out with a note before any step runs, not found by running out of
+    memory (nor probed, which would take the memory from that process)."""
+    from wattcap.devices.nvml import CONTEXT_RESERVED_BYTES
+    from wattcap.measure.profiling import Profiler
+
+    # 16 GiB, of which the other process leaves 3 MiB beside this process's context-to-be
+    _, _, device = _gpu_and_device(monkeypatch, memory_total=16 << 30,
+                                   memory_free=CONTEXT_RESERVED_BYTES + (3 << 20))
+    built: list[int] = []
+
+    def factory(batch_size: int, torch_device: str) -> Callable[[], None]:
+        built.append(batch_size)
+        return lambda: None
+
+    sizes = (4, 8, 16, 32, 64, 128, 1024)
+    profiler = Profiler(device, "digits-cnn", batch_sizes=sizes, step_factory=factory,
+                        min_readings=1)
+    needed = {b: profiler.workload.memory_needed_bytes(b, 1) for b in sizes}
+    assert needed[64] <= 3 << 20 < needed[128] < device.memory_bytes()  # total alone lets in
+    assert profiler.fitting_batch_sizes() == ([4, 8, 16, 32, 64], [128, 1024])
+    assert 128 not in built and 1024 not in built  # no step at them, not even a probe
+    [note] = profiler.notes
+    assert "128 (needs 5 MiB), 1024 (needs 42 MiB) left out: 3 MiB" in note
+    device.close()
+
+
+def test_plenty_of_free_memory_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the GPU to itself, the usable memory (total less the context) bounds the sizes."""
+    from wattcap.measure.profiling import Profiler
+
+    _, _, device = _gpu_and_device(monkeypatch, memory_total=16 << 30, memory_free=16 << 30)
+    profiler = Profiler(device, "digits-cnn", batch_sizes=(4, 1024),
+                        step_factory=lambda b, d: lambda: None)
+    assert profiler.fitting_batch_sizes() == ([4, 1024], [])
+    assert profiler.notes == []
+    device.close()

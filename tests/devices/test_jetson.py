@@ -182,6 +182,14 @@ def test_memory_is_memtotal_minus_reservation(nano: FakeBoard) -> None:
     assert JetsonDevice(nano.root).memory_bytes() == 4_059_712 * 1024 - MEMORY_RESERVED_BYTES
 
 
+def test_free_memory_is_memavailable_less_the_context_to_come(nano: FakeBoard) -> None:
+    from wattcap.devices.jetson import CUDA_CONTEXT_BYTES
+
+    # the fake's MemAvailable is two thirds of MemTotal; no CUDA context in this process yet
+    assert (JetsonDevice(nano.root).free_memory_bytes()
+            == 4_059_712 * 2 // 3 * 1024 - CUDA_CONTEXT_BYTES)
+
+
 # -- frequency control -----------------------------------------------------------------------
 
 

@@ -227,7 +227,22 @@ def test_the_energy_counter_integrates_the_draw() -> None:
 def test_memory() -> None:
     device, _ = open_device(FakeGpu(memory_total=16 << 30, memory_free=10 << 30))
     assert device.memory_bytes() == (16 << 30) - CONTEXT_RESERVED_BYTES
-    assert device.free_memory_bytes() == 10 << 30
+    # no CUDA context in this process yet: the one it will create comes out of the free memory
+    assert device.free_memory_bytes() == (10 << 30) - CONTEXT_RESERVED_BYTES
+
+
+def test_free_memory_counts_this_process_pool_and_its_context_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With CUDA up in this process, NVML's free already lacks its context (not taken again)
+    and its allocator pool, which is given back before the next batch size: that counts as
+    free."""
+    import torch
+
+    device, _ = open_device(FakeGpu(memory_total=16 << 30, memory_free=10 << 30))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 1 << 30)
+    assert device.free_memory_bytes() == 11 << 30
 
 
 def test_power_limit_is_read_for_diagnostics() -> None:

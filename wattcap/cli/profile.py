@@ -309,6 +309,8 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
+    for note in profiler.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()
     if clock_note:
         console.print(f"[yellow]warning:[/] {escape(clock_note)}", highlight=False)

@@ -252,6 +252,11 @@ class Device(ABC):
     def memory_bytes(self) -> int:
         """Memory usable for training (after OS, runtime and framework reservations)."""
 
+    def free_memory_bytes(self) -> int | None:
+        """Memory free now for this process's training (another process or a resident model
+        may hold the rest), or None where it cannot be read: `memory_bytes` alone bounds it."""
+        return None
+
     @abstractmethod
     def now_s(self) -> float:
         """Device clock in seconds (monotonic)."""
@@ -547,6 +552,18 @@ def cuda_of(torch_device: str) -> Any:
     if torch is None or not torch_device.startswith("cuda") or not torch.cuda.is_available():
         return None
     return torch.cuda
+
+
+def own_cuda_memory_bytes(torch_device: str) -> int | None:
+    """What this process's CUDA allocator holds on `torch_device` (the built steps and its
+    cache, both given back before another batch size is built); None while this process has no
+    CUDA context there (torch not imported, or CUDA not initialised). torch is not imported."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch_device.startswith("cuda") or not torch.cuda.is_initialized():
+        return None
+    return int(torch.cuda.memory_reserved(torch_device))
 
 
 #: cuDNN autotuning: on, in profiling and in training alike (a profile timed with one setting

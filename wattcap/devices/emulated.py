@@ -227,6 +227,10 @@ class EmulatedDevice(Device):
     def memory_bytes(self) -> int:
         return self.spec.memory_usable_bytes
 
+    def free_memory_bytes(self) -> int:
+        # the modelled device runs nothing else: all its usable memory is free
+        return self.spec.memory_usable_bytes
+
     def now_s(self) -> float:
         return self._clock_s
 

@@ -30,7 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.base import Device, DeviceInfo, own_cuda_memory_bytes
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,
@@ -66,6 +66,8 @@ INA3221_PERIOD_S = 0.05
 # the cuDNN/cuBLAS/PyTorch libraries mapped into that same memory about 1 GiB. A modelling
 # estimate (it leaves a 4 GB Nano about 2.1 GiB, close to the emulated spec's 2 GiB).
 MEMORY_RESERVED_BYTES = 7 << 28  # 1.75 GiB
+#: the CUDA context's share of that reserve (the rest is L4T's, already out of MemAvailable)
+CUDA_CONTEXT_BYTES = 1 << 30
 
 # After a write to min_freq/max_freq devfreq re-evaluates the target synchronously, but the
 # clock framework may take a moment to report it; poll cur_freq this long before giving up.
@@ -480,6 +482,19 @@ class JetsonDevice(Device):
         if match is None:
             raise DeviceError(f"no MemTotal line in {meminfo}")
         return max(0, int(match.group(1)) * 1024 - MEMORY_RESERVED_BYTES)
+
+    def free_memory_bytes(self) -> int:
+        """MemAvailable of /proc/meminfo: what the CPU side (other processes, a resident
+        model) leaves of the memory the GPU shares."""
+        meminfo = self.sysfs_root / "proc" / "meminfo"
+        match = re.search(r"^MemAvailable:\s+(\d+)\s*kB", meminfo.read_text(), re.MULTILINE)
+        if match is None:
+            raise DeviceError(f"no MemAvailable line in {meminfo}")
+        available = int(match.group(1)) * 1024
+        # Like NVML's free on a GPU: this process's allocator pool counts as free (it is given
+        # back before the next batch size is built); a CUDA context not yet created is not.
+        own = own_cuda_memory_bytes(self.torch_device)
+        return max(0, available - CUDA_CONTEXT_BYTES if own is None else available + own)
 
     def now_s(self) -> float:
         """Wall clock (monotonic) seconds."""

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from wattcap.devices.base import Device, DeviceInfo, cuda_of
+from wattcap.devices.base import Device, DeviceInfo, cuda_of, own_cuda_memory_bytes
 from wattcap.devices.errors import (
     DeviceNotFoundError,
     DeviceNotSupportedError,
@@ -392,9 +392,17 @@ class NvmlDevice(Device):
         return max(0, total - CONTEXT_RESERVED_BYTES)
 
     def free_memory_bytes(self) -> int:
-        """Device memory free now (other processes on a shared GPU use the rest)."""
+        """Device memory free now for this process (other processes on a shared GPU use the
+        rest)."""
         with self._errors("reading memory"):
-            return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
+            free = int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).free)
+        # NVML's free is the whole GPU's. Once this process has a CUDA context here, that
+        # context is already missing from it (`memory_bytes` reserves it from the total, so it
+        # is not taken twice), and this process's own allocator pool is missing too, though it
+        # is given back before the next batch size is built: it counts as free. Before then,
+        # the context it will take is still in free: reserve it.
+        own = own_cuda_memory_bytes(self.torch_device)
+        return max(0, free - CONTEXT_RESERVED_BYTES if own is None else free + own)
 
     def now_s(self) -> float:
         """Wall clock (monotonic) seconds."""

@@ -94,6 +94,9 @@ class Profiler:
     _points_measured: int = field(default=0, init=False)
     #: steps each batch size's adaptive warm-up took (real hardware)
     warmup_steps_taken: dict[int, int] = field(default_factory=dict, init=False)
+    #: what the profile left out and why (batch sizes the free memory rules out), for the
+    #: command's output
+    notes: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         if self.workload is None:
@@ -261,17 +264,36 @@ class Profiler:
     # -- searches ------------------------------------------------------------------------------
     def fitting_batch_sizes(self) -> tuple[list[int], list[int]]:
         """Batch sizes whose step fits in the device's memory, and those that do not. The
-        memory model is the first guess; on real hardware the sizes it rules out are probed
-        with a real step, smallest first, until one runs out of memory (a size it lets in and
-        that does not fit is found when it is measured)."""
+        memory model is the first guess, against the smaller of the usable memory and the
+        memory free now (another process or a resident model may hold the rest); the sizes
+        the free memory rules out are left out with a note in `notes`. Otherwise, on real
+        hardware the sizes the model rules out are probed with a real step, smallest first,
+        until one runs out of memory (a size it lets in and that does not fit is found when it
+        is measured)."""
         assert self.workload is not None
+        usable_bytes = self.device.memory_bytes()
+        free_bytes = self.device.free_memory_bytes()
+        # The free memory already lacks this process's CUDA context, which `memory_bytes`
+        # reserves from the total: the two are compared, never subtracted from each other.
+        free_binds = free_bytes is not None and free_bytes < usable_bytes
+        limit_bytes = min(usable_bytes, free_bytes) if free_bytes is not None else usable_bytes
         fits, oom = [], []
         for b in sorted(self.batch_sizes):
-            if self.workload.memory_needed_bytes(b, self._overhead) <= self.device.memory_bytes():
+            if self.workload.memory_needed_bytes(b, self._overhead) <= limit_bytes:
                 fits.append(b)
             else:
                 oom.append(b)
-        if self.device.timing_needs_real_work:
+        if free_binds and oom:
+            note = ("batch sizes " + ", ".join(
+                f"{b} (needs {self.workload.memory_needed_bytes(b, self._overhead) / 2**20:.0f}"
+                " MiB)" for b in oom)
+                + f" left out: {limit_bytes / 2**20:.0f} MiB of the device's memory is free"
+                f" now, of {usable_bytes / 2**20:.0f} MiB usable (another process holds the"
+                " rest)")
+            if note not in self.notes:
+                self.notes.append(note)
+        # Probing past free memory would take it from the process that holds the rest.
+        if self.device.timing_needs_real_work and not free_binds:
             for b in list(oom):
                 if not self._runs(b):
                     break
