@@ -38,3 +38,4 @@ writes_enabled, updated_at  # the server's Health and JobInfo answers
 seeds_a, seeds_b  # TimeComparison: the seeds behind a ratio
 at_s  # CapReading: when the cap was read
 frontier_hz  # FrontierState: f*(b) per row as the few-point search sees it (for debugging)
+sensor_rule  # ProfileTable: how the sensor's rails were chosen (read by people and tools)

@@ -598,3 +598,29 @@ def test_a_point_whose_board_throttles_mid_window_is_named(
     assert note is not None and f"b=4 at {top_hz / MHZ:g} MHz read" in note
     assert "wattcap's choice is one of them" in note
     assert table.model_copy(update={"points": [held]}).clock_not_held_note() is None
+
+
+def test_a_hot_thermal_zone_is_named_as_the_cause(nano: FakeBoard,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A board whose GPU zone sits past its passive trip point: the clock it does not follow
+    is blamed on heat, with the zone's own numbers (the kernel's thermal sysfs ABI)."""
+    zone = nano.root / "sys" / "class" / "thermal" / "thermal_zone1"
+    zone.mkdir(parents=True, exist_ok=True)
+    (zone / "type").write_text("GPU-therm\n")
+    (zone / "temp").write_text("88500\n")
+    (zone / "trip_point_0_type").write_text("active\n")  # a fan: not a throttling trip
+    (zone / "trip_point_0_temp").write_text("50000\n")
+    (zone / "trip_point_1_type").write_text("passive\n")
+    (zone / "trip_point_1_temp").write_text("85000\n")
+    FakeDevfreqKernel(cap_hz=614_400_000).install(monkeypatch)
+    device = JetsonDevice(nano.root)
+    with pytest.raises(FrequencyNotFollowedError) as raised:
+        device.set_frequency_hz(921_600_000)
+    err = raised.value
+    assert err.cause == "thermal" and err.running_hz == 614_400_000
+    assert err.cause_detail == "GPU-therm 88.5 °C, throttles at 85.0 °C"
+    (zone / "temp").write_text("60000\n")  # cool: the power mode is the likely cause
+    with pytest.raises(FrequencyNotFollowedError) as raised:
+        device.set_frequency_hz(921_600_000)
+    assert raised.value.cause in ("power mode", "unknown")
+    device.restore()

@@ -168,3 +168,17 @@ def test_a_devfreq_node_named_by_its_gpu_is_found(tmp_path: Path) -> None:
     of_node.symlink_to(bland)
     assert (tmp_path / "sys" / "class" / "devfreq" / "17000000.gpu").exists()
     assert find_gpu_devfreq(tmp_path) == board.devfreq.resolve()
+
+
+def test_a_profile_records_the_rule_beside_the_rails(tmp_path: Path) -> None:
+    """A profile of a sum board says which rule took which rails (not only their names); a
+    device with one sensor records no rule."""
+    from wattcap.devices import EmulatedDevice
+    from wattcap.measure.profiling import _sensor_rule
+
+    make_agx_orin_l4t36(tmp_path)
+    device = JetsonDevice(tmp_path)
+    rule = _sensor_rule(device)
+    assert rule is not None and rule.startswith(f"{RULE_SUM}: sum(")
+    assert "VDD_GPU_SOC" in rule and "inside VIN_SYS_5V0" in rule
+    assert _sensor_rule(EmulatedDevice("jetson-nano")) is None

@@ -140,6 +140,9 @@ def test_power_cap_makes_the_lock_fail_and_restore_resets() -> None:
     message = str(raised.value)
     assert "requested 1500 MHz" in message and "1200 MHz" in message
     assert "SwPowerCap" in message
+    err = raised.value
+    assert (err.requested_hz, err.running_hz, err.cause) == (1500 * MHZ, 1200 * MHZ,
+                                                             "power limit")
     device.restore()
     assert gpu.locked_mhz is None
     assert nvml.setter_calls[-1] == "nvmlDeviceResetGpuLockedClocks"
@@ -447,3 +450,13 @@ def test_the_fake_board_draws_less_at_a_lower_lock_and_never_above_its_limit() -
     device.close()
     clock.now_s += 0.05
     assert gpu.instant_reading_mw() == 650_000  # the limit found is back
+
+
+def test_a_thermal_slowdown_is_named_as_the_cause() -> None:
+    gpu = FakeGpu(cap_mhz=1100, busy=True,
+                  cap_reason=pynvml.nvmlClocksEventReasonSwThermalSlowdown)
+    device, _ = open_device(gpu)
+    with pytest.raises(FrequencyNotFollowedError) as raised:
+        device.set_frequency_hz(1500 * MHZ)
+    assert raised.value.cause == "thermal" and "Thermal" in raised.value.cause_detail
+    assert raised.value.running_hz == 1100 * MHZ

@@ -80,13 +80,25 @@ class FakeGpu:
     deny_set: bool = False
     #: setters raise NVMLError_NotSupported (e.g. a GeForce without locked clocks)
     locking_supported: bool = True
-    #: a power/thermal limit: a lock above it runs at cap_mhz with SwPowerCap set
+    #: a power/thermal limit: a lock above it runs at cap_mhz with `cap_reason` set
     cap_mhz: int | None = None
+    #: why the board holds the clock at cap_mhz (NVML's bit: SwPowerCap, SwThermalSlowdown, ...)
+    cap_reason: int = real.nvmlClocksEventReasonSwPowerCap
     #: work runs on the GPU now (set by the fake torch.cuda between a step's start event and
     #: its end event's synchronize): only then does a locked clock show; idle, the live clock
     #: is the idle clock whatever is locked, as on real hardware
     busy: bool = False
     locked_mhz: tuple[int, int] | None = None
+    #: a lock someone else set before wattcap ran (`nvidia-smi -lgc M,M`): work runs at it and
+    #: the reasons carry its bit, as `locked_mhz` and `clock_reasons` then say
+    admin_lock_mhz: int | None = None
+    #: whether the reasons show the user-defined clocks bit while the GPU idles; False: an idle
+    #: GPU reports only GpuIdle, whatever is locked (hardware need not show it idle)
+    lock_reason_at_idle: bool = True
+    #: nvmlDeviceGetApplicationsClock / nvmlDeviceGetDefaultApplicationsClock (graphics, MHz);
+    #: None: NOT_SUPPORTED (a GPU without application clocks)
+    applications_clock_mhz: int | None = 1980
+    default_applications_clock_mhz: int | None = 1980
     #: every (min, max) lock ever set, in order
     lock_history: list[tuple[int, int]] = field(default_factory=list)
     #: errors injected mid-run: function name -> (calls that still succeed, NVML return code,
@@ -100,6 +112,10 @@ class FakeGpu:
     trace: list[tuple[float, float]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
+        if self.admin_lock_mhz is not None:
+            self.locked_mhz = (self.admin_lock_mhz, self.admin_lock_mhz)
+            self.clock_mhz = self.admin_lock_mhz
+            self.clock_reasons |= real.nvmlClocksEventReasonApplicationsClocksSetting
         self.trace.append((self.clock(), float(self.draw_now_mw())))
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -326,7 +342,25 @@ class FakeNvml(ModuleType):
     def _reasons(gpu: FakeGpu) -> int:
         if gpu.busy:
             return gpu.clock_reasons & ~real.nvmlClocksEventReasonGpuIdle
-        return gpu.clock_reasons | real.nvmlClocksEventReasonGpuIdle
+        reasons = gpu.clock_reasons | real.nvmlClocksEventReasonGpuIdle
+        if not gpu.lock_reason_at_idle:
+            reasons &= ~real.nvmlClocksEventReasonApplicationsClocksSetting
+        return reasons
+
+    def nvmlDeviceGetApplicationsClock(self, handle: FakeHandle, clock_type: int) -> int:
+        self._enter("nvmlDeviceGetApplicationsClock", handle)
+        return self._applications_clock(self._gpu(handle).applications_clock_mhz, clock_type)
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, handle: FakeHandle, clock_type: int) -> int:
+        self._enter("nvmlDeviceGetDefaultApplicationsClock", handle)
+        gpu = self._gpu(handle)
+        return self._applications_clock(gpu.default_applications_clock_mhz, clock_type)
+
+    @staticmethod
+    def _applications_clock(mhz: int | None, clock_type: int) -> int:
+        if mhz is None or clock_type != real.NVML_CLOCK_GRAPHICS:
+            raise _error(real.NVML_ERROR_NOT_SUPPORTED)
+        return mhz
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPowerManagementLimit", handle)
@@ -349,7 +383,7 @@ class FakeNvml(ModuleType):
         # the clock under work; idle, the live clock reads the idle clock (see GetClockInfo)
         if gpu.cap_mhz is not None and gpu.cap_mhz < max_mhz:
             gpu.clock_mhz = gpu.cap_mhz
-            reasons |= real.nvmlClocksEventReasonSwPowerCap
+            reasons |= gpu.cap_reason
         else:
             gpu.clock_mhz = max_mhz
         gpu.clock_reasons = reasons

@@ -22,6 +22,7 @@ MODEL = "digits32-cnn"
 B = 32
 EPS = 1e-9
 DERATING = dict(speed_factor=0.8, power_factor=1.15)
+DERATING_AFTER_S = 0.5
 
 
 def quiet_nano(drift: Drift | None = None) -> EmulatedDevice:
@@ -67,24 +68,26 @@ def config(**update: object) -> TrainConfig:
     return TrainConfig(**(base | update))
 
 
+@pytest.fixture(scope="module")
+def derating_run(digits32: tuple[ArrayDataset, ArrayDataset],
+                 profiles: tuple[ProfileTable, ProfileTable],
+                 scenario: tuple[float, int, int]) -> tuple[RunRecord, EmulatedDevice]:
+    """The scenario's derating run and its device, trained once for the tests that only read
+    them (seconds of training each time)."""
+    return _derating_run(digits32, profiles, scenario)
+
+
 def test_derating_mid_run_triggers_remeasure_and_replan(
-    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
-    scenario: tuple[float, int, int],
+    derating_run: tuple[RunRecord, EmulatedDevice], scenario: tuple[float, int, int],
 ) -> None:
-    before, _ = profiles
-    cap_w, f_star, f_lower = scenario
-    drift = Drift(after_s=0.5, **DERATING)
-    device = quiet_nano(drift)
-    device.set_frequency_hz(f_star)
-    train, test = digits32
-    record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                               profile=before)
+    _, _, f_lower = scenario
+    record, device = derating_run
 
     assert record.reached
     # Noticed after the derating began, as a slowdown of about 1/0.8 at most.
     assert record.drift_events
     event = record.drift_events[0]
-    assert event.time_s > drift.after_s
+    assert event.time_s > DERATING_AFTER_S
     assert 0.1 < event.time_change <= 1 / DERATING["speed_factor"] - 1 + 0.01
     assert event.batch_size == B
     # Re-measured on the device and re-planned: the batch size's highest feasible frequency
@@ -410,15 +413,16 @@ def test_train_cli_watches_drift_and_replans(
 
 def _derating_run(digits32: tuple[ArrayDataset, ArrayDataset],
                   profiles: tuple[ProfileTable, ProfileTable],
-                  scenario: tuple[float, int, int]) -> RunRecord:
-    """The scenario's run on a device that derates after 0.5 s, watched against `before`."""
+                  scenario: tuple[float, int, int]) -> tuple[RunRecord, EmulatedDevice]:
+    """The scenario's run on a device that derates after DERATING_AFTER_S, watched against
+    `before`: the record and the device."""
     before, _ = profiles
     cap_w, f_star, _ = scenario
-    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
     device.set_frequency_hz(f_star)
     train, test = digits32
     return train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                             profile=before)
+                             profile=before), device
 
 
 def test_the_remeasure_never_holds_two_models_on_the_gpu(
@@ -453,7 +457,7 @@ def test_the_remeasure_never_holds_two_models_on_the_gpu(
     monkeypatch.setattr(DeviceGuard, "training_model_off_gpu", offload)
     monkeypatch.setattr(watchdog, "refresh_row", refresh)
     monkeypatch.setattr(Profiler, "release_steps", release)
-    record = _derating_run(digits32, profiles, scenario)
+    record, _ = _derating_run(digits32, profiles, scenario)
     assert record.replans
     start = log.index("model off the GPU")
     assert log[start:start + 4] == ["model off the GPU", "re-measure", "copy freed",
@@ -507,12 +511,11 @@ def test_the_training_model_and_its_optimizer_leave_the_gpu_and_come_back(
 
 
 def test_a_replan_says_the_values_that_changed(
-    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
-    scenario: tuple[float, int, int],
+    derating_run: tuple[RunRecord, EmulatedDevice],
 ) -> None:
     import re
 
-    record = _derating_run(digits32, profiles, scenario)
+    record, _ = derating_run
     reason = record.replans[0].reason
     # the value the profile had, the value measured, and the change
     assert re.search(r"time per sample \d+\.\d{3} -> \d+\.\d{3} ms \(\+\d+%\)", reason), reason

@@ -109,7 +109,9 @@ def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
     sensor = Sensor(guard, device.sensor_period_s)
     sensor([5.5, 5.6])
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[2])]
-    assert asked == [5.0] and "straight to f*(b)" in guard.steps[0].reason
+    # asked for the cap less what both confirming readings were over by (5.5 - 5.0)
+    assert asked == [pytest.approx(4.5)] and "straight to the plan's clock" in \
+        guard.steps[0].reason
     # still over at f*(b) (the device drifted): one level down, as without a profile
     sensor([5.5, 5.6])
     assert [s.to_hz for s in guard.steps] == [freqs[2], freqs[1]]
@@ -167,25 +169,26 @@ def test_a_refused_step_is_noted_not_swallowed() -> None:
     assert guard.unmet.hint == "none"  # the device's own fix
 
 
-class ThrottledDevice(EmulatedDevice):
-    """Writes the lock, but the board reports another clock (its own thermal limit)."""
-
-    def set_frequency_hz(self, frequency_hz: int) -> int:
-        from wattcap.devices.errors import FrequencyNotFollowedError
-
-        self._requested_hz = frequency_hz
-        raise FrequencyNotFollowedError("the GPU runs at 76.8 MHz (thermal)", hint="cool it")
-
-
 def test_a_step_the_board_undercuts_is_a_step_not_a_stop() -> None:
-    """The lock went in but the board runs lower still, held by its own limit: the power falls
-    all the same, so that is a step down (noted), not a reason to stop the run."""
-    device = ThrottledDevice("jetson-nano")
+    """The lock went in but a hot board runs lower still, held by its own thermal limit: the
+    power falls all the same, so that is a step down to the board's ceiling (the clamp and its
+    cause recorded), not a reason to stop the run."""
+    from wattcap.devices.emulated_thermal import ThermalModel
+
+    device = EmulatedDevice("jetson-nano", thermal=ThermalModel(
+        resistance_c_per_w=10.0, time_constant_s=600.0, start_c=95.0, step_interval_s=0.05))
+    freqs = device.frequencies_hz()
+    device.idle(3 * device.sensor_period_s)  # hot: the governor pulled three levels meanwhile
+    assert device.current_frequency_hz() == freqs[-4] and device.run_frequency_hz() == freqs[-1]
     guard = CapWatchdog(device, power_cap_w=1.0)
     Sensor(guard, device.sensor_period_s)([2.0, 2.0])
     assert guard.unmet is None and len(guard.steps) == 1
-    assert guard.steps[0].to_hz == device.frequencies_hz()[-2]
-    assert "thermal" in guard.notes[0]
+    # asked one level down; the board runs three down: the lock follows the board
+    assert guard.steps[0].to_hz == freqs[-4] == device.run_frequency_hz()
+    (clamp,) = device.clock_clamps
+    assert (clamp.requested_hz, clamp.ceiling_hz, clamp.cause, clamp.by) == (
+        freqs[-2], freqs[-4], "thermal", "watchdog")
+    assert "°C" in clamp.detail
 
 
 def test_a_cap_the_lowest_clock_breaks_stops_the_run_and_restores_the_clock(

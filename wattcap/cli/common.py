@@ -78,6 +78,7 @@ def parse_caps(value: str, option: str = "--power-cap") -> list[float | None]:
 def parse_cap_spec(value: str) -> float | None | CapSource:
     """`--power-cap` of `train`: watts or 'none' (a constant cap), or a cap source that moves
     during the run ('solar:seed=3,day_s=600', 'battery:capacity_wh=2,max_w=9',
+    'battery:sysfs,hours=3,reserve=20%' (a real battery),
     'schedule:caps.json', 'file:/run/cap')."""
     if ":" not in value:
         return parse_cap(value)

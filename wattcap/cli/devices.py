@@ -21,7 +21,8 @@ def devices(
     from wattcap.devices.spec import load_spec
 
     table = Table(title="Emulated devices (use --device emulated:<name>)")
-    for column in ("name", "GPU frequencies (MHz)", "memory usable", "power modes", "sensor"):
+    for column in ("name", "GPU frequencies (MHz)", "memory usable", "power modes or limit",
+                   "sensor"):
         table.add_column(column)
     for name in list_specs():
         spec = load_spec(name)
@@ -30,7 +31,10 @@ def devices(
             name,
             f"{len(freqs)}: {freqs[0]:.1f} … {freqs[-1]:.1f}",
             f"{spec.memory_usable_bytes / 2**30:.1f} GiB",
-            ", ".join(f"{m} ({p.budget_w:g} W)" for m, p in spec.power_modes.items()),
+            # a datacenter GPU has no nvpmodel modes: its power limit is the knob it has
+            f"power limit {spec.power_limit_range_w[0]:g}-{spec.power_limit_range_w[1]:g} W"
+            if spec.power_limit_range_w is not None
+            else ", ".join(f"{m} ({p.budget_w:g} W)" for m, p in spec.power_modes.items()),
             f"{spec.sensor_rail} every {spec.sensor_period_s * 1e3:.0f} ms",
         )
     console.print(table)

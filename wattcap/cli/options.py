@@ -50,9 +50,12 @@ PowerCapOpt = Annotated[str | None, typer.Option(
 MovingPowerCapOpt = Annotated[str, typer.Option(
     "--power-cap", help="Power cap in watts (4.5, 4.5W, 0.25kW), or 'none', or a cap that "
     "moves during the run: "
-    "solar:seed=N[,day_s=..,start=..,clouds=..], battery:capacity_wh=WH,max_w=W[,soc=..], "
-    "schedule:FILE (.json or .csv: time_s,cap_w), file:PATH[,period_s=..] (a file another "
-    "process rewrites).", rich_help_panel=CAP_AND_DEVICE)]
+    "solar:seed=N[,day_s=..,start=..,clouds=..], battery:capacity_wh=WH,max_w=W[,soc=..] "
+    "(simulated), battery:sysfs[:NAME][,hours=H][,reserve=P%|reserve_wh=WH][,max_w=W]"
+    "[,base_w=W][,period_s=S] (a real battery or supply from /sys/class/power_supply: the "
+    "energy above the reserve spread over the hours left, 0 W at the reserve, max_w or no cap "
+    "on external power), schedule:FILE (.json or .csv: time_s,cap_w), file:PATH[,period_s=..] "
+    "(a file another process rewrites).", rich_help_panel=CAP_AND_DEVICE)]
 MarginOpt = Annotated[float, typer.Option(
     min=0.0, help=MARGIN_HELP, rich_help_panel=CAP_AND_DEVICE)]
 DryRunOpt = Annotated[bool, typer.Option(

@@ -48,7 +48,8 @@ def emulate_power_limit(dev: Device) -> None:
     table, wattcap emulates one as NVML enforces it, and says so."""
     from wattcap.devices import EmulatedDevice
 
-    if isinstance(dev, EmulatedDevice):
+    # a spec with a power limit range (a datacenter GPU) has its own limit: nothing to say
+    if isinstance(dev, EmulatedDevice) and not dev.power_limit_emulated:
         dev.power_limit_emulated = True
         console.print("[dim]the emulated board has no power limit of its own: wattcap emulates "
                       "one as NVML enforces it (each step at the highest clock whose average "

@@ -394,7 +394,7 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
     restored first: the hint is printed as the stop leaves the outermost block)."""
     from wattcap.cli.resume import resumable
     from wattcap.core.schema import WattcapFileError
-    from wattcap.devices import DeviceError
+    from wattcap.devices import DeviceError, FrequencyNotFollowedError
     from wattcap.runtime.watchdog import exit_cleanly_on_signals
     from wattcap.train.loop import train_to_accuracy
 
@@ -417,7 +417,10 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
             config.sample_budget, "samples",
         ) as report:
             if clock:
-                dev.set_frequency_hz(choice.knob_value)
+                try:
+                    dev.set_frequency_hz(choice.knob_value)
+                except FrequencyNotFollowedError:
+                    pass  # the lock stands; the Session records the board's hold, goes on under it
             return train_to_accuracy(
                 config, train_split, test_split, device=dev,
                 progress=lambda status: _show_status(report, status), **session)

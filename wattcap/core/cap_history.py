@@ -70,6 +70,10 @@ class CapTimeline(BaseModel):
     cap_w: list[float | None] = []
     frequency_hz: list[int] = []
     batch_size: list[int] = []
+    #: the whole supply's draw (a real battery or adapter read by the cap source: carrier
+    #: board, display, ... included, so above `power_w`), the bin's mean; empty when the cap
+    #: source reads no supply, else as long as the other columns (None: not known in a bin)
+    supply_power_w: list[float | None] = []
 
 
 class TimelineRecorder:
@@ -82,12 +86,13 @@ class TimelineRecorder:
         self.period_s = period_s
         self.max_points = max_points
         self.timeline = timeline if timeline is not None else CapTimeline(bin_s=period_s)
-        self._pending: list[tuple[float, float, float | None, int, int]] = []
+        self._pending: list[tuple[float, float, float | None, int, int, float | None]] = []
 
     def add(self, t_s: float, power_w: float, cap_w: float | None, frequency_hz: int,
-            batch_size: int) -> None:
-        """One sensor reading at run time `t_s`."""
-        self._pending.append((t_s, power_w, cap_w, frequency_hz, batch_size))
+            batch_size: int, supply_power_w: float | None = None) -> None:
+        """One sensor reading at run time `t_s` (and the supply's draw, if the cap source
+        reads one)."""
+        self._pending.append((t_s, power_w, cap_w, frequency_hz, batch_size, supply_power_w))
         per_bin = max(1, round(self.timeline.bin_s / self.period_s))
         if len(self._pending) >= per_bin:
             self._flush()
@@ -96,9 +101,15 @@ class TimelineRecorder:
         if not self._pending:
             return
         line = self.timeline
-        powers = [p for _, p, _, _, _ in self._pending]
-        caps = [c for _, _, c, _, _ in self._pending if c is not None]
-        t_s, _, _, frequency_hz, batch_size = self._pending[-1]
+        powers = [p[1] for p in self._pending]
+        caps = [p[2] for p in self._pending if p[2] is not None]
+        supplies = [p[5] for p in self._pending if p[5] is not None]
+        t_s, _, _, frequency_hz, batch_size, _ = self._pending[-1]
+        if supplies and not line.supply_power_w:
+            line.supply_power_w = [None] * len(line.t_s)  # the column starts: earlier bins
+        if supplies or line.supply_power_w:
+            line.supply_power_w.append(round(sum(supplies) / len(supplies), 4) if supplies
+                                       else None)
         line.t_s.append(round(t_s, 4))
         line.power_w.append(round(sum(powers) / len(powers), 4))
         line.peak_power_w.append(round(max(powers), 4))
@@ -122,6 +133,10 @@ class TimelineRecorder:
             merged.cap_w.append(min(caps) if caps else None)
             merged.frequency_hz.append(line.frequency_hz[j])
             merged.batch_size.append(line.batch_size[j])
+            if line.supply_power_w:
+                known = [v for v in line.supply_power_w[i:j + 1] if v is not None]
+                merged.supply_power_w.append(round(sum(known) / len(known), 4) if known
+                                             else None)
         if len(line.t_s) % 2:
             # an odd last bin is kept as it is: one narrower bin
             last = len(line.t_s) - 1
@@ -131,6 +146,8 @@ class TimelineRecorder:
             merged.cap_w.append(line.cap_w[last])
             merged.frequency_hz.append(line.frequency_hz[last])
             merged.batch_size.append(line.batch_size[last])
+            if line.supply_power_w:
+                merged.supply_power_w.append(line.supply_power_w[last])
         self.timeline = merged
 
     def state(self) -> dict:
@@ -143,7 +160,8 @@ class TimelineRecorder:
                    ) -> TimelineRecorder:
         """Continue from `state()`'s output."""
         recorder = cls(period_s, max_points, CapTimeline.model_validate(state["timeline"]))
-        recorder._pending = [tuple(p) for p in state.get("pending", [])]
+        # a checkpoint written before the supply column has 5 values per reading
+        recorder._pending = [(*p, None)[:6] for p in state.get("pending", [])]
         return recorder
 
     def finish(self) -> CapTimeline:

@@ -55,3 +55,20 @@ class Replan(BaseModel):
     remeasure_device_s: float
     predicted_seconds_per_sample: float | None
     reason: str
+
+
+class ClockClamp(BaseModel):
+    """A clock the board did not follow: wattcap asked for `requested_hz`, the board ran at
+    `running_hz`, held there by its own limit (`cause`: "thermal", "power limit", "power
+    mode", "unknown"; `detail`: what the board said). The run went on at `ceiling_hz`, the
+    highest clock of the table at or under the one the board ran, as the ceiling of the plans
+    that followed; `by` is the path that asked (plan, watchdog, drift re-plan, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+    time_s: float
+    requested_hz: int
+    running_hz: int
+    ceiling_hz: int
+    cause: str
+    detail: str = ""
+    by: str

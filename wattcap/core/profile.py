@@ -95,6 +95,9 @@ class ProfileTable(VersionedFile):
     device_kind: str
     power_mode: str | None = None
     sensor_rail: str
+    #: how the rail(s) were chosen where the device has a rule (a Jetson: its input rail, else
+    #: the sum of the module's rails, with the reason); None where there is one sensor
+    sensor_rule: str | None = None
     sensor_period_s: float
     model: str
     input_shape: list[int]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.cap_history import CapTimeline, Segment
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
-from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.events import CapViolation, ClockClamp, DriftEvent, FrequencyStep, Replan
 from wattcap.core.knob import KnobKind
 from wattcap.core.metric import ACCURACY, MetricError, TargetMetric
 from wattcap.core.observed_clock import ObservedFrequency
@@ -152,6 +152,9 @@ class RunRecord(VersionedFile):
     frequency_steps: list[FrequencyStep] = []
     drift_events: list[DriftEvent] = []
     replans: list[Replan] = []
+    #: clocks the board did not follow (thermal, power mode, power limit) and where the run
+    #: went on
+    clock_clamps: list[ClockClamp] = []
     #: "counter" (hardware energy counter difference), "sensor" (readings × sensor period)
     energy_source: str | None = None
     events: list[str] = []

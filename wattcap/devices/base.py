@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wattcap.core.errors import WattcapError
+from wattcap.core.events import ClockClamp
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotSupportedError,
@@ -102,6 +104,7 @@ class Device(ABC):
         self.sensor_changes: list[str] = []
         #: what the device did to its settings beyond the run's own (for the record)
         self.events: list[str] = []
+        self.clock_clamps: list[ClockClamp] = []  # clocks the board did not follow (record)
         #: CUDA steps ended but not yet waited for: (start event, end event)
         self._pending_events: list[tuple[Any, Any]] = []
         self._last_sync_s = time.monotonic()
@@ -466,8 +469,8 @@ class Device(ABC):
                         f"the power watch failed: sensor callback {name} raised "
                         f"{type(err).__name__}: {err} (at t={reading.time_s:.2f} s); the run "
                         "is stopped rather than continued without the cap being watched",
-                        hint="this is a bug in the callback; the device settings are restored",
-                    )
+                        hint=("" if isinstance(err, WattcapError) else "this is a bug in the "
+                              "callback; ") + "the device settings are restored")
                     self.watch_error.__cause__ = err
                 return False
         return True

@@ -104,6 +104,13 @@ class CapSource(ABC):
         self._has_read = True
         return reading
 
+    @property
+    def supply_power_w(self) -> float | None:
+        """The whole power supply's draw at the last read, W, for sources that read a real
+        supply (a battery's fuel gauge: carrier board, display, ... included, so above the
+        module's rail); None for the others. Recorded beside the module's power."""
+        return None
+
     def may_exceed(self, watts: float, now_s: float) -> bool:
         """Whether the cap may still rise above `watts` after `now_s` (False: it never will,
         e.g. a battery that only drains). A paused run that can never resume stops on False;

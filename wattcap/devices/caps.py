@@ -17,14 +17,20 @@ Sources:
 * `CallableCap` — any Python function of device time;
 * `BatteryCap` — a battery drained by the energy the device draws, whose maximum discharge
   power falls as it empties (a model, for the emulated device);
+* `PowerSupplyCap` — a real battery or supply read from Linux's power-supply class
+  (`/sys/class/power_supply`; `$WATTCAP_POWER_SUPPLY_ROOT` overrides it): the energy above a
+  reserve spread over the hours left, 0 W at the reserve, no energy limit on external power;
 * `SolarCap` — a solar panel over a day with seeded clouds, minus a base load (a model, for
   the emulated device);
 * `LowestCap` — the lowest of several sources (a site budget and a battery, ...).
 
 `parse_cap_source` builds one from a command-line string (`5`, `none`, `schedule:caps.csv`,
-`file:/run/cap`, `battery:capacity_wh=20,max_w=9`, `solar:seed=3`). The base class is defined
-in `cap_source`, the battery and the sun in `energy_caps`; this module is where the spec parser
-finds them all.
+`file:/run/cap`, `battery:capacity_wh=20,max_w=9`, `solar:seed=3`, and for a real battery
+`battery:sysfs[:NAME][,hours=H][,reserve=P%|reserve_wh=WH][,max_w=W][,base_w=W][,period_s=S]`,
+e.g. `battery:sysfs,hours=3,reserve=20%`: without NAME the one present battery; watts are the
+whole system's, so the module's cap is the budget less the rest of the system's draw). The base
+class is defined in `cap_source`, the simulated battery and the sun in `energy_caps`, the real
+supply in `power_supply_cap`; this module is where the spec parser finds them all.
 """
 
 from __future__ import annotations
@@ -47,6 +53,11 @@ from wattcap.devices.cap_source import (
     parse_watts_text,
 )
 from wattcap.devices.energy_caps import BatteryCap, BatteryCurve, SolarCap, clear_sky_ghi_w_m2
+from wattcap.devices.power_supply_cap import (
+    POWER_SUPPLY_SPEC_HELP,
+    PowerSupplyCap,
+    parse_power_supply_spec,
+)
 
 
 # -- constant, callable, lowest-of ------------------------------------------------------------
@@ -103,6 +114,12 @@ class LowestCap(CapSource):
     def record_energy(self, energy_j: float, now_s: float) -> None:
         for source in self.sources:
             source.record_energy(energy_j, now_s)
+
+    @property
+    def supply_power_w(self) -> float | None:
+        """The first source's supply draw that reads one."""
+        return next((s.supply_power_w for s in self.sources if s.supply_power_w is not None),
+                    None)
 
     def may_exceed(self, watts: float, now_s: float) -> bool:
         return all(source.may_exceed(watts, now_s) for source in self.sources)
@@ -318,8 +335,8 @@ class PolledFileCap(CapSource):
 # -- command-line specs -------------------------------------------------------------------------
 _SPEC_HELP = (
     "expected watts (e.g. 4.5), 'none', 'schedule:FILE.csv|json', 'file:PATH[,period_s=1]', "
-    "'battery:capacity_wh=WH,max_w=W[,soc=1]' or 'solar:seed=N[,day_s=..,start=..,clouds=..,"
-    "area_m2=..,base_w=..]'"
+    "'battery:capacity_wh=WH,max_w=W[,soc=1]', '" + POWER_SUPPLY_SPEC_HELP + "' or "
+    "'solar:seed=N[,day_s=..,start=..,clouds=..,area_m2=..,base_w=..]'"
 )
 
 
@@ -351,6 +368,8 @@ def parse_cap_source(spec: str) -> CapSource:
     if kind == "file":
         path, _, opts = rest.partition(",")
         return PolledFileCap(path, **_options(opts, spec, {"period_s": "period_s"}))
+    if kind == "battery" and rest.strip().lower().startswith("sysfs"):
+        return parse_power_supply_spec(rest.strip(), spec)
     if kind == "battery":
         options = _options(rest, spec, {"capacity_wh": "capacity_wh", "max_w": "max_power_w",
                                         "soc": "state_of_charge"})
@@ -382,6 +401,7 @@ __all__ = [
     "ConstantCap",
     "LowestCap",
     "PolledFileCap",
+    "PowerSupplyCap",
     "ScheduleCap",
     "SolarCap",
     "clear_sky_ghi_w_m2",

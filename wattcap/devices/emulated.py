@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wattcap.devices.base import Device, DeviceInfo, PowerReading, StepTimer
-from wattcap.devices.errors import DeviceError, DeviceNotSupportedError, DeviceOutOfMemoryError
+from wattcap.devices.emulated_thermal import BoardHeat, ThermalModel
+from wattcap.devices.errors import (
+    DeviceError,
+    DeviceNotSupportedError,
+    DeviceOutOfMemoryError,
+    FrequencyNotFollowedError,
+)
 from wattcap.devices.spec import DeviceSpec, load_spec
 
 if TYPE_CHECKING:
@@ -64,6 +70,7 @@ class EmulatedDevice(Device):
         power_mode: str | None = None,
         seed: int = 0,
         drift: Drift | None = None,
+        thermal: ThermalModel | None = None,
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec) if isinstance(spec, str) else spec
@@ -82,12 +89,19 @@ class EmulatedDevice(Device):
         #: the mode found, once `set_power_mode` switched it (restore puts it back)
         self._found_mode: str | None = None
         #: a Jetson has no board power limit: True emulates one as NVML enforces it (for
-        #: power-limit profiles); False, the default, refuses it as the board would
-        self.power_limit_emulated = False
+        #: power-limit profiles); False refuses it as the board would. A spec with a power
+        #: limit range (a datacenter GPU) has one from the start, at the top of its range
+        self.power_limit_emulated = self.spec.power_limit_range_w is not None
+        #: the limit the board holds when nothing set one (NVML's default limit)
+        self._default_limit_w = (None if self.spec.power_limit_range_w is None
+                                 else self.spec.power_limit_range_w[1])
         #: the emulated power limit (W) held on each step's average power, None: none
-        self._power_limit_w: float | None = None
+        self._power_limit_w: float | None = self._default_limit_w
         self._limit_changed = False
         self.drift = drift
+        #: the board's heat and the clock it lets run (None: a board that never throttles)
+        self.heat = None if thermal is None else BoardHeat(thermal,
+                                                           len(self.spec.frequencies_hz))
         self._seed = seed
         self._rng = random.Random(seed)
         self._clock_s = 0.0
@@ -128,10 +142,13 @@ class EmulatedDevice(Device):
         return mode_id
 
     def power_limit_range_w(self) -> tuple[float, float] | None:
-        """With `power_limit_emulated`, the emulated limit's range: from the idle power at the
-        lowest clock to the largest power mode's budget; else None (a Jetson has none)."""
+        """With `power_limit_emulated`, the emulated limit's range: the spec's where it gives
+        one (a datacenter GPU's, as NVML reports it), else from the idle power at the lowest
+        clock to the largest power mode's budget; else None (a Jetson has none)."""
         if not self.power_limit_emulated:
             return None
+        if self.spec.power_limit_range_w is not None:
+            return self.spec.power_limit_range_w
         top_w = max(mode.budget_w for mode in self.spec.power_modes.values())
         return round(lowest_power_w(self), 3), top_w
 
@@ -143,7 +160,7 @@ class EmulatedDevice(Device):
         """An emulated power limit, as NVML enforces one: each step runs at the highest clock
         (up to the one set) whose average power stays under the limit, the lowest clock when
         none does; instant peaks may pass it. Clamped to `power_limit_range_w`; `restore`
-        removes it."""
+        puts back the limit found (a datacenter GPU's default, else none)."""
         bounds = self.power_limit_range_w()
         if bounds is None:
             raise DeviceNotSupportedError(
@@ -155,11 +172,18 @@ class EmulatedDevice(Device):
             self._limit_changed = True
         return self._power_limit_w
 
-    def _step_hz(self, cost: StepCost) -> int:
-        """The clock a step runs at: the one set, lowered under a power limit."""
-        if self._power_limit_w is None:
+    def _running_hz(self) -> int:
+        """The clock the board runs: the one set, held under the thermal clamp."""
+        if self.heat is None:
             return self._frequency_hz
-        allowed = [f for f in self._frequencies_hz if f <= self._frequency_hz]
+        return min(self._frequency_hz, self.spec.frequencies_hz[self.heat.clamp_index])
+
+    def _step_hz(self, cost: StepCost) -> int:
+        """The clock a step runs at: the one set, lowered by heat and under a power limit."""
+        running_hz = self._running_hz()
+        if self._power_limit_w is None:
+            return running_hz
+        allowed = [f for f in self._frequencies_hz if f <= running_hz]
         for frequency_hz in reversed(allowed):
             if self.model_step(cost, frequency_hz)[1] <= self._power_limit_w:
                 return frequency_hz
@@ -177,7 +201,7 @@ class EmulatedDevice(Device):
         return list(self._frequencies_hz)
 
     def current_frequency_hz(self) -> int:
-        return self._frequency_hz
+        return self._running_hz()
 
     def _apply_frequency_hz(self, frequency_hz: int) -> int:
         if frequency_hz not in self._frequencies_hz:
@@ -191,11 +215,19 @@ class EmulatedDevice(Device):
         if frequency_hz != self._frequency_hz:
             self._frequency_hz = frequency_hz
             self.frequency_log.append((self._clock_s, frequency_hz))
+        running_hz = self._running_hz()
+        if running_hz != frequency_hz and self.heat is not None:
+            raise FrequencyNotFollowedError(
+                f"{self.name}: requested {frequency_hz / 1e6:.1f} MHz but the GPU runs at "
+                f"{running_hz / 1e6:.1f} MHz: the board is hot ({self.heat.describe()})",
+                hint="let the board cool down, or choose a lower frequency",
+                requested_hz=frequency_hz, running_hz=running_hz, cause="thermal",
+                cause_detail=self.heat.describe())
         return frequency_hz
 
     def _restore_settings(self) -> None:
         if self._limit_changed:
-            self._power_limit_w, self._limit_changed = None, False
+            self._power_limit_w, self._limit_changed = self._default_limit_w, False
         if self._found_mode is not None:
             self._use_mode(self._found_mode)
             self._found_mode = None
@@ -214,7 +246,7 @@ class EmulatedDevice(Device):
 
     def read_power_w(self) -> float:
         if self._last_reading is None:
-            return self.idle_power_w(self._frequency_hz)
+            return self.idle_power_w()
         return self._last_reading.power_w
 
     def _start_ticks(self) -> None:
@@ -258,7 +290,7 @@ class EmulatedDevice(Device):
 
     def idle_power_w(self, frequency_hz: int | None = None) -> float:
         """Power of the device doing nothing at a locked frequency."""
-        return self._power_w(frequency_hz or self._frequency_hz, 0.0, 0.0)
+        return self._power_w(frequency_hz or self._running_hz(), 0.0, 0.0)
 
     def occupancy(self, cost: StepCost) -> float:
         """Share of peak compute a step's kernels reach: saturates in the batch size."""
@@ -284,6 +316,10 @@ class EmulatedDevice(Device):
         busy_s = max(compute_s, memory_s)
         host_s = cost.kernels * spec.launch_overhead_s
         optimizer_s = cost.optimizer_bytes / (bandwidth * spec.memory_bandwidth_efficiency)
+        if spec.host_overlaps_gpu:
+            # the host queues launches ahead of the GPU: it holds the step back only for the
+            # launch time the GPU's own work does not cover (the GPU waits, near idle)
+            host_s = max(0.0, host_s - busy_s - optimizer_s)
         cpu_w = spec.cpu_feed_w
         busy_activity = self.power_activity(cost) * compute_s / busy_s
         return [
@@ -371,6 +407,8 @@ class EmulatedDevice(Device):
         if seconds <= 0:
             return
         self._segments.append((self._clock_s, self._clock_s + seconds, power_w))
+        if self.heat is not None:
+            self.heat.heat(seconds, power_w)
         self._clock_s += seconds
         self.true_energy_j += seconds * power_w
 
@@ -387,8 +425,10 @@ class EmulatedDevice(Device):
                 covered += overlap
         average_w = energy / covered if covered > 0 else self.idle_power_w()
         noisy_w = max(0.0, average_w + self._rng.gauss(0.0, self.spec.sensor_noise_w))
+        if self.heat is not None:
+            self.heat.on_period(tick_s)
         self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail,
-                                          clock_hz=self._frequency_hz)
+                                          clock_hz=self._running_hz())
         self._next_tick_s = tick_s + self.spec.sensor_period_s
         self._dispatch_tick(self._last_reading)
 

@@ -34,7 +34,21 @@ class DeviceOutOfMemoryError(DeviceError, MemoryError):
     """A batch does not fit in the device memory, as a real device would report."""
 
 class FrequencyNotFollowedError(DeviceError):
-    """The hardware did not apply the requested frequency (power-mode cap, thermal)."""
+    """The hardware did not apply the requested frequency (power-mode cap, thermal).
+
+    The lock is written all the same; the board runs at `running_hz` for now, held there by
+    its own limit. `cause` says which where the board tells it ("thermal", "power limit",
+    "power mode"; "unknown" where it does not), `cause_detail` what it read (a temperature
+    against its trip point, NVML's clock event reasons)."""
+
+    def __init__(self, message: str, hint: str | None = None, *,
+                 requested_hz: int | None = None, running_hz: int | None = None,
+                 cause: str = "unknown", cause_detail: str = "") -> None:
+        super().__init__(message, hint)
+        self.requested_hz = requested_hz
+        self.running_hz = running_hz
+        self.cause = cause
+        self.cause_detail = cause_detail
 
 class WatchError(DeviceError):
     """The power watch stopped (a tick callback failed, the sensor died under a cap): the run

@@ -47,6 +47,7 @@ from wattcap.devices.jetson_rails import (
     readable_rails,
 )
 from wattcap.devices.sysfs_read import read_int, read_text
+from wattcap.devices.thermal_zones import hottest_zone
 
 #: `device/of_node` names of Jetson GPUs (jetson-stats uses the same list), newest last; a
 #: devfreq node named `<unit-address>.<one of these>` is the GPU too.
@@ -428,12 +429,22 @@ class JetsonDevice(Device):
                 break
             time.sleep(0.005)
         mode = self.power_mode
+        heat = hottest_zone(self.sysfs_root)
+        if heat is not None and heat.throttling:
+            cause, detail = "thermal", heat.describe()
+        elif mode is not None:
+            cause, detail = "power mode", f"nvpmodel mode {mode}"
+        else:
+            cause, detail = "unknown", ""
         raise FrequencyNotFollowedError(
             f"requested {_mhz(frequency_hz)} but the GPU runs at {_mhz(actual_hz)} "
-            f"(cur_freq of {self.devfreq_path}); likely causes: the nvpmodel power mode "
-            f"({mode or 'unknown'}) caps the GPU below the request, or thermal throttling",
+            f"(cur_freq of {self.devfreq_path}); "
+            + (f"the board is hot ({detail})" if cause == "thermal" else
+               "likely causes: the nvpmodel power mode "
+               f"({mode or 'unknown'}) caps the GPU below the request, or thermal throttling"),
             hint="check `sudo nvpmodel -q` and the temperature (tegrastats); choose a "
             f"frequency at or below {_mhz(max(allowed))} or let the board cool down",
+            requested_hz=frequency_hz, running_hz=actual_hz, cause=cause, cause_detail=detail,
         )
 
     # -- power ---------------------------------------------------------------------------------

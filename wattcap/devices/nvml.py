@@ -1,8 +1,9 @@
 """NVIDIA GPUs through NVML (package nvidia-ml-py, module `pynvml`).
 
 Safety: constructing an `NvmlDevice` only reads. Clocks are changed in exactly one place,
-`set_frequency_hz`, and put back by `restore` only when this object locked them; with
-``dry_run=True`` no setter is ever called. The board power limit is set only by
+`set_frequency_hz`, and put back by `restore` only when this object locked them; never over
+a clock setting someone else made (`nvml_clock_hold`) unless told to; with ``dry_run=True``
+no setter is ever called. The board power limit is set only by
 `set_power_limit_w` (the hardware backstop under a cap), and only once the limit found is
 kept for a restore.
 """
@@ -22,6 +23,12 @@ from wattcap.devices.errors import (
     DeviceNotSupportedError,
     DevicePermissionError,
     FrequencyNotFollowedError,
+)
+from wattcap.devices.nvml_clock_hold import (
+    clock_held_error,
+    find_clock_hold,
+    replace_clock_lock_allowed,
+    replaced_event,
 )
 from wattcap.devices.nvml_errors import clock_reason_names, map_nvml_error, open_error
 
@@ -44,6 +51,16 @@ CONTEXT_RESERVED_BYTES = 512 << 20
 # Clock-event reasons that do not mean the clock was pulled down by a limiter: the GPU idling,
 # and the user-defined (locked) clocks we set ourselves.
 _BENIGN_REASONS = {"None", "GpuIdle", "UserDefinedClocks", "ApplicationsClocksSetting"}
+
+
+def throttle_cause(reasons: list[str]) -> str:
+    """What holds the clock, from NVML's clock event reasons: "thermal" (a slowdown for
+    temperature), "power limit" (the power cap or brake), else "unknown"."""
+    if any("Thermal" in reason for reason in reasons):
+        return "thermal"
+    if any("Power" in reason for reason in reasons):
+        return "power limit"
+    return "unknown"
 
 
 def import_pynvml() -> ModuleType:
@@ -96,6 +113,10 @@ class NvmlDevice(Device):
         self.dry_run = dry_run
         self.planned_locks_mhz: list[int] = []
         self._locked = False
+        #: a clock setting someone else made, seen before the first change (None: none seen);
+        #: wattcap locks no clock over it unless told to (`nvml_clock_hold`)
+        self._clock_hold: str | None = None
+        self._replace_hold = False  # ... and whether the user said to replace it
         #: the power limit found (mW) when this object first changed it, None: untouched
         self._found_limit_mw: int | None = None
         #: the CUDA device, once torch's CUDA could tell (`torch_device`)
@@ -308,6 +329,11 @@ class NvmlDevice(Device):
         if self.dry_run:
             self.planned_locks_mhz.append(mhz)
             return frequency_hz
+        if self._clock_hold is not None:
+            if not self._replace_hold:
+                raise clock_held_error(self.gpu_name, self.index, self._clock_hold)
+            self.events.append(replaced_event(self.gpu_name, self._clock_hold))
+            self._clock_hold = None  # said once; from here on the lock is wattcap's
         nvml = self._nvml
         try:
             nvml.nvmlDeviceSetGpuLockedClocks(self._handle, mhz, mhz)
@@ -341,6 +367,8 @@ class NvmlDevice(Device):
             f"clock event reasons: {', '.join(limiters)} (power limit or thermal throttling)",
             hint="choose a lower frequency, or check cooling and the power limit "
             "(`nvidia-smi -q -d PERFORMANCE,POWER`)",
+            requested_hz=frequency_hz, running_hz=actual_hz,
+            cause=throttle_cause(limiters), cause_detail=", ".join(limiters),
         )
 
     # -- power ---------------------------------------------------------------------------------
@@ -418,9 +446,22 @@ class NvmlDevice(Device):
     def found_settings(self) -> dict[str, object]:
         """The power limit as found (None only on a board without one). NVML has no getter
         for locked clocks: a restore resets them to the driver's default (what `nvidia-smi
-        -rgc` does). Raises where the limit cannot be read: the change is refused."""
-        return {"power_limit_mw": self._limit_to_keep_mw(),
-                "locked_clocks": "reset (NVML cannot read a lock)"}
+        -rgc` does). Read before the first change (a stale run's settings already put back),
+        so it also looks for a clock setting someone else made: while one holds the clock,
+        wattcap locks none (and a restore after a kill resets none) unless told to replace
+        it. Raises where the limit cannot be read: the change is refused."""
+        limit_mw = self._limit_to_keep_mw()
+        self._clock_hold = find_clock_hold(self._nvml, self._handle,
+                                           self.clock_event_reasons(), self.gpu_name,
+                                           max(self.frequencies_hz()) // 1_000_000)
+        self._replace_hold = replace_clock_lock_allowed()
+        if self._clock_hold is None:
+            clocks = "reset (NVML cannot read a lock)"
+        elif self._replace_hold:
+            clocks = f"reset (replacing a setting found: {self._clock_hold})"
+        else:
+            clocks = f"keep (a setting found holds the clock: {self._clock_hold})"
+        return {"power_limit_mw": limit_mw, "locked_clocks": clocks}
 
     def _limit_to_keep_mw(self) -> int | None:
         """The power limit now (mW), for the state written before the first change; None only
@@ -440,10 +481,12 @@ class NvmlDevice(Device):
                 hint=mapped.hint) from exc
 
     def apply_found_settings(self, settings: dict[str, object]) -> None:
-        """Reset the locked clocks; put the power limit found back where it moved."""
+        """Reset the locked clocks (unless a setting found held them: wattcap locked none);
+        put the power limit found back where it moved."""
         nvml = self._nvml
-        with self._errors("resetting the locked clock"):
-            nvml.nvmlDeviceResetGpuLockedClocks(self._handle)
+        if not str(settings.get("locked_clocks", "reset")).startswith("keep"):
+            with self._errors("resetting the locked clock"):
+                nvml.nvmlDeviceResetGpuLockedClocks(self._handle)
         limit_mw = settings.get("power_limit_mw")
         if limit_mw is not None and self.power_limit_w() != int(str(limit_mw)) / 1e3:
             with self._errors("setting the power limit"):

@@ -7,7 +7,18 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+#: optional constants written out only when a spec sets them: a spec without them (the
+#: Jetsons') dumps, digests and compares as it did before they existed
+_OPTIONAL_DEFAULTS: dict[str, object] = {"power_limit_range_w": None, "host_overlaps_gpu": False}
 
 
 class VoltageCurve(BaseModel):
@@ -61,6 +72,13 @@ class DeviceSpec(BaseModel):
     sensor_rail: str
     default_power_mode: str
     power_modes: dict[str, PowerMode]
+    #: the board's own power limit, [low, high] W as NVML accepts it (a datacenter GPU); the
+    #: emulated board then holds one, at `high` until set. None: none (a Jetson)
+    power_limit_range_w: tuple[float, float] | None = None
+    #: kernel launches are asynchronous: the host's launch time overlaps the GPU's work, and
+    #: a step is host-bound only for the part the GPU's work does not cover. False: the
+    #: phases run one after the other
+    host_overlaps_gpu: bool = False
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -69,12 +87,25 @@ class DeviceSpec(BaseModel):
             raise ValueError("frequencies_hz must be ascending")
         if self.default_power_mode not in self.power_modes:
             raise ValueError(f"default_power_mode {self.default_power_mode!r} not in power_modes")
-        constants = set(type(self).model_fields) - {"name", "description", "sources",
-                                                    "default_power_mode", "sensor_rail"}
+        if self.power_limit_range_w is not None:
+            low_w, high_w = self.power_limit_range_w
+            if not 0 < low_w < high_w:
+                raise ValueError("power_limit_range_w must be [low, high] with 0 < low < high")
+        # an optional constant left out keeps its default and needs no source
+        constants = (set(type(self).model_fields) & self.model_fields_set) - {
+            "name", "description", "sources", "default_power_mode", "sensor_rail"}
         missing = sorted(c for c in constants if c not in self.sources)
         if missing:
             raise ValueError(f"constants without a cited source or estimate note: {missing}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict:
+        data = handler(self)
+        for key, default in _OPTIONAL_DEFAULTS.items():
+            if key in data and getattr(self, key) == default:
+                del data[key]
+        return data
 
     @property
     def f_max_hz(self) -> int:

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from wattcap.core.events import ClockClamp
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.schema import require_match
-from wattcap.devices.errors import DeviceOutOfMemoryError
+from wattcap.devices.clock_clamp import ceiling_under_hz
+from wattcap.devices.errors import DeviceOutOfMemoryError, FrequencyNotFollowedError
 from wattcap.devices.signals import exit_cleanly_on_signals
 from wattcap.measure.profiling import Profiler, model_fingerprint_or_none
 
@@ -25,25 +27,41 @@ def refresh_row(
     start_hz: int,
     power_cap_w: float | None,
     ceiling_hz: int | None = None,
+    by: str = "re-measure",
 ) -> list[ProfilePoint]:
     """Re-measure one batch size's row from `start_hz` to find its highest feasible frequency
     cheaply: when the start point is above the cap, step down until one is under it; when it
     is under, step up while under, but never above `ceiling_hz` (default `start_hz`: only
-    frequencies the caller has reason to believe might be feasible are tried). Returns the
+    frequencies the caller has reason to believe might be feasible are tried; where the board
+    holds the clock lower, from the board's ceiling, the clamp recorded for `by`). Returns the
     points measured, in measuring order. Without a cap every point is feasible, so only the
     start point (and the ones up to the ceiling) are measured."""
     frequencies = profiler.device.frequencies_hz()
-    index = frequencies.index(start_hz)
     ceiling = start_hz if ceiling_hz is None else ceiling_hz
 
     def feasible(point: ProfilePoint) -> bool:
         return power_cap_w is None or point.peak_power_w <= power_cap_w
 
-    points = [profiler.measure(batch_size, start_hz)]
+    try:
+        points = [profiler.measure(batch_size, start_hz)]
+    except FrequencyNotFollowedError as err:
+        # the board holds the clock lower (hot, a power mode): measure from its ceiling, which
+        # is also the highest clock worth trying now; the clamp goes to the device's record
+        running_hz = err.running_hz if err.running_hz is not None else frequencies[0]
+        requested_hz = start_hz
+        start_hz = ceiling = ceiling_under_hz(frequencies, min(running_hz, start_hz))
+        profiler.device.clock_clamps.append(ClockClamp(
+            time_s=profiler.device.now_s(), requested_hz=requested_hz, running_hz=running_hz,
+            ceiling_hz=start_hz, cause=err.cause, detail=err.cause_detail, by=by))
+        points = [profiler.measure(batch_size, start_hz)]
+    index = frequencies.index(start_hz)
     if feasible(points[-1]):
         while index + 1 < len(frequencies) and frequencies[index + 1] <= ceiling:
             index += 1
-            points.append(profiler.measure(batch_size, frequencies[index]))
+            try:
+                points.append(profiler.measure(batch_size, frequencies[index]))
+            except FrequencyNotFollowedError:
+                break  # the board's ceiling for now: nothing above it can run
             if not feasible(points[-1]):
                 break
     else:

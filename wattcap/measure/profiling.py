@@ -453,6 +453,7 @@ class Profiler:
             device_kind=self.device.kind,
             power_mode=self.device.power_mode,
             sensor_rail=self.device.sensor_rail,
+            sensor_rule=_sensor_rule(self.device),
             sensor_period_s=self.device.sensor_period_s,
             model=self.model,
             input_shape=list(self.workload.input_shape),
@@ -591,3 +592,9 @@ def build_training_step(
 
     return step
 
+
+def _sensor_rule(device: Device) -> str | None:
+    """The rule a device took its power rails by (a Jetson's `power_source`), for the
+    profile; None where the device has one sensor."""
+    source = getattr(device, "power_source", None)
+    return None if source is None else source.describe()

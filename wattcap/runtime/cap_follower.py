@@ -32,6 +32,7 @@ from wattcap.core.cap_history import CapTimeline, Segment, TimelineRecorder
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.caps import CapSource, CapSourceError, ConstantCap, parse_cap_source
+from wattcap.devices.clock_clamp import lock_clock_within
 
 if TYPE_CHECKING:
     from wattcap.runtime.watchdog import CapWatchdog
@@ -140,7 +141,8 @@ class CapFollower:
             if self.segments:
                 self.segments[-1].see(reading.power_w, in_force_w, self.period_s)
             self.timeline.add(t_s, reading.power_w, cap.cap_w,
-                              self.device.run_frequency_hz(), self.batch_size)
+                              self.device.run_frequency_hz(), self.batch_size,
+                              self.source.supply_power_w)
             # only readings whose whole averaging period was idle say what idling draws
             idle_reading = self._idling and reading.time_s - self.period_s >= \
                 self._idle_since_s - 1e-9
@@ -423,7 +425,9 @@ class CapFollower:
         with self.device.clock_lock:
             if self.device.run_frequency_hz() == frequency_hz:
                 return frequency_hz
-            return self.device.set_frequency_hz(frequency_hz)
+            # a clock the board does not follow (hot, held) is recorded as a clamp and the
+            # run goes on at the board's ceiling: never a failure of the tick
+            return lock_clock_within(self.device, frequency_hz, "moving cap")
 
     def _event(self, t_s: float, message: str) -> None:
         self.events.append(f"t={t_s:.2f} s: {message}")

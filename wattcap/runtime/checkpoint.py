@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
+from wattcap.core.events import CapViolation, ClockClamp, DriftEvent, FrequencyStep, Replan
 from wattcap.core.files import atomic_path
 from wattcap.core.run import CurvePoint
 from wattcap.core.schema import WattcapFileError
@@ -40,6 +40,7 @@ class SessionState(BaseModel):
     frequency_steps: list[FrequencyStep] = []
     drift_events: list[DriftEvent] = []
     replans: list[Replan] = []
+    clock_clamps: list[ClockClamp] = []
     extra: dict[str, Any] = {}
     #: a moving cap's follower: its source's state, plan, segments and the run's clock
     cap: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from wattcap.core.schema import WattcapFileError
+from wattcap.devices.clock_clamp import lock_clock_within
 from wattcap.runtime.checkpoint import SessionState
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.rng_state import capture_rng, restore_rng
@@ -59,7 +60,8 @@ class Checkpointing:
             cap_violations=guard.violations if guard else [],
             frequency_steps=guard.steps if guard else [],
             drift_events=monitor.events if monitor else [],
-            replans=monitor.replans if monitor else [], extra=extra,
+            replans=monitor.replans if monitor else [],
+            clock_clamps=session._guard_part.run_clamps(), extra=extra,
             cap=session._follower.state_dict() if session._follower is not None else None,
             rng=capture_rng())
 
@@ -97,6 +99,7 @@ class Checkpointing:
         if session._guard is not None:
             session._guard.violations += state.cap_violations
             session._guard.steps += state.frequency_steps
+        session._guard_part.clamps_before = list(state.clock_clamps)
         if session._monitor is not None:
             session._monitor.events += state.drift_events
             session._monitor.replans += state.replans
@@ -110,10 +113,10 @@ class Checkpointing:
         if (device is not None and saved_hz is not None
                 and saved_hz < device.run_frequency_hz()
                 and saved_hz in device.frequencies_hz()):
-            device.set_frequency_hz(saved_hz)
-            session.frequency_hz = saved_hz
+            applied_hz = lock_clock_within(device, saved_hz, "resume")
+            session.frequency_hz = applied_hz
             if session._guard is not None:
-                session._guard.set_ceiling_hz(saved_hz)
+                session._guard.set_ceiling_hz(applied_hz)
         session._cap.resume(state)
         return state
 

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from wattcap.core.events import ClockClamp
 from wattcap.devices.base import configure_cuda_backends
+from wattcap.devices.clock_clamp import lock_clock_within
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotSupportedError,
@@ -30,11 +32,23 @@ class DeviceGuard:
         self.session = session
         #: whether the events already say that this thread kept the sensor thread from running
         self._held_back_noted = False
+        #: the device's clamps before this run (a device may serve several runs) and those of
+        #: the run's earlier part (a resumed checkpoint)
+        self._clamps_since = 0
+        self.clamps_before: list[ClockClamp] = []
+
+    def run_clamps(self) -> list[ClockClamp]:
+        """The clocks the board did not follow during this run, resumed parts included."""
+        device = self.session.device
+        now = [] if device is None else device.clock_clamps[self._clamps_since:]
+        return self.clamps_before + now
 
     def apply_frequency(self, frequency_hz: int, why: str) -> None:
         session = self.session
         assert session.device is not None
-        session.device.set_frequency_hz(frequency_hz)
+        # a clock the board does not follow (hot, a power mode's clamp): the run goes on at
+        # the board's ceiling, which is the plan's under it (power falls with the clock)
+        frequency_hz = lock_clock_within(session.device, frequency_hz, why)
         if session.profile is not None and session.power_cap_w is not None:
             point = session.profile.lookup(session.batch_size, frequency_hz)
             if point is not None and point.peak_power_w > session.power_cap_w:
@@ -99,6 +113,7 @@ class DeviceGuard:
         session = self.session
         device = session.device
         assert device is not None
+        self._clamps_since = len(device.clock_clamps)
         if session.frequency_hz is not None:
             self.apply_frequency(session.frequency_hz, "plan")
         self.apply_backstop()
@@ -111,6 +126,8 @@ class DeviceGuard:
         if session._watchdog_on:
             session._guard = CapWatchdog(device, session.power_cap_w,
                                          frequency_for_cap=self.fstar_for_cap,
+                                         knob_for_cap=None if session.knob_kind == "gpu_clock"
+                                         else self.knob_for_cap,
                                          stop_at_floor=session.cap_source is None)
             stack.enter_context(device.sensor_ticks(session._guard))
         if session.profile is not None and session._drift_tolerance > 0:
@@ -132,8 +149,8 @@ class DeviceGuard:
 
     def fstar_for_cap(self, power_cap_w: float) -> int | None:
         """f*(b) under `power_cap_w` at the run's batch size, from the profile with the run's
-        margin (None without a profile, or when no measured clock of b fits under it): where a
-        confirmed violation sends the clock at once."""
+        margin; the row's lowest measured clock where none fits under it; None without a
+        profile or a row for b: where a confirmed violation sends the clock at once."""
         session = self.session
         if session.profile is None or session.knob_kind != "gpu_clock":
             return None  # a table of limits or modes knows no clock: one level down
@@ -141,7 +158,37 @@ class DeviceGuard:
 
         margined = with_power_margin(session.profile, session.margin_sigmas)
         point = margined.frontier(power_cap_w).get(session.batch_size)
-        return None if point is None else point.knob_value
+        if point is not None:
+            return point.knob_value
+        row = margined.rows().get(session.batch_size)
+        return row[0].knob_value if row else None
+
+    def knob_for_cap(self, power_cap_w: float) -> str | None:
+        """For a run planned on a power limit or power mode: apply the profile's choice at the
+        run's batch size for `power_cap_w` (margined; the value that draws least where none
+        fits) where the profile says it draws less than the value in force, and say what
+        changed; None where there is nothing lower to move to. Called by the watchdog, from
+        the sensor thread, with the clock lock held."""
+        from wattcap.algorithms.planner import with_power_margin
+        from wattcap.core.knob import format_knob
+
+        session = self.session
+        kind, value = session.knob_kind, session.knob_value
+        if session.profile is None or kind == "gpu_clock" or value is None:
+            return None
+        margined = with_power_margin(session.profile, session.margin_sigmas)
+        row = margined.rows().get(session.batch_size, [])
+        if not row:
+            return None
+        point = margined.frontier(power_cap_w).get(session.batch_size) or min(
+            row, key=lambda p: p.peak_power_w)
+        in_force = margined.lookup(session.batch_size, value)
+        if point.knob_value == value or (in_force is not None
+                                         and point.peak_power_w >= in_force.peak_power_w):
+            return None
+        applied = session.device.apply_knob(kind, point.knob_value)
+        session.knob_value = applied
+        return f"{format_knob(kind, value)} -> {format_knob(kind, applied)}"
 
     def check_watch(self) -> None:
         """After each step: the power watch is alive (no failed callback, no dead sensor, a

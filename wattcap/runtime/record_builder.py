@@ -8,6 +8,7 @@ from typing import Any
 
 from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.run import RunRecord
+from wattcap.devices.clock_clamp import describe_clamp
 
 
 class RecordBuilder:
@@ -49,6 +50,7 @@ class RecordBuilder:
                     f"re-planned at t={replan.time_s:.1f} s: {replan.from_hz / 1e6:.1f} -> "
                     f"{replan.to_hz / 1e6:.1f} MHz ({replan.reason}; re-measured "
                     f"{len(replan.points)} points in {replan.remeasure_device_s:.1f} s)")
+        events += [describe_clamp(clamp) for clamp in session._guard_part.run_clamps()]
         if device is not None:
             events += [f"power sensor changed: {change}" for change in device.sensor_changes]
             events += [f"device: {event}" for event in device.events]
@@ -83,6 +85,7 @@ class RecordBuilder:
             frequency_steps=guard.steps if guard else [],
             drift_events=monitor.events if monitor else [],
             replans=monitor.replans if monitor else [], energy_source=energy_source,
+            clock_clamps=session._guard_part.run_clamps(),
             events=events, resumed_from_samples=session.resumed_from_samples,
             wall_time_s=time.monotonic() - session._wall_start,
             weights_source=session.weights_source,

@@ -33,7 +33,8 @@ from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.events import CapViolation, DriftEvent, FrequencyStep, Replan
 from wattcap.core.profile import ProfileTable
 from wattcap.devices.base import Device, PowerReading
-from wattcap.devices.errors import DeviceError, FrequencyNotFollowedError, WatchError
+from wattcap.devices.clock_clamp import lock_clock_within
+from wattcap.devices.errors import DeviceError, WatchError
 from wattcap.devices.signals import EXIT_SIGNALS, Terminated, exit_cleanly_on_signals
 from wattcap.measure.profile_refresh import refresh_row
 from wattcap.measure.profiling import Profiler
@@ -42,14 +43,6 @@ __all__ = [
     "EXIT_SIGNALS", "CapViolation", "CapWatchdog", "DriftEvent", "DriftMonitor",
     "FrequencyStep", "Replan", "Terminated", "exit_cleanly_on_signals",
 ]
-
-
-
-
-
-
-
-
 
 
 @dataclass
@@ -88,8 +81,13 @@ class CapWatchdog:
     notes: list[str] = field(default_factory=list)
     ceiling_hz: int | None = None
     #: f*(b) for a cap from the profile (margined, at the run's batch size), or None where the
-    #: profile has none: a confirmed violation goes straight there instead of one level down
+    #: profile has none: a confirmed violation goes straight to f*(b) for the cap less the
+    #: excess it saw, instead of one level down
     frequency_for_cap: Callable[[float], int | None] | None = None
+    #: for a run planned on a power limit or power mode: applies the plan's value for a cap
+    #: (less the excess seen) where it draws less than the value in force, and says what it
+    #: did (None: nothing to move to; the clock then steps down a level)
+    knob_for_cap: Callable[[float], str | None] | None = None
     #: a confirmed violation at the lowest clock stops the run (False under a moving cap,
     #: whose follower pauses the run where the cap falls below every configuration)
     stop_at_floor: bool = True
@@ -120,9 +118,13 @@ class CapWatchdog:
                 # confirmed: two readings in a row over the cap since the last decision (one
                 # decision per violation; a clock that still breaks it needs two new readings)
                 if len(self._run) - self._decided >= 2:
+                    # what both confirming readings were over by: the plan's choice for the
+                    # cap less that much is what draws little enough (a single spike in the run
+                    # does not count)
+                    excess_w = min(r.power_w for r in self._run[-2:]) - self.power_cap_w
                     self._decided = len(self._run)
                     if self._held is None:
-                        self._step_down(reading)
+                        self._step_down(reading, excess_w)
                     else:
                         self._note(f"held: {self._held}", f"power above the cap, frequency "
                                    f"held: {self._held}")
@@ -133,10 +135,21 @@ class CapWatchdog:
             if self._held is None:
                 self._maybe_step_up(reading, current)
 
-    def _step_down(self, reading: PowerReading) -> None:
+    def _step_down(self, reading: PowerReading, excess_w: float = 0.0) -> None:
         assert self.power_cap_w is not None
         with self.device.clock_lock:
             current = self.device.run_frequency_hz()
+            if self.knob_for_cap is not None:
+                moved = self.knob_for_cap(self.power_cap_w - excess_w)
+                if moved is not None:  # the plan's power limit or mode for the lower cap
+                    self.steps.append(FrequencyStep(
+                        time_s=reading.time_s, from_hz=current, to_hz=current,
+                        reason=f"power {reading.power_w:.2f} W above the cap "
+                               f"{self.power_cap_w:.2f} W for more than one sensor period: "
+                               f"{moved} (the plan's for the cap less the {excess_w:.2f} W "
+                               "over it)"))
+                    self._under = 0
+                    return
             lower = [f for f in self.device.frequencies_hz() if f < current]
             if not lower:
                 message = (f"power {reading.power_w:.2f} W above the cap "
@@ -151,20 +164,18 @@ class CapWatchdog:
                                "run); the checkpoint resumes this one as it is once the board "
                                "draws less again (cooled down)")
                 return
-            # straight to f*(b) for this cap where the profile knows it and it is lower;
-            # else (no profile, or already at or below it) one level down
-            target = self.frequency_for_cap(self.power_cap_w) if self.frequency_for_cap \
-                else None
+            # straight to f*(b) for the cap less the excess seen, where the profile knows it
+            # and it is lower (at the planned point too: the plan's choice for a lower cap);
+            # one level down without a profile (or where f*(b) is not lower)
+            target = None
+            if self.frequency_for_cap is not None:
+                target = self.frequency_for_cap(self.power_cap_w - max(excess_w, 0.0))
             jump = target is not None and target < current and target in lower
             to_hz = target if jump and target is not None else lower[-1]
             try:
-                applied = self.device.set_frequency_hz(to_hz)
-            except FrequencyNotFollowedError as err:
-                # the lock is written (the requested clock from now on); the board runs at
-                # another clock still, held by its own limit (thermal, power): a step all the same
-                self._note(f"not followed {to_hz}", f"stepped down to {to_hz / 1e6:.1f} MHz: "
-                           f"{err.message}")
-                applied = to_hz
+                # a clock the board does not follow (hot, held) is recorded as a clamp and
+                # the lock goes to the board's ceiling: a step all the same
+                applied = lock_clock_within(self.device, to_hz, "watchdog")
             except DeviceError as err:
                 message = (f"could not step the frequency down to {to_hz / 1e6:.1f} MHz: "
                            f"{err.message}")
@@ -193,7 +204,8 @@ class CapWatchdog:
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"power {reading.power_w:.2f} W above the cap {self.power_cap_w:.2f} W "
                    "for more than one sensor period"
-                   + ("; straight to f*(b) for this cap from the profile" if jump else ""),
+                   + (f"; straight to the plan's clock for the cap less the {excess_w:.2f} W "
+                      "over it" if jump else ""),
         ))
 
     def _maybe_step_up(self, reading: PowerReading, current: int) -> None:
@@ -216,11 +228,22 @@ class CapWatchdog:
             if self.device.run_frequency_hz() != current:
                 return  # someone else (a re-plan) changed the clock meanwhile
             try:
-                applied = self.device.set_frequency_hz(up)
+                applied = lock_clock_within(self.device, up, "watchdog")
             except DeviceError as err:
                 self._note(f"refused {up}", f"could not step the frequency back up to "
                            f"{up / 1e6:.1f} MHz: {err.message}")
                 return
+        if applied <= current:
+            # the board holds the clock (hot): the level is not reached; wait longer next time
+            self._wait[up] = min(2 * self._wait.get(up, self.recovery_readings),
+                                 self.max_recovery_readings)
+            self._under = 0
+            if applied < current:
+                self.steps.append(FrequencyStep(
+                    time_s=reading.time_s, from_hz=current, to_hz=applied,
+                    reason="the board holds the clock lower than the level tried "
+                           f"({up / 1e6:.1f} MHz): its ceiling for now"))
+            return
         self._under = 0
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
@@ -521,13 +544,14 @@ class DriftMonitor:
         with self.offload() if self.offload is not None else nullcontext():
             try:
                 points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
-                                     ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)))
+                                     ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)),
+                                     by="drift re-plan")
             finally:
                 self.profiler.release_steps()  # its copy leaves before the model comes back
         feasible = [p for p in points if cap is None or p.peak_power_w <= cap]
         best = max(feasible, key=lambda p: p.knob_value) if feasible else None
         to_hz = best.knob_value if best is not None else frequencies[0]
-        applied_hz = self.device.set_frequency_hz(to_hz)
+        applied_hz = lock_clock_within(self.device, to_hz, "drift re-plan")
         if self.watchdog is not None:
             self.watchdog.set_ceiling_hz(applied_hz)
         self.reference = self.reference.remeasured(points)

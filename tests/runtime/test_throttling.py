@@ -1,0 +1,105 @@
+"""Throttling as a state of the world: on an emulated board that heats under sustained load
+(and one hot at the start), every path that moves the clock — the plan at the start, the
+drift re-plan, a moving cap, the watchdog (tests/runtime/test_watchdog.py) — meets a clock the
+board does not follow, records the clamp and its cause, goes on under it, and the run reaches
+its target instead of stopping."""
+
+from __future__ import annotations
+
+import pytest
+
+from wattcap.core.profile import ProfileTable
+from wattcap.data import get_dataset
+from wattcap.devices import EmulatedDevice
+from wattcap.devices.caps import ScheduleCap
+from wattcap.devices.emulated_thermal import ThermalModel
+from wattcap.devices.errors import FrequencyNotFollowedError
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
+from wattcap.train.loop import TrainConfig, train_to_accuracy
+
+MODEL = "digits32-cnn"
+B = 32
+
+
+def hot_nano(start_c: float | None = None, time_constant_s: float = 5.0) -> EmulatedDevice:
+    """A Nano whose sustained training load at its top clocks would settle past its 85 °C
+    trip point (20 °C per W: about 4 W of training settles near 105 °C, idle at 60 °C)."""
+    return EmulatedDevice("jetson-nano", thermal=ThermalModel(
+        resistance_c_per_w=20.0, time_constant_s=time_constant_s, start_c=start_c))
+
+
+@pytest.fixture(scope="module")
+def digits32() -> tuple:
+    return get_dataset("digits-32").split(0.2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def row_profile() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), MODEL, batch_sizes=(B,)).run(exhaustive=True)
+
+
+def config(**update: object) -> TrainConfig:
+    base = dict(model=MODEL, batch_size=B, target_accuracy=0.8, sample_budget=4096,
+                eval_every_samples=256, max_eval_samples=200)
+    return TrainConfig(**(base | update))
+
+
+def test_a_board_hot_at_the_start_plans_under_its_clamp_and_trains(digits32: tuple) -> None:
+    device = hot_nano(start_c=97.0, time_constant_s=600.0)
+    freqs = device.frequencies_hz()
+    device.idle(5 * device.sensor_period_s)  # it was busy before: the governor holds it down
+    ceiling_hz = device.current_frequency_hz()
+    assert ceiling_hz < freqs[-1]
+    with pytest.raises(FrequencyNotFollowedError):  # the board refuses the top clock...
+        device.set_frequency_hz(freqs[-1])
+    train, test = digits32
+    record = train_to_accuracy(config(), train, test, device=device)  # ...the run does not
+    assert record.reached
+    plan_clamps = [c for c in record.clock_clamps if c.by == "plan"]
+    assert plan_clamps and plan_clamps[0].requested_hz == freqs[-1]
+    assert plan_clamps[0].cause == "thermal" and plan_clamps[0].ceiling_hz <= ceiling_hz
+    assert any("held there by the board (thermal" in e for e in record.events)
+    # what the record says ran is what the board allowed, never the refused clock
+    assert record.frequency_hz is not None and record.frequency_hz < freqs[-1]
+    assert device.run_frequency_hz() == freqs[-1]  # restored as found (the found lock)
+
+
+def test_a_board_that_heats_during_the_run_is_re_planned_under_its_ceiling(
+        digits32: tuple, row_profile: ProfileTable) -> None:
+    device = hot_nano(time_constant_s=3.0)
+    freqs = device.frequencies_hz()
+    train, test = digits32
+    record = train_to_accuracy(config(sample_budget=8192, target_accuracy=0.95), train, test,
+                               device=device, profile=row_profile, power_cap_w=20.0)
+    # the drift monitor saw the slower clock and re-planned; the re-measure met the clamp
+    assert record.replans, record.events
+    assert all(r.to_hz < freqs[-1] for r in record.replans)
+    (clamp, *_) = [c for c in record.clock_clamps if c.by == "drift re-plan"]
+    assert clamp.cause == "thermal" and clamp.ceiling_hz == record.replans[0].to_hz
+    assert record.frequency_hz is not None and record.frequency_hz < freqs[-1]
+    assert record.samples_seen > 0 and record.curve  # it trained on, no error
+
+
+def test_a_moving_cap_that_rises_on_a_hot_board_goes_on_under_the_clamp(
+        row_profile: ProfileTable) -> None:
+    freqs = row_profile.knob_values
+    low_w = row_profile.lookup(B, freqs[2]).peak_power_w + 0.1  # type: ignore[union-attr]
+    device = hot_nano(start_c=97.0, time_constant_s=600.0)
+    session = Session(device, model=MODEL,
+                      planning=PlanSettings(profile=row_profile, batch_size=B),
+                      cap=CapSettings(power_cap=ScheduleCap([(0.0, low_w), (0.5, 20.0)]),
+                                      drift_tolerance=0.0),
+                      device_handling=DeviceHandling(handle_signals=False))
+    with session:
+        while device.now_s() < 1.5:
+            with session.step():
+                pass
+        session.report(0.5)
+    record = session.record
+    assert record is not None
+    moving = [c for c in record.clock_clamps if c.by == "moving cap"]
+    assert moving, record.events
+    assert moving[0].requested_hz > moving[0].ceiling_hz and moving[0].cause == "thermal"
+    assert record.steps > 0 and record.stop_reason is None
