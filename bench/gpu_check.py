@@ -234,6 +234,13 @@ def check(lines: list[str], model: str, batch_sizes: list[int], steps: int,
                      f"power-limit knob's span); PCI {device.pci_bus_id()} -> "
                      f"{device.torch_device}; clock event reasons now: "
                      f"{', '.join(device.clock_event_reasons()) or 'none'}")
+        # what wattcap reads before its first change to tell an administrator's clock setting
+        # (read only: the application clocks and the reasons)
+        from wattcap.devices.nvml_clock_hold import find_clock_hold
+
+        hold = find_clock_hold(device._nvml, device._handle, device.clock_event_reasons(),
+                               device.gpu_name, max(device.frequencies_hz()) // 1_000_000)
+        lines.append(f"clock held by a setting wattcap did not make: {hold or 'none seen'}")
         profiler = Profiler(device, model, batch_sizes=tuple(batch_sizes))
         for b in batch_sizes:
             point = profiler.measure(b, device.pinned_hz)

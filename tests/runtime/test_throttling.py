@@ -1,6 +1,7 @@
 """Throttling as a state of the world: on an emulated board that heats under sustained load
 (and one hot at the start), every path that moves the clock — the plan at the start, the
-drift re-plan, a moving cap, the watchdog (tests/runtime/test_watchdog.py) — meets a clock the
+drift re-plan, a moving cap, a noise-scale re-plan, the watchdog
+(tests/runtime/test_watchdog.py) — meets a clock the
 board does not follow, records the clamp and its cause, goes on under it, and the run reaches
 its target instead of stopping."""
 
@@ -66,6 +67,7 @@ def test_a_board_hot_at_the_start_plans_under_its_clamp_and_trains(digits32: tup
     assert device.run_frequency_hz() == freqs[-1]  # restored as found (the found lock)
 
 
+@pytest.mark.slow(seconds=10)
 def test_a_board_that_heats_during_the_run_is_re_planned_under_its_ceiling(
         digits32: tuple, row_profile: ProfileTable) -> None:
     device = hot_nano(time_constant_s=3.0)
@@ -103,3 +105,23 @@ def test_a_moving_cap_that_rises_on_a_hot_board_goes_on_under_the_clamp(
     assert moving, record.events
     assert moving[0].requested_hz > moving[0].ceiling_hz and moving[0].cause == "thermal"
     assert record.steps > 0 and record.stop_reason is None
+
+
+@pytest.mark.slow(seconds=8)
+def test_a_noise_scale_re_plan_on_a_hot_board_goes_on_under_the_clamp() -> None:
+    from wattcap.runtime.gns_replan import GnsSettings
+
+    model = "digits-cnn"
+    profile = Profiler(EmulatedDevice("jetson-nano"), model).run(exhaustive=True)
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    device = EmulatedDevice("jetson-nano", thermal=ThermalModel(
+        resistance_c_per_w=20.0, time_constant_s=600.0, start_c=97.0, step_interval_s=0.05))
+    device.idle(0.5)  # hot and held down from the start
+    cfg = TrainConfig(model=model, batch_size=64, target_accuracy=0.99, sample_budget=1024,
+                      eval_every_samples=256, lr_ref=2e-3, batch_size_ref=64)
+    record = train_to_accuracy(cfg, train, test, device=device, power_cap_w=4.5,
+                               profile=profile, efficiency=GnsSettings(samples=512))
+    gns = [c for c in record.clock_clamps if c.by == "gns re-plan"]
+    assert gns and gns[0].cause == "thermal" and gns[0].ceiling_hz < gns[0].requested_hz
+    assert record.samples_seen == 1024  # it trained on after the re-plan
+    assert any(e.startswith("gns re-plan at 512 samples") for e in record.events)
