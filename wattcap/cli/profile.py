@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from wattcap.core.profile import ProfilePoint, ProfileTable
     from wattcap.devices import Device
     from wattcap.measure.profile_refresh import RefreshResult
+    from wattcap.measure.profile_rounds import RoundsResult
 
 
 def emulate_power_limit(dev: Device) -> None:
@@ -159,6 +160,16 @@ def profile(
     input_shape: InputShapeOpt = None,
     num_classes: NumClassesOpt = None,
     vocab_size: VocabSizeOpt = None,
+    rounds: Annotated[int, typer.Option(
+        help="Measure every point in this many rounds, apart in time, and merge them: time "
+        "per sample the mean, its spread the larger of one window's error and the spread "
+        "between rounds (what plans read for their margin and near ties), peak power the "
+        "largest. On real hardware at least 2 rounds are recommended where the time allows. "
+        "Not with --few-points, --refresh or another --knob.")] = 1,
+    round_gap_s: Annotated[float | None, typer.Option(
+        help="With --rounds: seconds the device idles between rounds (default 60 on real "
+        "hardware; 0 on an emulated device, whose virtual clock changes nothing while it "
+        "idles).")] = None,
 ) -> None:
     """Measure peak power and time per sample over (batch size, knob value; --knob: the
     GPU clock, the power limit or the power mode): pruned for --power-cap (the cap whose
@@ -187,6 +198,7 @@ def profile(
     if knob != "gpu-clock" and (few_points or refresh is not None or cap is not None):
         fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
              "--refresh or --power-cap")
+    _check_rounds(rounds, round_gap_s, few_points or refresh is not None or knob != "gpu-clock")
     limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
@@ -210,7 +222,7 @@ def profile(
     else:
         assert out is not None
         _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points,
-                 knob=knob, limits_w=limits_w)
+                 knob=knob, limits_w=limits_w, rounds=rounds, round_gap_s=round_gap_s)
 
 
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
@@ -254,11 +266,25 @@ def _power_limits(text: str | None) -> list[float] | None:
     return [limit for limit in limits if limit is not None]
 
 
+def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool) -> None:
+    """--rounds is 1 or more, only for a clock profile that measures (not --few-points,
+    --refresh, another --knob); --round-gap-s only with rounds to separate, 0 s or more."""
+    if rounds < 1:
+        fail(f"--rounds must be 1 or more, not {rounds}")
+    if rounds > 1 and single_round_only:
+        fail("--rounds measures an exhaustive or pruned clock profile: not with --few-points, "
+             "--refresh or another --knob")
+    if round_gap_s is not None and (rounds < 2 or round_gap_s < 0):
+        fail("--round-gap-s needs --rounds 2 or more and 0 seconds or more")
+
+
 def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
              exhaustive: bool, few_points: bool, max_points: int | None,
-             knob: str = "gpu-clock", limits_w: list[float] | None = None) -> None:
+             knob: str = "gpu-clock", limits_w: list[float] | None = None,
+             rounds: int = 1, round_gap_s: float | None = None) -> None:
     """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
-    power mode or power limits) and write the table."""
+    power mode or power limits; in `rounds` rounds) and write the table."""
+    from wattcap.measure.profile_rounds import profile_in_rounds
     from wattcap.measure.profiling import Profiler
 
     if knob == "power-limit":
@@ -274,6 +300,10 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         what = f"exhaustive, {grid} points at most"
     else:
         what = f"pruned for {cap:g} W, at most {grid} points"
+    if rounds > 1:
+        what += f", in {rounds} rounds"
+        grid *= rounds
+    result: RoundsResult | None = None
     with resumable(_NOTHING_KEPT), dev, progress(f"profiling {model} on {dev.name} ({what})",
                                                  grid, "points") as report:
         profiler = Profiler(
@@ -286,6 +316,10 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
                 table = profiler.run_power_modes()
             elif knob == "power-limit":
                 table = profiler.run_power_limits(limits_w)
+            elif rounds > 1:
+                result = profile_in_rounds(profiler, rounds, power_cap_w=cap,
+                                           exhaustive=exhaustive, round_gap_s=round_gap_s)
+                table = result.table
             else:
                 table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
                                      mode="model" if few_points else None,
@@ -310,11 +344,28 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
+    if result is not None:
+        _print_rounds(result)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()
     if clock_note:
         console.print(f"[yellow]warning:[/] {escape(clock_note)}", highlight=False)
+
+
+def _print_rounds(result: RoundsResult) -> None:
+    """How long each round took, and the point whose rounds differed most."""
+    from wattcap.measure.profile_rounds import largest_round_spread
+
+    console.print(f"{len(result.round_device_s)} rounds took "
+                  + ", ".join(f"{s:.1f}" for s in result.round_device_s)
+                  + f" s of device time, {result.gap_s:g} s idle between rounds", highlight=False)
+    widest = largest_round_spread(result.table)
+    if widest is not None:
+        point, spread = widest
+        console.print(f"largest spread between rounds: {spread:.1%} of the time per sample "
+                      f"(b={point.batch_size} at {result.table.describe_knob(point.knob_value)})",
+                      highlight=False)
 
 
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,

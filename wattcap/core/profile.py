@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from wattcap.core.knob import KnobKind, format_knob, knob_unit
 from wattcap.core.observed_clock import ObservedFrequency
@@ -57,10 +57,35 @@ class ProfilePoint(BaseModel):
     #: clock in effect) it is the clock the point ran at; where a clock was set, a mean
     #: below it says the board did not hold it (`ProfileTable.clock_not_held`)
     observed_frequency_hz: ObservedFrequency | None = None
+    #: rounds the point was measured in (`wattcap profile --rounds`): with more than one, its
+    #: time is the rounds' mean, its spread the larger of the windows' own error and the
+    #: between-round standard deviation, its peak power the rounds' largest, its average
+    #: power their mean, and `round_seconds_per_sample` holds each round's time
+    rounds: int = 1
+    round_seconds_per_sample: list[float] = []
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # a point of one round is written as before rounds existed
+        return _without_defaults(handler(self), self, _POINT_OPTIONAL_DEFAULTS)
 
     def time_for_samples_s(self, samples: float) -> float:
         """Device seconds to process `samples` samples at this point."""
         return self.seconds_per_sample * samples
+
+#: fields written out only when they differ from their default: a profile of one round
+#: dumps (and compares) as it did before rounds existed
+_POINT_OPTIONAL_DEFAULTS: dict[str, object] = {"rounds": 1, "round_seconds_per_sample": []}
+_TABLE_OPTIONAL_DEFAULTS: dict[str, object] = {"rounds": 1}
+
+
+def _without_defaults(data: dict, model: BaseModel, defaults: dict[str, object]) -> dict:
+    """`data` (a model's dump) without the keys of `defaults` that hold their default."""
+    for key, default in defaults.items():
+        if key in data and getattr(model, key) == default:
+            del data[key]
+    return data
+
 
 def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:
     """Schema 4 -> 5: a profile before knobs varied the GPU clock, in Hz."""
@@ -78,8 +103,9 @@ class ProfileTable(VersionedFile):
     #: 3: architecture_fingerprint, device_spec; 4: imported tables (mode "imported",
     #: imported_from, peak_power_source); 5: knobs (knob_kind; frequency_hz and frequencies_hz
     #: became knob_value and knob_values; max_power_limit_w); 6: each measured point's
-    #: observed clock (ProfilePoint.observed_frequency_hz)
-    SCHEMA_VERSION = 6
+    #: observed clock (ProfilePoint.observed_frequency_hz); 7: sensor_rule, and profiles
+    #: measured in rounds (rounds, round_seconds_per_sample: written only when more than one)
+    SCHEMA_VERSION = 7
     #: every field added since version 1 is optional and absent means "not recorded": an
     #: earlier file loads as it is (nothing is invented for it)
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
@@ -89,6 +115,7 @@ class ProfileTable(VersionedFile):
         #                      power_window_s
         4: _knob_of_frequency,
         5: lambda raw: raw,  # 6 added the points' observed clock
+        6: lambda raw: raw,  # 7 added sensor_rule and the rounds of a profile
     }
 
     device: str
@@ -137,6 +164,13 @@ class ProfileTable(VersionedFile):
     #: an imported table (`wattcap import profile`): its file (name, sha256), the column
     #: mapping and how its power was measured; None for a profile wattcap measured
     imported_from: dict | None = None
+    #: rounds every point was measured in, apart in time (`wattcap.measure.profile_rounds`);
+    #: a point's own `rounds` may be fewer where a round could not measure it
+    rounds: int = 1
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return _without_defaults(handler(self), self, _TABLE_OPTIONAL_DEFAULTS)
 
     @property
     def points_predicted(self) -> int:

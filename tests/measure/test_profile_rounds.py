@@ -1,0 +1,165 @@
+"""Profiles in rounds: every point measured again after a gap, the rounds merged into a mean
+time, a spread that includes what changed between rounds, the largest peak."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wattcap.cli import app
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.progress import JobProgress
+from wattcap.devices import EmulatedDevice
+from wattcap.devices.emulated import Drift
+from wattcap.measure.profile_rounds import (
+    DEFAULT_ROUND_GAP_S,
+    default_round_gap_s,
+    merge_point,
+    profile_in_rounds,
+)
+from wattcap.measure.profiling import Profiler
+
+MODEL = "digits32-cnn"
+SIZES = (8, 32)
+#: the board's speed in each round: it slows, then runs faster than at first
+SPEEDS = (1.0, 0.8, 1.25)
+
+
+class ChangingBoard(EmulatedDevice):
+    """An emulated board whose speed changes while it idles between rounds (its temperature,
+    a background process): round k runs at SPEEDS[k]."""
+
+    def __init__(self) -> None:
+        super().__init__("jetson-nano")
+        self.idles_s: list[float] = []
+
+    def idle(self, seconds: float) -> None:
+        super().idle(seconds)
+        self.idles_s.append(seconds)
+        self.drift = Drift(after_s=0.0, speed_factor=SPEEDS[len(self.idles_s)])
+
+
+def _recording_profiler(device: EmulatedDevice) -> tuple[Profiler, list[ProfilePoint]]:
+    """A profiler and the list every point it measures lands in, in order."""
+    seen: list[ProfilePoint] = []
+
+    def record(update: JobProgress) -> None:
+        assert isinstance(update.item, ProfilePoint)
+        seen.append(update.item)
+
+    return Profiler(device, MODEL, batch_sizes=SIZES, progress=record), seen
+
+
+def test_a_changing_board_gives_each_point_the_spread_between_its_rounds() -> None:
+    board = ChangingBoard()
+    profiler, seen = _recording_profiler(board)
+    result = profile_in_rounds(profiler, len(SPEEDS), power_cap_w=4.0, round_gap_s=5.0)
+    table = result.table
+    assert board.idles_s == [5.0, 5.0]
+    assert table.rounds == 3 and result.gap_s == 5.0 and len(result.round_device_s) == 3
+    count = len(table.points)
+    assert count > 0 and len(seen) == 3 * count  # later rounds measure exactly round one's
+    # the first round is the plain profile; the gaps are not counted as profiling time
+    first = Profiler(EmulatedDevice("jetson-nano"), MODEL, batch_sizes=SIZES).run(power_cap_w=4.0)
+    assert table.profiling_device_s == pytest.approx(
+        first.profiling_device_s + sum(result.round_device_s[1:]))
+    for i, point in enumerate(table.points):
+        rounds = [seen[i], seen[count + i], seen[2 * count + i]]
+        assert all((p.batch_size, p.knob_value) == (point.batch_size, point.knob_value)
+                   for p in rounds)
+        times = [p.seconds_per_sample for p in rounds]
+        # each round's time is the board's at that round's speed, measured on its own
+        for speed, time_s in zip(SPEEDS, times, strict=True):
+            alone = Profiler(EmulatedDevice("jetson-nano", drift=Drift(0.0, speed)), MODEL,
+                             batch_sizes=SIZES).measure(point.batch_size, point.knob_value)
+            assert time_s == pytest.approx(alone.seconds_per_sample, rel=1e-9)
+        assert point.rounds == 3 and point.round_seconds_per_sample == times
+        assert point.seconds_per_sample == pytest.approx(statistics.fmean(times))
+        # the emulator's windows have no timing noise: the rounds' spread is the spread
+        between_s = statistics.stdev(times)
+        assert between_s > 0.05 * point.seconds_per_sample
+        assert all((p.seconds_per_sample_std or 0.0) < between_s for p in rounds)
+        assert point.seconds_per_sample_std == pytest.approx(between_s, rel=1e-9)
+        assert point.peak_power_w == max(p.peak_power_w for p in rounds)
+        assert point.avg_power_w == pytest.approx(statistics.fmean(p.avg_power_w for p in rounds),
+                                                  abs=1e-4)
+        assert point.steps == sum(p.steps for p in rounds)
+    # what plans read: the merged spread, written out and read back
+    again = ProfileTable.model_validate_json(table.to_json())
+    assert again == table
+
+
+def _point(time_s: float, std_s: float | None, peak_w: float, avg_w: float) -> ProfilePoint:
+    return ProfilePoint(batch_size=8, knob_value=1, peak_power_w=peak_w, avg_power_w=avg_w,
+                        seconds_per_sample=time_s, steps=4, readings=10,
+                        seconds_per_sample_std=std_s)
+
+
+def test_a_window_noisier_than_the_rounds_sets_the_spread() -> None:
+    merged = merge_point([_point(1.00, 0.10, 5.0, 4.0), _point(1.02, None, 5.5, 4.2),
+                          _point(0.99, 0.02, 5.2, 4.1)])
+    assert merged.seconds_per_sample_std == 0.10  # > the rounds' stdev (~0.015)
+    assert merged.seconds_per_sample == pytest.approx(1.0033333333)
+    assert (merged.peak_power_w, merged.avg_power_w) == (5.5, 4.1)
+    assert (merged.rounds, merged.round_seconds_per_sample) == (3, [1.00, 1.02, 0.99])
+    quiet = merge_point([_point(1.0, 0.001, 5.0, 4.0), _point(1.2, 0.001, 5.0, 4.0)])
+    assert quiet.seconds_per_sample_std == pytest.approx(statistics.stdev([1.0, 1.2]))
+
+
+def test_one_round_is_the_plain_profile_and_writes_no_new_keys() -> None:
+    plain = Profiler(EmulatedDevice("jetson-nano"), MODEL, batch_sizes=SIZES).run(power_cap_w=4.0)
+    profiler, _ = _recording_profiler(EmulatedDevice("jetson-nano"))
+    one = profile_in_rounds(profiler, 1, power_cap_w=4.0).table
+    assert one.model_dump() == plain.model_dump()
+    written = json.loads(one.to_json())
+    assert "rounds" not in written
+    assert all("rounds" not in p and "round_seconds_per_sample" not in p
+               for p in written["points"])
+    assert ProfileTable.model_validate(written).rounds == 1  # a file without them loads
+
+
+def test_a_steady_board_has_no_spread_between_rounds_and_no_default_gap() -> None:
+    device = EmulatedDevice("jetson-nano")
+    assert default_round_gap_s(device) == 0.0 and DEFAULT_ROUND_GAP_S > 0
+    table = profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 2,
+                              exhaustive=True).table
+    assert all(p.rounds == 2 and p.seconds_per_sample_std == pytest.approx(0.0, abs=1e-12)
+               for p in table.points)
+    with pytest.raises(ValueError, match="at least 1"):
+        profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 0)
+
+
+runner = CliRunner()
+
+
+def _invoke(*args: object):
+    return runner.invoke(app, ["profile", "--model", MODEL, "--batch-sizes", "8,32",
+                               *(str(a) for a in args)], env={"COLUMNS": "200"})
+
+
+def test_the_cli_profiles_in_rounds_and_says_how_long_they_took(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = _invoke("--power-cap", "4", "--rounds", "2", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 rounds took" in result.output and "0 s idle between rounds" in result.output
+    table = ProfileTable.load(out)
+    assert table.rounds == 2 and all(p.rounds == 2 for p in table.points)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--rounds", "0"), "--rounds must be 1 or more"),
+    (("--rounds", "-3"), "--rounds must be 1 or more"),
+    (("--rounds", "2", "--few-points"), "not with --few-points"),
+    (("--rounds", "2", "--knob", "power-limit"), "not with --few-points"),
+    (("--round-gap-s", "10"), "--round-gap-s needs --rounds 2"),
+    (("--rounds", "2", "--round-gap-s", "-1"), "0 seconds or more"),
+])
+def test_the_cli_refuses_bad_rounds(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    result = _invoke(*args, "--out", tmp_path / "p.json")
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "p.json").exists()

@@ -1,0 +1,157 @@
+"""Profiles that know their own spread: every point measured in several rounds, apart in time.
+
+One window's own standard error (`wattcap.algorithms.timing_spread`) sees the noise within the
+window; it cannot see what changes between windows minutes apart: the board's temperature, a
+background process, the clock the board settles at. Measuring every point again in later rounds
+and merging the rounds gives each point the spread a later measurement would show, and the
+planner reads it where it keeps its margin and says which choices are within noise
+(`seconds_per_sample_std`).
+
+The first round is an ordinary profile (exhaustive, or pruned for the cap); each later round
+measures exactly the points the first one measured, in the same order, so a pruned search
+that would climb a row differently in another round still gives every point all its rounds.
+Between rounds the device idles for the gap (on the emulator's virtual clock nothing changes
+while it idles, so the default gap there is 0).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.devices.base import Device
+from wattcap.devices.errors import DeviceOutOfMemoryError
+from wattcap.devices.signals import exit_cleanly_on_signals
+from wattcap.measure.profiling import Profiler
+
+#: idle seconds between rounds on real hardware: long enough for the board to leave the
+#: previous round's thermal state, short against a profile's own minutes
+DEFAULT_ROUND_GAP_S = 60.0
+
+
+def default_round_gap_s(device: Device) -> float:
+    """The gap between rounds on `device`: 0 where its time is modelled on a virtual clock (the
+    emulator: idling changes nothing), `DEFAULT_ROUND_GAP_S` on real hardware."""
+    return DEFAULT_ROUND_GAP_S if device.timing_needs_real_work else 0.0
+
+
+@dataclass(frozen=True)
+class RoundsResult:
+    """A profile measured in rounds, and how long each round took."""
+
+    table: ProfileTable
+    #: device seconds each round took to measure (the first with the sensor-noise window)
+    round_device_s: list[float]
+    #: idle seconds between consecutive rounds
+    gap_s: float
+
+
+def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None = None,
+                      exhaustive: bool = False, round_gap_s: float | None = None,
+                      ) -> RoundsResult:
+    """Profile (exhaustive, or pruned for `power_cap_w`, as `Profiler.run`) in `rounds` rounds,
+    the device idle for `round_gap_s` (default `default_round_gap_s`) between them, and merge
+    the rounds point by point (`merge_rounds`). One round is `Profiler.run` itself. The device
+    stays claimed from the first round to the last; the merged table's `profiling_device_s`
+    counts the rounds' measuring, not the idle gaps."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    device = profiler.device
+    gap_s = default_round_gap_s(device) if round_gap_s is None else round_gap_s
+    if gap_s < 0:
+        raise ValueError(f"the gap between rounds must be 0 s or more, not {gap_s:g} s")
+    later: list[list[ProfilePoint]] = []
+    with device.claimed():  # no other run takes the device in a gap
+        start_s = device.now_s()
+        first = profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive)
+        round_device_s = [device.now_s() - start_s]
+        measured = [p for p in first.points if not p.predicted]
+        for _ in range(rounds - 1):
+            if gap_s > 0:
+                device.idle(gap_s)
+            start_s = device.now_s()
+            later.append(_measure_again(profiler, measured))
+            round_device_s.append(device.now_s() - start_s)
+    if rounds == 1:
+        return RoundsResult(first, round_device_s, gap_s)
+    table = merge_rounds(first, later).model_copy(update={
+        "rounds": rounds,
+        "profiling_device_s": first.profiling_device_s + sum(round_device_s[1:])})
+    return RoundsResult(table, round_device_s, gap_s)
+
+
+def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[ProfilePoint]:
+    """One later round: each of `points` measured again at its (batch size, clock), in the
+    first round's order; a batch size that no longer fits is left out of this round. The
+    device is put back after, also on a signal."""
+    again: list[ProfilePoint] = []
+    out_of_memory: set[int] = set()
+    with exit_cleanly_on_signals():
+        try:
+            for point in points:
+                if point.batch_size in out_of_memory:
+                    continue
+                try:
+                    again.append(profiler.measure(point.batch_size, point.knob_value))
+                except DeviceOutOfMemoryError:
+                    out_of_memory.add(point.batch_size)
+                    profiler.release_steps()
+        finally:
+            profiler.release_steps()
+            profiler.device.restore()
+    return again
+
+
+def merge_rounds(first: ProfileTable, later: list[list[ProfilePoint]]) -> ProfileTable:
+    """`first` with each measured point merged with the same (batch size, knob value) of the
+    `later` rounds (`merge_point`); a round without the point leaves it fewer rounds (its
+    `rounds` says how many). Predicted points are kept as they are."""
+    merged = []
+    for point in first.points:
+        if point.predicted:
+            merged.append(point)
+            continue
+        key = (point.batch_size, point.knob_value)
+        merged.append(merge_point([point] + [p for round_ in later for p in round_
+                                             if (p.batch_size, p.knob_value) == key]))
+    return first.model_copy(update={"points": merged})
+
+
+def merge_point(measurements: list[ProfilePoint]) -> ProfilePoint:
+    """One point from its measurements in several rounds: time per sample their mean, its
+    spread the larger of the windows' own standard error (the largest round's) and the
+    between-round standard deviation, peak power the largest, average power the mean, steps
+    and readings the rounds' sums, the observed clock of the round whose mean clock was
+    lowest (the one that held its label least), and each round's time kept."""
+    first = measurements[0]
+    if len(measurements) == 1:
+        return first
+    times = [p.seconds_per_sample for p in measurements]
+    window_errors = [p.seconds_per_sample_std for p in measurements
+                     if p.seconds_per_sample_std is not None]
+    # rounded as the windows' own errors are: a noise-free device's rounds differ only in
+    # the last bits of a float
+    between_s = round(statistics.stdev(times), 12)
+    clocks = [p.observed_frequency_hz for p in measurements if p.observed_frequency_hz]
+    return first.model_copy(update={
+        "seconds_per_sample": statistics.fmean(times),
+        "seconds_per_sample_std": max([between_s, *window_errors]),
+        "peak_power_w": max(p.peak_power_w for p in measurements),
+        "avg_power_w": round(statistics.fmean(p.avg_power_w for p in measurements), 4),
+        "steps": sum(p.steps for p in measurements),
+        "readings": sum(p.readings for p in measurements),
+        "observed_frequency_hz": min(clocks, key=lambda c: c.mean_hz) if clocks else None,
+        "rounds": len(measurements),
+        "round_seconds_per_sample": times,
+    })
+
+
+def largest_round_spread(table: ProfileTable) -> tuple[ProfilePoint, float] | None:
+    """The measured point whose rounds differ most (relative between-round standard deviation
+    of its time per sample), with that spread; None with fewer than two rounds."""
+    spreads = [(p, statistics.stdev(p.round_seconds_per_sample) / p.seconds_per_sample)
+               for p in table.points if len(p.round_seconds_per_sample) >= 2
+               and math.isfinite(p.seconds_per_sample) and p.seconds_per_sample > 0]
+    return max(spreads, key=lambda s: s[1]) if spreads else None
