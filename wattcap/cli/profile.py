@@ -278,17 +278,11 @@ def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: boo
         fail("--round-gap-s needs --rounds 2 or more and 0 seconds or more")
 
 
-def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
-             exhaustive: bool, few_points: bool, max_points: int | None,
-             knob: str = "gpu-clock", limits_w: list[float] | None = None,
-             rounds: int = 1, round_gap_s: float | None = None) -> None:
-    """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
-    power mode or power limits; in `rounds` rounds) and write the table."""
-    from wattcap.measure.profile_rounds import profile_in_rounds
-    from wattcap.measure.profiling import Profiler
-
-    if knob == "power-limit":
-        emulate_power_limit(dev)
+def _what_is_measured(dev: Device, sizes: tuple[int, ...], cap: float | None,
+                      exhaustive: bool, few_points: bool, knob: str,
+                      limits_w: list[float] | None, rounds: int) -> tuple[str, int]:
+    """What the profile measures, in words for its progress line, and at most how many
+    points."""
     values = {"power-mode": len(dev.power_mode_ids()),
               "power-limit": len(limits_w) if limits_w else 8}.get(knob)
     grid = len(sizes) * (values or len(dev.frequencies_hz()))
@@ -303,6 +297,22 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
     if rounds > 1:
         what += f", in {rounds} rounds"
         grid *= rounds
+    return what, grid
+
+
+def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
+             exhaustive: bool, few_points: bool, max_points: int | None,
+             knob: str = "gpu-clock", limits_w: list[float] | None = None,
+             rounds: int = 1, round_gap_s: float | None = None) -> None:
+    """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
+    power mode or power limits; in `rounds` rounds) and write the table."""
+    from wattcap.measure.profile_rounds import profile_in_rounds
+    from wattcap.measure.profiling import Profiler
+
+    if knob == "power-limit":
+        emulate_power_limit(dev)
+    what, grid = _what_is_measured(dev, sizes, cap, exhaustive, few_points, knob, limits_w,
+                                   rounds)
     result: RoundsResult | None = None
     with resumable(_NOTHING_KEPT), dev, progress(f"profiling {model} on {dev.name} ({what})",
                                                  grid, "points") as report:
