@@ -22,6 +22,14 @@ def ceiling_under_hz(frequencies_hz: list[int], running_hz: int) -> int:
     return max(under) if under else min(frequencies_hz)
 
 
+def record_clamp(device: Device, err: FrequencyNotFollowedError, requested_hz: int,
+                 ceiling_hz: int, running_hz: int, by: str) -> None:
+    """Append to `device.clock_clamps` what the board did not follow and why (`err`)."""
+    device.clock_clamps.append(ClockClamp(
+        time_s=device.now_s(), requested_hz=requested_hz, running_hz=running_hz,
+        ceiling_hz=ceiling_hz, cause=err.cause, detail=err.cause_detail, by=by))
+
+
 def lock_clock_within(device: Device, frequency_hz: int, by: str) -> int:
     """Lock the clock at `frequency_hz`; where the board runs lower, lock its ceiling instead
     (so that the clock wattcap states is the one that runs), append a `ClockClamp` to
@@ -39,9 +47,7 @@ def lock_clock_within(device: Device, frequency_hz: int, by: str) -> int:
                     device.set_frequency_hz(ceiling_hz)
                 except FrequencyNotFollowedError:
                     pass  # still falling: the lock stands, the next change records it again
-            device.clock_clamps.append(ClockClamp(
-                time_s=device.now_s(), requested_hz=frequency_hz, running_hz=running_hz,
-                ceiling_hz=ceiling_hz, cause=err.cause, detail=err.cause_detail, by=by))
+            record_clamp(device, err, frequency_hz, ceiling_hz, running_hz, by)
             return ceiling_hz
 
 
@@ -53,4 +59,4 @@ def describe_clamp(clamp: ClockClamp) -> str:
             f"goes on at {clamp.ceiling_hz / 1e6:.1f} MHz, the ceiling of what follows")
 
 
-__all__ = ["ceiling_under_hz", "describe_clamp", "lock_clock_within"]
+__all__ = ["ceiling_under_hz", "describe_clamp", "lock_clock_within", "record_clamp"]

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from wattcap.core.events import ClockClamp
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.schema import require_match
-from wattcap.devices.clock_clamp import ceiling_under_hz
+from wattcap.devices.clock_clamp import ceiling_under_hz, record_clamp
 from wattcap.devices.errors import DeviceOutOfMemoryError, FrequencyNotFollowedError
 from wattcap.devices.signals import exit_cleanly_on_signals
 from wattcap.measure.profiling import Profiler, model_fingerprint_or_none
@@ -50,9 +49,7 @@ def refresh_row(
         running_hz = err.running_hz if err.running_hz is not None else frequencies[0]
         requested_hz = start_hz
         start_hz = ceiling = ceiling_under_hz(frequencies, min(running_hz, start_hz))
-        profiler.device.clock_clamps.append(ClockClamp(
-            time_s=profiler.device.now_s(), requested_hz=requested_hz, running_hz=running_hz,
-            ceiling_hz=start_hz, cause=err.cause, detail=err.cause_detail, by=by))
+        record_clamp(profiler.device, err, requested_hz, start_hz, running_hz, by)
         points = [profiler.measure(batch_size, start_hz)]
     index = frequencies.index(start_hz)
     if feasible(points[-1]):
