@@ -40,48 +40,50 @@ def mask(value: object, key: str = "") -> object:
     return value
 
 
-def run_cli(args: list[str], cwd: Path, env_extra: dict[str, str] | None = None) -> str:
-    """Run `wattcap ARGS` in a fresh process (the same interpreter, `env_extra` added to its
-    environment); its stdout."""
+def run_cli(commands: list[list[str]], cwd: Path,
+            env_extra: dict[str, str] | None = None) -> list[str]:
+    """Run `wattcap ARGS` for each ARGS of `commands`, in order, in one fresh process (the same
+    interpreter, `env_extra` added to its environment: torch reads its kernel choice once, at
+    import); what each printed. One process for all of them: the imports, a few seconds per
+    process, are paid once (`tests/golden/run_commands.py`)."""
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", TERM="dumb", **(env_extra or {}))
-    out = subprocess.run([sys.executable, "-m", "wattcap.cli", *args], cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"wattcap {' '.join(args)} failed ({out.returncode}):\n"
-                           f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return out.stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "commands.json"
+        outputs = [Path(tmp) / f"stdout-{i}.txt" for i in range(len(commands))]
+        plan.write_text(json.dumps([[args, str(path)] for args, path
+                                    in zip(commands, outputs, strict=True)]))
+        out = subprocess.run([sys.executable, str(HERE / "run_commands.py"), str(plan)],
+                             cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
+            raise RuntimeError(f"wattcap commands failed ({out.returncode}):\n"
+                               f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        return [path.read_text() for path in outputs]
 
 
 def write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(mask(data), indent=1, sort_keys=True) + "\n")
 
 
-def _profiles_and_plans(out: Path, work: Path, eff: Path) -> list[str]:
-    """Profiles of the emulated devices (device time is deterministic) and plans from them:
-    decisions from fixed inputs, no CPU training in them."""
-    written = []
-    for device in ("jetson-nano", "jetson-tx2nx"):
-        profile = work / f"{device}.json"
-        run_cli(["profile", "--device", f"emulated:{device}", "--model", "digits32-cnn",
-                 "--exhaustive", "--out", str(profile)], work)
-        write_json(out / f"profile-{device}.json", json.loads(profile.read_text()))
-        written.append(f"profile-{device}.json")
-        caps = ("4.5", "5.5", "none") if device == "jetson-nano" else ("7", "9", "none")
-        for cap in caps:
-            text = run_cli(["plan", "--profile", str(profile), "--efficiency", str(eff),
-                            "--power-cap", cap, "--json"], work)
-            name = f"plan-{device}-{cap}.json"
-            write_json(out / name, json.loads(text))
-            written.append(name)
-    return written
+DEVICES = ("jetson-nano", "jetson-tx2nx")
+CAPS = {"jetson-nano": ("4.5", "5.5", "none"), "jetson-tx2nx": ("7", "9", "none")}
+
+
+def _profile_command(device: str, work: Path) -> list[str]:
+    return ["profile", "--device", f"emulated:{device}", "--model", "digits32-cnn",
+            "--exhaustive", "--out", str(work / f"{device}.json")]
 
 
 def generate(out: Path, *, decisions: bool = True,
              env_extra: dict[str, str] | None = None, keep: Path | None = None) -> list[str]:
-    """Write the golden outputs into `out` (without the profiles and plans when `decisions`
-    is false: only those of CPU training), each command run with `env_extra` in its
-    environment; the names written. With `keep`, the commands' own outputs stay there (the
-    demo's folder in `keep/demo`, what it printed in `keep/demo-stdout.txt`)."""
+    """Write the golden outputs into `out` (without the plans and the TX2 NX's profile when
+    `decisions` is false: only what CPU training makes), each command run with `env_extra` in
+    its environment; the names written. With `keep`, the commands' own outputs stay there (the
+    demo's folder in `keep/demo`, what it printed in `keep/demo-stdout.txt`).
+
+    The profiles of the emulated devices (device time is deterministic) and plans from them
+    are decisions from fixed inputs, with no CPU training in them; the run record (a training
+    run on the emulated Nano, planned on the Nano's profile) and the quick demo (the
+    comparison harness end to end, its tables and files) come out of CPU training."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,24 +91,32 @@ def generate(out: Path, *, decisions: bool = True,
         work.mkdir(parents=True, exist_ok=True)
         eff = work / "efficiency.json"
         shutil.copy(INPUTS / "efficiency.json", eff)
+        commands = [_profile_command(device, work)
+                    for device in (DEVICES if decisions else DEVICES[:1])]
+        plans = [(device, cap) for device in DEVICES for cap in CAPS[device]] if decisions else []
+        commands += [["plan", "--profile", str(work / f"{device}.json"), "--efficiency",
+                      str(eff), "--power-cap", cap, "--json"] for device, cap in plans]
+        record, demo = work / "record.json", work / "demo"
+        commands += [
+            ["train", "--profile", str(work / "jetson-nano.json"), "--efficiency", str(eff),
+             "--model", "digits32-cnn", "--data", "digits-5-9-32", "--power-cap", "4.5",
+             "--target-accuracy", "0.8", "--sample-budget", "4096", "--seed", "0",
+             "--out", str(record)],
+            ["demo", "--quick", "--out", str(demo)]]
+        printed = run_cli(commands, work, env_extra)
         if decisions:
-            written += _profiles_and_plans(out, work, eff)
-        # a training run's record on the emulated Nano, planned on the Nano's profile
-        profile = work / "jetson-nano.json"
-        if not profile.exists():
-            run_cli(["profile", "--device", "emulated:jetson-nano", "--model", "digits32-cnn",
-                     "--exhaustive", "--out", str(profile)], work, env_extra)
-        record = work / "record.json"
-        run_cli(["train", "--profile", str(profile), "--efficiency", str(eff),
-                 "--model", "digits32-cnn", "--data", "digits-5-9-32", "--power-cap", "4.5",
-                 "--target-accuracy", "0.8", "--sample-budget", "4096", "--seed", "0",
-                 "--out", str(record)], work, env_extra)
+            for device in DEVICES:
+                write_json(out / f"profile-{device}.json",
+                           json.loads((work / f"{device}.json").read_text()))
+                written.append(f"profile-{device}.json")
+            for (device, cap), text in zip(plans, printed[len(DEVICES):len(DEVICES) + len(plans)],
+                                        strict=True):
+                name = f"plan-{device}-{cap}.json"
+                write_json(out / name, json.loads(text))
+                written.append(name)
         write_json(out / "run-record.json", json.loads(record.read_text()))
         written.append("run-record.json")
-        # the quick demo: the comparison harness end to end, its tables and files
-        demo = work / "demo"
-        shown = run_cli(["demo", "--quick", "--out", str(demo)], work, env_extra)
-        (work / "demo-stdout.txt").write_text(shown)
+        (work / "demo-stdout.txt").write_text(printed[-1])
         for path in sorted(demo.rglob("*")):
             # run files are named by their identity key, whose hash covers file stamps of
             # the temporary folder: the name without it

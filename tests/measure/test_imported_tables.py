@@ -189,11 +189,6 @@ def test_an_efficiency_table_in_samples_or_epochs(tmp_path: Path) -> None:
         import_efficiency(_write(tmp_path / "g.csv", "batch_size,seed,samples_to_target,"
                                  "budget_samples", ["16,0,400,2000", "16,0,410,2000"]),
                           model="m", dataset="d", target_accuracy=0.8)
-    with pytest.raises(TableImportError, match="missing b=64 seed=1"):
-        import_efficiency(_write(tmp_path / "h.csv", "batch_size,seed,samples_to_target,"
-                                 "budget_samples", ["16,0,400,2000", "16,1,410,2000",
-                                                    "64,0,600,2000"]),
-                          model="m", dataset="d", target_accuracy=0.8)
     with pytest.raises(TableImportError, match="beyond the run's budget"):
         import_efficiency(_write(tmp_path / "i.csv", "batch_size,seed,samples_to_target,"
                                  "budget_samples", ["16,0,4000,2000"]),
@@ -438,12 +433,11 @@ def test_every_problem_of_an_efficiency_table_is_reported_in_one_run(tmp_path: P
     with pytest.raises(TableImportError) as refused:
         import_efficiency(path, model="m", dataset="d", target_accuracy=0.8)
     message = str(refused.value)
-    assert "5 problems" in message
+    assert "4 problems" in message  # b=128's one run is not a problem: runs may differ
     for expected in ("row 3: batch size 16, seed 0 appears twice",
                      "row 4: 4000 samples to target is beyond the run's budget of 2000",
                      "row 5, column 'samples_to_target': 'lots' is not a number",
-                     "row 6, column 'budget_samples': '2k': the column takes a plain number",
-                     "missing b=128 seed=1"):
+                     "row 6, column 'budget_samples': '2k': the column takes a plain number"):
         assert expected in message, expected
 
 

@@ -185,8 +185,9 @@ def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
 def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
     """One standard deviation of the estimate of ln r_b: from the interval on r_b of the
     large-batch relation (the fit's, or a noise-scale vector's, at its confidence, read as
-    normal in log r), else the standard error of the seeds' mean ratio; 0 for the reference
-    batch size (r = 1 by definition) and where neither is known (one seed)."""
+    normal in log r), else the standard error of the seeds' mean ratio; for a batch size that
+    rests on a single run where others have more, one run's spread pooled over those; 0 for the
+    reference batch size (r = 1 by definition) and where none is known (one seed)."""
     if batch_size == vector.reference_batch_size:
         return 0.0
     entry = vector.entry(batch_size)
@@ -202,4 +203,8 @@ def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
     if entry is not None and entry.ratio_std and entry.ratio:
         reached = sum(1 for s in entry.samples_per_seed if s is not None)
         return entry.ratio_std / entry.ratio / math.sqrt(max(reached, 1))
+    if batch_size in vector.single_run_batch_sizes():
+        # one run is not a mean: its spread is one run's, pooled over the batch sizes that
+        # have more (the relative spread, read as a spread in log r)
+        return vector.pooled_run_spread() or 0.0
     return 0.0

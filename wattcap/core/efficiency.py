@@ -3,6 +3,7 @@ r_b came from, as a versioned file."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any, ClassVar, Literal
 
@@ -137,8 +138,69 @@ class EfficiencyVector(VersionedFile):
         entry = self.entry(batch_size)
         return None if entry is None else entry.samples
 
+    def runs_per_batch_size(self) -> dict[int, int]:
+        """How many runs each batch size has (a sweep's: its seeds; an imported table's may
+        differ between batch sizes)."""
+        return {e.batch_size: len(e.samples_per_seed) for e in self.entries}
+
+    def runs_label(self) -> str:
+        """'3 seed(s)', or '1-5 runs per batch size' where batch sizes have different numbers
+        of runs."""
+        counts = set(self.runs_per_batch_size().values()) or {len(self.seeds)}
+        if len(counts) == 1:
+            return f"{counts.pop()} seed(s)"
+        return f"{min(counts)}-{max(counts)} runs per batch size"
+
+    def pooled_run_spread(self) -> float | None:
+        """One run's relative spread of samples to target (standard deviation over mean),
+        pooled over the batch sizes where two or more runs reached the target (each weighted by
+        its runs less one); None where no batch size has two. The spread given to a batch size
+        that rests on a single run."""
+        weighted = [((n - 1), (e.samples_std / e.samples_mean) ** 2)
+                    for e in self.entries
+                    if e.samples_std is not None and e.samples_mean
+                    and (n := sum(s is not None for s in e.samples_per_seed)) > 1]
+        if not weighted:
+            return None
+        return math.sqrt(sum(w * v for w, v in weighted) / sum(w for w, _ in weighted))
+
+    def single_run_batch_sizes(self) -> list[int]:
+        """Batch sizes resting on one run where others have more: their r_b's spread is the
+        pooled spread of one run (`pooled_run_spread`), not a mean's."""
+        counts = self.runs_per_batch_size()
+        if len(set(counts.values())) < 2:
+            return []
+        return [b for b, n in counts.items() if n == 1 and b != self.reference_batch_size]
+
     def ratio_notes(self) -> list[str]:
         """What a plan should say about where r_b came from."""
+        return self._origin_notes() + self._run_count_notes()
+
+    def _run_count_notes(self) -> list[str]:
+        """What a plan should say where batch sizes have different numbers of runs."""
+        counts = self.runs_per_batch_size()
+        if self.noise_scale is not None or len(set(counts.values())) < 2:
+            return []
+        notes = [f"runs per batch size differ on {self.dataset} ("
+                 + ", ".join(f"b={b}: {n}" for b, n in sorted(counts.items()))
+                 + "): each r_b comes from its own batch size's runs, its spread from their "
+                 "number"]
+        single = self.single_run_batch_sizes()
+        spread = self.pooled_run_spread()
+        if not single:
+            return notes
+        if self.ratio_source == "fit":
+            how = "their r_b is the large-batch fit's, whose interval counts every run"
+        elif spread is not None:
+            how = (f"the spread of their r_b is one run's, {spread:.0%} (pooled over the batch "
+                   "sizes with more runs)")
+        else:
+            how = "no batch size has two runs to take a spread from"
+        notes.append(f"a single run for b = {single}: {how}")
+        return notes
+
+    def _origin_notes(self) -> list[str]:
+        """Where r_b came from: the noise scale, the large-batch fit or raw means."""
         if self.noise_scale is not None:
             return [f"r_b from the gradient noise scale on {self.dataset}: "
                     f"{self.noise_scale.describe()}"]

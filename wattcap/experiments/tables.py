@@ -19,8 +19,8 @@ def efficiency_table(vector: EfficiencyVector) -> Table:
     target = (f"{vector.target_accuracy:.2%}" if metric.is_accuracy
               else metric.describe(vector.target_accuracy))
     table = Table(title=f"r_b of {vector.model} on {vector.dataset} (proxy target {target}, "
-                        f"{how}; {len(vector.seeds)} seed(s))")
-    for column in ("batch", "samples to target per seed", "E(b) used", "r_b", "95% interval",
+                        f"{how}; {vector.runs_label()})")
+    for column in ("batch", "samples to target per run", "E(b) used", "r_b", "95% interval",
                    "from"):
         table.add_column(column, justify="right")
     for e in vector.entries:

@@ -17,7 +17,8 @@ Profile columns (one row per measurement; a header row names them):
 
 Efficiency columns, one row per run:
 
-    batch_size, seed                required
+    batch_size, seed                required (seed names a run of its batch size: batch sizes
+                                    may have different numbers of runs, numbered as they were)
     samples_to_target | epochs_to_target (with samples_per_epoch)
                                     empty or "not reached": the run missed the target
     budget_samples | budget_epochs  the run's budget (samples_per_epoch for epochs)
@@ -44,7 +45,7 @@ seconds_per_sample, ms for ms_per_sample, W, MHz, Hz), so its reading is never a
 cells written in different units must then agree once converted: one 30x or more from the
 median of the column's most common unit (a time typed in us among bare seconds) is refused,
 its rows named. Every problem of a table (missing columns, refused cells, columns that
-disagree, repeated or missing runs) is reported in one error, the first 20 listed and the
+disagree, repeated runs) is reported in one error, the first 20 listed and the
 rest counted. Rows repeated for one (batch size, knob) become their
 mean with its spread (the *_std fields, which widen the planner's margin); nothing the file does
 not hold is invented: an absent peak stays absent (the table says its "peak" is the average
@@ -494,21 +495,20 @@ def import_efficiency(
         samples, budgets = _runs_from_curves(rows, target_metric, target_accuracy)
     else:
         samples, budgets = _runs_from_rows(rows)
-    seeds = sorted({s for per_b in samples.values() for s in per_b})
-    missing = [f"b={b} seed={s}" for b in samples for s in seeds if s not in samples[b]]
-    if missing:
-        rows.problem("every batch size needs a row per seed; missing "
-                     + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
     rows.check_units_agree()
     rows.raise_problems()  # every problem of the table at once, before anything is built
-    per_seed = {b: [samples[b][s] for s in seeds] for b in sorted(samples)}
+    # Real sweeps number their runs as they like and repeat some batch sizes more than others:
+    # each batch size keeps its own runs (r_b from them, its spread from their number).
+    runs = {b: sorted(samples[b]) for b in sorted(samples)}
     vector = vector_from_samples(
-        per_seed, sample_budget=max(max(v.values()) for v in budgets.values()),
-        budgets={b: [budgets[b][s] for s in seeds] for b in sorted(samples)},
+        {b: [samples[b][s] for s in ids] for b, ids in runs.items()},
+        sample_budget=max(max(v.values()) for v in budgets.values()),
+        budgets={b: [budgets[b][s] for s in ids] for b, ids in runs.items()},
         model=model, input_shape=input_shape or [], dataset=dataset, task=task,
-        target_accuracy=target_accuracy, target_metric=target_metric, seeds=seeds)
+        target_accuracy=target_accuracy, target_metric=target_metric,
+        seeds=sorted({s for ids in runs.values() for s in ids}))
     vector.notes.append(f"imported from {path.name} (sha256 {content_sha256(path)[:12]}…, "
-                        f"{len(rows.rows)} runs)")
+                        f"{sum(len(ids) for ids in runs.values())} runs)")
     return vector
 
 
