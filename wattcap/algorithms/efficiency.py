@@ -104,14 +104,16 @@ def vector_from_samples(
 
 
 def ratios_for_batch_sizes(
-    vector: EfficiencyVector, batch_sizes: list[int], extrapolate: bool = False,
+    vector: EfficiencyVector, batch_sizes: list[int], extrapolate: bool = True,
 ) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
     """r_b and samples-to-target for every batch size of a profile, also those the proxy did not
     run, so that a profile's grid need not match the proxy's. Between the proxy's batch sizes:
     the large-batch relation, from the fit when it is good (or from B_noise of a noise-scale
     vector), else r_b interpolated linearly in log b between the two neighbouring measured batch
-    sizes. Outside the measured range: only with `extrapolate`, and only from a fitted relation;
-    else None (never chosen). The notes say which batch sizes were predicted and how."""
+    sizes. Outside the measured range: from a fitted relation (flagged: its uncertainty grows
+    with the distance, `ratio_log_spread`), unless `extrapolate` is False; without a relation,
+    or with `extrapolate` False, None (never chosen). The notes say which batch sizes were
+    predicted and how."""
     measured = sorted(e.batch_size for e in vector.entries)
     ratios: dict[int, float | None] = {}
     samples: dict[int, float] = {}
@@ -144,11 +146,12 @@ def ratios_for_batch_sizes(
         notes.append(f"r_b predicted for b = {between} (not run on {vector.dataset}) from {how}")
     if extrapolated:
         notes.append(f"r_b extrapolated from the large-batch relation for b = {extrapolated}, "
-                     f"outside the batch sizes run on {vector.dataset} {span} (--extrapolate)")
+                     f"outside the batch sizes run on {vector.dataset} {span}: its uncertainty "
+                     "widens with each doubling beyond them (--no-extrapolate keeps to them)")
     if outside:
         notes.append(f"b = {outside} lie outside the batch sizes run on {vector.dataset} "
-                     f"{span}: not chosen" + (" (--extrapolate predicts them from the "
-                                              "large-batch relation)"
+                     f"{span}: not chosen" + (" (--no-extrapolate; without it they are "
+                                              "predicted from the large-batch relation)"
                                               if _relation(vector) is not None
                                               else " (the vector has no fitted relation to "
                                               "extrapolate from)"))
@@ -182,12 +185,35 @@ def _log_interpolated_ratio(vector: EfficiencyVector, measured: list[int],
     return r_low + weight * (r_high - r_low)
 
 
+def doublings_outside(vector: EfficiencyVector, batch_size: int) -> float:
+    """How many doublings b lies beyond the batch sizes the vector ran (0 within them)."""
+    measured = [e.batch_size for e in vector.entries]
+    if not measured or min(measured) <= batch_size <= max(measured):
+        return 0.0
+    edge = min(measured) if batch_size < min(measured) else max(measured)
+    return abs(math.log2(batch_size / edge))
+
+
 def ratio_log_spread(vector: EfficiencyVector, batch_size: int) -> float:
     """One standard deviation of the estimate of ln r_b: from the interval on r_b of the
     large-batch relation (the fit's, or a noise-scale vector's, at its confidence, read as
     normal in log r), else the standard error of the seeds' mean ratio; for a batch size that
     rests on a single run where others have more, one run's spread pooled over those; 0 for the
-    reference batch size (r = 1 by definition) and where none is known (one seed)."""
+    reference batch size (r = 1 by definition) and where none is known (one seed). Outside the
+    batch sizes the vector ran, a term grows with the distance: the spread across the whole
+    measured range (that of the smallest batch size run, against the largest) once per
+    doubling beyond it, added in quadrature. The relation was fitted where it was measured and
+    nothing says how well it holds past that; a stated rule, not fitted on any bench."""
+    within = _spread_within(vector, batch_size)
+    doublings = doublings_outside(vector, batch_size)
+    if doublings == 0:
+        return within
+    across = _spread_within(vector, min(e.batch_size for e in vector.entries))
+    return math.hypot(within, doublings * across)
+
+
+def _spread_within(vector: EfficiencyVector, batch_size: int) -> float:
+    """`ratio_log_spread` before its widening beyond the measured range."""
     if batch_size == vector.reference_batch_size:
         return 0.0
     entry = vector.entry(batch_size)

@@ -20,7 +20,11 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from wattcap.algorithms.efficiency import ratio_log_spread, ratios_for_batch_sizes
+from wattcap.algorithms.efficiency import (
+    doublings_outside,
+    ratio_log_spread,
+    ratios_for_batch_sizes,
+)
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.algorithms.power_margin import (
     _raised_by_margin,
@@ -171,12 +175,13 @@ def _with_restarts(efficiency: EfficiencyVector, ratios: dict[int, float | None]
 
 
 def _ratios(
-    profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = False,
+    profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = True,
     predict: bool = True, risk: float | None = None,
 ) -> tuple[dict[int, float | None], dict[int, float], list[str]]:
     """r_b and samples-to-target per batch size (r = 1, DEFAULT_SAMPLES without a vector),
     and the notes that say where r_b came from. With `predict`, a batch size the vector did not
-    run is predicted between its batch sizes (outside them with `extrapolate`); without (the
+    run is predicted between its batch sizes (outside them unless `extrapolate` is False);
+    without (the
     target's measured runs, which the oracle's brute force must not invent), it is skipped."""
     if efficiency is None:
         return ({b: 1.0 for b in profile.batch_sizes},
@@ -230,7 +235,7 @@ class Replanner:
 
     def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
                  objective: Objective | None = None,
-                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS, extrapolate: bool = False,
+                 margin_sigmas: float = DEFAULT_MARGIN_SIGMAS, extrapolate: bool = True,
                  risk: float | None = None) -> None:
         if not profile.points:
             raise ValueError("the profile has no measured points")
@@ -259,6 +264,9 @@ class Replanner:
             objective = objective.model_copy(update={"cost_power_w": power_w})
         self.objective = objective
         self.candidates = CandidateSet(profile.points, self.ratios, self.samples)
+        #: batch sizes chosen on an r_b extrapolated beyond those the vector ran (flagged)
+        self.extrapolated = {b for b, r in self.ratios.items() if r is not None and efficiency
+                             is not None and doublings_outside(efficiency, b) > 0}
 
     def measured(self, point: ProfilePoint) -> ProfilePoint:
         """The profile's own point (its measured peak) for a point of the margined table."""
@@ -394,7 +402,7 @@ def plan(
     target_efficiency: EfficiencyVector | None = None,
     objective: Objective | None = None,
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
-    extrapolate: bool = False,
+    extrapolate: bool = True,
     risk: float | None = None,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
@@ -406,8 +414,9 @@ def plan(
     baseline-1 is the state of practice whatever the objective. Every method is held to the
     same margin below the cap: `margin_sigmas` standard deviations of the sensor noise seen
     while profiling (and of the prediction, for predicted points). A batch size the proxy did
-    not run is planned with r_b predicted between the proxy's batch sizes; outside them only
-    with `extrapolate` (the oracle uses the target's measured runs only). `risk` q plans on
+    not run is planned with r_b predicted between the proxy's batch sizes and, flagged, outside
+    them from the large-batch relation (`extrapolate` False keeps to them; baseline-2, the best
+    proxy batch, always does; the oracle uses the target's measured runs only). `risk` q plans on
     r_b's q quantile over its uncertainty instead of its value (q = 0.9: guard against a batch
     size whose r_b is poorly known). The notes name the batch sizes whose predicted time is
     within r_b's uncertainty of wattcap's choice.
@@ -460,6 +469,10 @@ def plan(
     if tie_note:
         notes.append(tie_note)
     chosen = choices["wattcap"]
+    if chosen.batch_size in replanner.extrapolated and efficiency is not None:
+        notes.append(f"wattcap's choice b={chosen.batch_size} lies "
+                     f"{doublings_outside(efficiency, chosen.batch_size):g} doubling(s) beyond the "
+                     f"batch sizes run on {efficiency.dataset}: its r_b is extrapolated")
     clock_note = profile.clock_not_held_note(
         chosen=(chosen.batch_size, chosen.knob_value), chosen_by="wattcap")
     if clock_note:
@@ -556,10 +569,13 @@ def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | No
     else:
         choices["baseline-1"] = _choice("baseline-1", replanner.measured(point),
                                         ratios[b_max] or 1.0, samples[b_max])
-    # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b
+    # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b, over the proxy's range (the
+    # best proxy batch: never one extrapolated beyond what the proxy ran)
+    proxy_range = CandidateSet(margined.points, {
+        b: None if b in replanner.extrapolated else r for b, r in ratios.items()}, samples)
     try:
-        p2 = replanner.candidates.best(replanner.objective, power_cap_w, knob_value=f_safe,
-                                       knob_kind=profile.knob_kind)
+        p2 = proxy_range.best(replanner.objective, power_cap_w, knob_value=f_safe,
+                              knob_kind=profile.knob_kind)
     except InfeasibleObjectiveError as err:
         unavailable["baseline-2"] = f"at the safe {knob_unit(profile.knob_kind).label}, {err}"
         return

@@ -59,7 +59,7 @@ def make_plan(
     objective: Objective | None = None,
     margin_sigmas: float | None = None,
     cap_on: str = "peak",
-    extrapolate: bool = False,
+    extrapolate: bool = True,
     risk: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit. `cap_on`
@@ -81,7 +81,7 @@ def make_plans(
     objective: Objective | None = None,
     margin_sigmas: float | None = None,
     cap_on: str = "peak",
-    extrapolate: bool = False,
+    extrapolate: bool = True,
     risk: float | None = None,
 ) -> dict[float | None, Plan | str]:
     """`make_plan` for several caps, the files read once: each cap's plan, or why nothing
@@ -310,9 +310,10 @@ def plan_command(
     margin_sigmas: MarginOpt = DEFAULT_MARGIN_SIGMAS,
     cap_on: CapOnOpt = None,
     extrapolate: Annotated[bool, typer.Option(
-        "--extrapolate", help="Also choose batch sizes outside those the efficiency vector ran, "
-        "their r_b extrapolated from its large-batch relation (flagged in the notes).",
-        rich_help_panel=PLAN_INPUTS)] = False,
+        "--extrapolate/--no-extrapolate", help="Choose also among batch sizes outside those the "
+        "efficiency vector ran, their r_b extrapolated from its large-batch relation with an "
+        "uncertainty that widens with the distance (flagged in the notes); --no-extrapolate "
+        "keeps to the batch sizes it ran.", rich_help_panel=PLAN_INPUTS)] = True,
     risk: RiskOpt = None,
     server: ServerUrlOpt = None,
     device_name: PlanDeviceNameOpt = None,
