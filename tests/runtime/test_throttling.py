@@ -125,3 +125,68 @@ def test_a_noise_scale_re_plan_on_a_hot_board_goes_on_under_the_clamp() -> None:
     assert gns and gns[0].cause == "thermal" and gns[0].ceiling_hz < gns[0].requested_hz
     assert record.samples_seen == 1024  # it trained on after the re-plan
     assert any(e.startswith("gns re-plan at 512 samples") for e in record.events)
+
+
+@pytest.fixture(scope="module")
+def full_profile() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), MODEL).run(exhaustive=True)
+
+
+@pytest.mark.parametrize("given_batch_size", [False, True])
+def test_a_clamp_at_the_start_re_plans_the_batch_size_under_the_ceiling(
+        full_profile: ProfileTable, given_batch_size: bool) -> None:
+    from wattcap.algorithms.planner import plan
+
+    cap_w = 4.5
+    planned = plan(full_profile, cap_w).choices["wattcap"]
+    device = hot_nano(start_c=97.0, time_constant_s=600.0)
+    device.idle(3.0)  # three polling intervals past the trip: three levels down
+    ceiling_hz = device.current_frequency_hz()
+    assert ceiling_hz < planned.knob_value
+    under = plan(full_profile.up_to(ceiling_hz), cap_w).choices["wattcap"]
+    # on this profile the best batch size under the ceiling is another than the plan's
+    assert under.batch_size != planned.batch_size
+    planning = PlanSettings(profile=full_profile, batch_size=planned.batch_size) \
+        if given_batch_size else PlanSettings(profile=full_profile)
+    with Session(device, model=MODEL, planning=planning,
+                 cap=CapSettings(power_cap=cap_w, policy="frequency" if given_batch_size
+                                 else None),
+                 device_handling=DeviceHandling(handle_signals=False)) as session:
+        if given_batch_size:  # the user's batch size stays; the clock is the ceiling
+            assert (session.batch_size, session.frequency_hz) == (planned.batch_size,
+                                                                  ceiling_hz)
+            assert not any("re-planned under the board's ceiling" in e
+                           for e in session.events)
+        else:
+            assert (session.batch_size, session.frequency_hz) == (under.batch_size,
+                                                                  under.knob_value)
+            assert device.current_frequency_hz() == under.knob_value
+            assert any(f"plan: re-planned under the board's ceiling of {ceiling_hz / 1e6:.1f} "
+                       f"MHz: b={planned.batch_size} -> {under.batch_size}" in e
+                       for e in session.events)
+
+
+def test_a_board_that_cools_is_followed_back_up_to_the_clock_it_refused(
+        digits32: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wattcap.runtime import device_guard
+
+    # a probe a device second apart (10 s in use) keeps this test's training short; what is
+    # tested is that the run climbs back once the board allows it, and not before a probe
+    monkeypatch.setattr(device_guard, "CLIMB_BACK_PROBE_S", 1.0)
+    # hot at the start (past the trip: a level down), then cooled by a light load: 5 °C per W
+    # settles near 45 °C, and the governor lifts its clamp a level a second
+    device = EmulatedDevice("jetson-nano", thermal=ThermalModel(
+        resistance_c_per_w=5.0, time_constant_s=5.0, start_c=97.0))
+    top_hz = device.frequencies_hz()[-1]
+    device.idle(1.0)
+    with pytest.raises(FrequencyNotFollowedError):
+        device.set_frequency_hz(top_hz)
+    train, test = digits32
+    record = train_to_accuracy(config(target_accuracy=0.99, eval_every_samples=512,
+                                      sample_budget=2048),
+                               train, test, device=device)
+    (clamp,) = record.clock_clamps
+    assert clamp.by == "plan" and clamp.requested_hz == top_hz and clamp.ceiling_hz < top_hz
+    back = [e for e in record.events if e.startswith("the board allows a higher clock again")]
+    assert back and back[-1].endswith("(plan's clock, which it had refused)")
+    assert record.frequency_hz == top_hz  # the record's clock is the one the run ended at

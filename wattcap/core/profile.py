@@ -184,6 +184,15 @@ class ProfileTable(VersionedFile):
                 return point
         return None
 
+    def up_to(self, knob_value: int) -> ProfileTable:
+        """The profile of a board held at or under `knob_value` (a clock a hot board caps): its
+        points and knob values there; the same profile where nothing lies above."""
+        if all(v <= knob_value for v in self.knob_values):
+            return self
+        return self.model_copy(update={
+            "points": [p for p in self.points if p.knob_value <= knob_value],
+            "knob_values": [v for v in self.knob_values if v <= knob_value]})
+
     def clock_not_held(self, tolerance: float = CLOCK_HELD_TOLERANCE) -> list[ProfilePoint]:
         """Points of a clock profile whose board reported a mean clock more than `tolerance`
         below the point's own over its window (throttling, a clock the board did not take): their

@@ -30,11 +30,12 @@ def record_clamp(device: Device, err: FrequencyNotFollowedError, requested_hz: i
         ceiling_hz=ceiling_hz, cause=err.cause, detail=err.cause_detail, by=by))
 
 
-def lock_clock_within(device: Device, frequency_hz: int, by: str) -> int:
+def lock_clock_within(device: Device, frequency_hz: int, by: str, record: bool = True) -> int:
     """Lock the clock at `frequency_hz`; where the board runs lower, lock its ceiling instead
     (so that the clock wattcap states is the one that runs), append a `ClockClamp` to
-    `device.clock_clamps` and return the clock locked. Other device errors (no permission, a
-    clock the table lacks) propagate: they are not the board's state but a refusal."""
+    `device.clock_clamps` (unless `record` is False: a probe of a clamp already recorded) and
+    return the clock locked. Other device errors (no permission, a clock the table lacks)
+    propagate: they are not the board's state but a refusal."""
     with device.clock_lock:
         try:
             return device.set_frequency_hz(frequency_hz)
@@ -47,7 +48,8 @@ def lock_clock_within(device: Device, frequency_hz: int, by: str) -> int:
                     device.set_frequency_hz(ceiling_hz)
                 except FrequencyNotFollowedError:
                     pass  # still falling: the lock stands, the next change records it again
-            record_clamp(device, err, frequency_hz, ceiling_hz, running_hz, by)
+            if record:
+                record_clamp(device, err, frequency_hz, ceiling_hz, running_hz, by)
             return ceiling_hz
 
 

@@ -22,6 +22,10 @@ from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
 
 #: a sensor with no fresh reading for this many of its periods (of device time) is dead
 STALE_SENSOR_PERIODS = 3
+#: how often (seconds of device time) a run held under a clock clamp asks again for the clock
+#: the board refused: a thermal governor lifts its clamp a level per polling interval (about a
+#: second) once the board cools, so a cooled board is followed within this and a level or two
+CLIMB_BACK_PROBE_S = 10.0
 
 
 class DeviceGuard:
@@ -36,6 +40,11 @@ class DeviceGuard:
         #: the run's earlier part (a resumed checkpoint)
         self._clamps_since = 0
         self.clamps_before: list[ClockClamp] = []
+        #: the climb back after a clamp: the clock refused, the one locked under it, and when
+        #: to ask again (device seconds); None: nothing to climb back to
+        self._climb: tuple[int, int, str] | None = None
+        self._climb_probe_s = 0.0
+        self._clamps_seen = 0
 
     def run_clamps(self) -> list[ClockClamp]:
         """The clocks the board did not follow during this run, resumed parts included."""
@@ -57,6 +66,41 @@ class DeviceGuard:
                     f"{point.peak_power_w:.2f} W in the profile, above the cap "
                     f"{session.power_cap_w:g} W: the watchdog will step it down")
         session.frequency_hz = frequency_hz  # the requested clock, never a live reading
+
+    def replan_under_ceiling(self, requested_hz: int, why: str) -> None:
+        """Where the board held the clock under the one `why` asked for, choose the batch size
+        and clock again on the profile's points at or under that ceiling (wattcap's choice,
+        where the run may change its batch size: a planned one, or the "replan" cap policy;
+        not while the noise scale is measured at its batch size); elsewhere the batch size
+        stays and the clock is the ceiling (`apply_frequency`)."""
+        session = self.session
+        ceiling_hz = session.frequency_hz
+        planning = session.settings.planning
+        if (ceiling_hz is None or ceiling_hz >= requested_hz or session.profile is None
+                or session.measuring_noise_scale
+                or session.profile.knob_kind != "gpu_clock" or planning.method != "wattcap"
+                or (planning.batch_size is not None and session.cap_policy != "replan")):
+            return
+        from wattcap.algorithms.planner import plan
+        from wattcap.core.plan import InfeasibleCapError
+
+        try:
+            choice = plan(session.profile.up_to(ceiling_hz), session.power_cap_w,
+                          efficiency=session.efficiency,
+                          reference_profiles=session._reference_profiles,
+                          objective=session.objective, margin_sigmas=session.margin_sigmas,
+                          risk=session.risk).choices.get("wattcap")
+        except InfeasibleCapError:
+            choice = None  # nothing under the ceiling meets the cap: the watchdog steps down
+        if choice is None or (choice.batch_size, choice.knob_value) == (
+                session.batch_size, ceiling_hz):
+            return
+        old_b = session.batch_size
+        session.batch_size = choice.batch_size
+        self.apply_frequency(choice.knob_value, f"{why} under the board's ceiling")
+        session.events.append(
+            f"{why}: re-planned under the board's ceiling of {ceiling_hz / 1e6:.1f} MHz: "
+            f"b={old_b} -> {session.batch_size} at {session.frequency_hz / 1e6:.1f} MHz")
 
     def apply_knob(self, kind: str, value: int) -> None:
         """Apply a power limit or power mode from the plan (the clock is left to the board
@@ -113,9 +157,11 @@ class DeviceGuard:
         session = self.session
         device = session.device
         assert device is not None
-        self._clamps_since = len(device.clock_clamps)
+        self._clamps_since = self._clamps_seen = len(device.clock_clamps)
         if session.frequency_hz is not None:
-            self.apply_frequency(session.frequency_hz, "plan")
+            planned_hz = session.frequency_hz
+            self.apply_frequency(planned_hz, "plan")
+            self.replan_under_ceiling(planned_hz, "plan")
         self.apply_backstop()
         if session.knob_value is not None:  # after the backstop: the plan's limit wins
             self.apply_knob(session.knob_kind, session.knob_value)
@@ -135,9 +181,50 @@ class DeviceGuard:
             if session._monitor is not None:
                 stack.enter_context(device.sensor_ticks(session._monitor))
 
+    def climb_back_if_cooled(self) -> None:
+        """Between steps: where the board held the clock under a clamp and nothing moved the
+        clock since, ask again for the clock it refused, once per CLIMB_BACK_PROBE_S of device
+        time; the board follows as far as it allows now (a cooled board all the way), and the
+        watchdog's ceiling rises with it. A clock moved by anything else (the watchdog, a
+        re-plan) ends the climb: that path decided the clock."""
+        session, device = self.session, self.session.device
+        if device is None:
+            return
+        clamps = device.clock_clamps
+        now_s = device.now_s()
+        if len(clamps) > self._clamps_seen:  # a new clamp: climb back to what it refused
+            last = clamps[-1]
+            self._clamps_seen = len(clamps)
+            self._climb = (last.requested_hz, last.ceiling_hz, last.by)
+            self._climb_probe_s = now_s + CLIMB_BACK_PROBE_S
+        if self._climb is None or now_s < self._climb_probe_s:
+            return
+        wanted_hz, locked_hz, by = self._climb
+        if session.frequency_hz != locked_hz:
+            self._climb = None
+            return
+        self._climb_probe_s = now_s + CLIMB_BACK_PROBE_S
+        applied_hz = lock_clock_within(device, wanted_hz, by, record=False)
+        if applied_hz <= locked_hz:
+            return
+        session.frequency_hz = applied_hz
+        if session._guard is not None:
+            session._guard.set_ceiling_hz(applied_hz)
+        if session._follower is not None:
+            session._follower.adopt_frequency(applied_hz)
+        back = applied_hz >= wanted_hz
+        self._climb = None if back else (wanted_hz, applied_hz, by)
+        session.events.append(
+            f"the board allows a higher clock again: {locked_hz / 1e6:.1f} -> "
+            f"{applied_hz / 1e6:.1f} MHz" + (f" ({by}'s clock, which it had refused)" if back
+                                            else f" (on the way back to {wanted_hz / 1e6:.1f} "
+                                            "MHz)"))
+
     def replan_if_due(self) -> None:
-        """Re-plan where the drift monitor found it due (between steps)."""
+        """Re-plan where the drift monitor found it due (between steps); climb back after a
+        clamp where the board cooled."""
         session = self.session
+        self.climb_back_if_cooled()
         if session._monitor is None:
             return
         replan = session._monitor.replan_if_due()

@@ -89,6 +89,7 @@ class NoiseScalePart:
         session.batch_size = batch_size
         if session.device is not None:
             session._guard_part.apply_frequency(frequency_hz, why)
+            session._guard_part.replan_under_ceiling(frequency_hz, why)
             if session._guard is not None:
                 session._guard.set_ceiling_hz(session.frequency_hz or frequency_hz)
         else:
