@@ -372,7 +372,7 @@ def test_a_steady_cap_keeps_one_segment(profile: ProfileTable) -> None:
 
 def test_a_run_under_a_moving_cap_is_plotted(profile: ProfileTable, efficiency: EfficiencyVector,
                                              digits32: tuple, tmp_path: Path) -> None:
-    from wattcap.experiments.cap_run import plot_cap_run
+    from wattcap.experiments.cap_run import cap_run_figure, plot_cap_run
 
     train, test = digits32
     config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.99, sample_budget=512,
@@ -386,6 +386,9 @@ def test_a_run_under_a_moving_cap_is_plotted(profile: ProfileTable, efficiency: 
     assert (tmp_path / "run.json").stat().st_size < 200_000
     out = plot_cap_run(loaded, tmp_path / "run.png")
     assert out.stat().st_size > 10_000
+    figure = cap_run_figure(loaded)  # a schedule has no supply of its own to draw
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert "cap" in labels and "supply draw" not in labels
     constant = train_to_accuracy(config.model_copy(update={"sample_budget": 128}), train, test,
                                  device=EmulatedDevice("jetson-nano"), power_cap_w=4.5)
     with pytest.raises(ValueError, match="no cap timeline"):

@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from wattcap.core.files import atomic_path
 from wattcap.core.run import RunRecord
@@ -18,15 +19,25 @@ from wattcap.core.run import RunRecord
 
 def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -> Path:
     """Write a PNG of three panels sharing the run's time axis: measured power (mean and
-    peak per bin) with the cap as a step line; the frequency in MHz; the batch size. Paused
+    peak per bin; the power supply's own draw where the cap source reads one, a battery's)
+    with the cap as a step line; the frequency in MHz; the batch size. Paused
     stretches are shaded. Raises ValueError for a record without a timeline (a run under a
     constant cap)."""
+    out = Path(out)
+    fig = cap_run_figure(record, title)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    return out
+
+
+def cap_run_figure(record: RunRecord, title: str | None = None) -> Figure:
+    """The figure `plot_cap_run` writes (the caller closes it)."""
     line = record.timeline
     if line is None or not line.t_s:
         raise ValueError("the run record has no cap timeline: plot_cap_run is for runs under a "
                          "moving cap (power_cap=a cap source)")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig, (ax_power, ax_freq, ax_batch) = plt.subplots(
         3, 1, figsize=(9, 6.5), sharex=True, constrained_layout=True,
         gridspec_kw={"height_ratios": [2.2, 1, 1]})
@@ -34,6 +45,9 @@ def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -
     ax_power.plot(t, line.peak_power_w, color="tab:orange", lw=0.6, alpha=0.6,
                   label="peak reading")
     ax_power.plot(t, line.power_w, color="tab:red", lw=1.0, label="power (mean)")
+    if any(v is not None for v in line.supply_power_w):  # a battery's own draw, the whole system
+        ax_power.plot(t, [float("nan") if v is None else v for v in line.supply_power_w],
+                      color="tab:gray", lw=1.0, ls=":", label="supply draw")
     caps = [c if c is not None else float("nan") for c in line.cap_w]
     ax_power.step(t, caps, where="pre", color="black", lw=1.4, label="cap")
     ax_power.set_ylabel("W")
@@ -61,10 +75,7 @@ def plot_cap_run(record: RunRecord, out: str | Path, title: str | None = None) -
     fig.suptitle(textwrap.fill(title or f"{record.model} on {record.device}, "
                                f"{record.cap_source or 'moving cap'}: {outcome}", 100),
                  fontsize=10)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return out
+    return fig
 
 
-__all__ = ["plot_cap_run"]
+__all__ = ["cap_run_figure", "plot_cap_run"]

@@ -91,6 +91,8 @@ class CapFollower:
         self.pending: Target | None = None
         self.paused = False
         self.stopped: str | None = None
+        #: why the cap source could no longer be read (the run stopped for it), if it could not
+        self._source_error: str | None = None
         self.paused_s = 0.0
         self.pause_started_s: float | None = None
         self.events: list[str] = []
@@ -133,7 +135,13 @@ class CapFollower:
         with self.lock:
             t_s = self.run_s(reading.time_s)
             self.source.record_energy(reading.power_w * self.period_s, t_s)
-            cap = self.source.read(t_s)
+            if self.stopped is not None and self._source_error is not None:
+                return  # the source stopped reporting: nothing more to read or follow
+            try:
+                cap = self.source.read(t_s)
+            except CapSourceError as err:
+                self._source_stopped(t_s, err)
+                return
             self._warnings(t_s, cap.warnings)
             self.cap_w = cap.cap_w
             # the reading averages the period before it, when the previous cap was in force
@@ -292,6 +300,22 @@ class CapFollower:
         if self.watchdog is not None:
             self.watchdog.hold(None)
             self.watchdog.set_cap(cap_w, ceiling_hz=applied)
+
+    def _source_stopped(self, t_s: float, err: CapSourceError) -> None:
+        """The cap can no longer be known (a battery's gauge stopped reporting): the step in
+        flight finishes at the lowest clock, and the run stops with the reason in its record
+        (its checkpoint, where it has one, resumes it once the source reads again)."""
+        self._source_error = str(err)
+        self.paused, self._idling, self.pending = True, False, None
+        applied = self._set_frequency(self.device.frequencies_hz()[0])
+        if self.watchdog is not None:
+            self.watchdog.hold("the cap source stopped reporting: the step in flight finishes "
+                               "at the lowest clock")
+        self._close_segment(t_s)
+        self.segments.append(self._segment(t_s, self.cap_w, Target(self.batch_size, applied),
+                                           "stopped: the cap source stopped reporting",
+                                           paused=True))
+        self.stop(t_s, f"the cap source stopped reporting: {err}")
 
     def stop(self, t_s: float, reason: str) -> None:
         """End the run for good (the cap can never rise again, or a pause lasted too long)."""
