@@ -102,6 +102,25 @@ def test_usb_pd_supply_sets_no_energy_limit_and_reports_its_power(tmp_path: Path
     assert any("external power" in w for w in cap.read(0.0).warnings)
 
 
+def test_a_usb_pd_contract_caps_the_module_at_what_the_supply_may_deliver(
+        tmp_path: Path) -> None:
+    supply = usb_pd(tmp_path)  # 20 V x 3 A contract (voltage_max, current_max): 60 W
+    root = class_root(tmp_path)
+    # with a ceiling above the contract, the contract less the rest of the system binds
+    cap = PowerSupplyCap(supply.name, max_power_w=100.0, base_load_w=12.0, root=root)
+    assert cap.cap_w(0.0) == pytest.approx(48.0)
+    assert any("contract delivers (60 W) less the rest of the system (12 W)" in w
+               for w in cap.read(0.0).warnings)
+    # without base_w nothing is subtracted, and the warning says how to give it
+    bare = PowerSupplyCap(supply.name, max_power_w=100.0, root=root)
+    assert bare.cap_w(0.0) == pytest.approx(60.0)
+    assert any("give base_w=" in w for w in bare.read(0.0).warnings)
+    # a lower max_w still wins; a supply stating no contract is capped by max_w alone
+    assert PowerSupplyCap(supply.name, max_power_w=15.0, root=root).cap_w(0.0) == 15.0
+    supply.remove("current_max")
+    assert PowerSupplyCap(supply.name, max_power_w=100.0, root=root).cap_w(0.0) == 100.0
+
+
 def test_ups_with_capacity_only_keeps_a_reserve_in_percent(tmp_path: Path) -> None:
     supply = ups(tmp_path, capacity_percent=80)
     cap = PowerSupplyCap(supply.name, reserve_fraction=0.5, period_s=1.0,

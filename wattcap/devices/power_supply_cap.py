@@ -33,7 +33,10 @@ discharging as the supply's draw minus the module's mean draw since the previous
 
 **On external power** (status Charging, Full or Not charging: an adapter feeds the system;
 or a Mains/USB supply named explicitly) the battery sets no energy limit: the cap is `max_w`,
-or no cap without it. A warning says so when that starts and ends.
+or no cap without it. A Mains/USB supply that states what it may deliver (`voltage_max` x
+`current_max`: a USB-PD contract, the kernel's sysfs-class-power ABI) caps the module at that
+contract less the rest of the system's draw (`base_w`; nothing subtracted without it), or
+`max_w` where that is lower. A warning says so when that starts and ends.
 
 **A supply that stops reporting** (its folder or a file vanishes, a read error such as EIO,
 an empty file, a value that is not a number or out of range, `present` 0) keeps the last good
@@ -102,6 +105,9 @@ class SupplyReading:
     energy_full_wh: float | None
     #: `capacity` / 100
     capacity_fraction: float | None
+    #: what the supply may deliver at most: `voltage_max` x `current_max` (a USB-PD contract,
+    #: an adapter's rating); None where it reports no such limit
+    contract_w: float | None = None
 
     @property
     def stores_energy(self) -> bool:
@@ -170,6 +176,8 @@ def read_supply(folder: Path) -> SupplyReading:
             full_wh = None if full_uah is None or voltage_uv is None else \
                 full_uah * voltage_uv * _PICO
         capacity = _number(folder, "capacity", high=100)
+        voltage_max_uv = _number(folder, "voltage_max")
+        current_max_ua = _number(folder, "current_max")
     except OSError as err:
         raise CapSourceError(f"{folder}: cannot read the power supply ({err})") from None
     if full_wh is not None and full_wh <= 0:
@@ -179,7 +187,9 @@ def read_supply(folder: Path) -> SupplyReading:
         online=None if online is None else online > 0,
         present=None if present is None else present > 0,
         power_w=power_w, energy_wh=energy_wh, energy_full_wh=full_wh,
-        capacity_fraction=None if capacity is None else capacity / 100.0)
+        capacity_fraction=None if capacity is None else capacity / 100.0,
+        contract_w=None if voltage_max_uv is None or current_max_ua is None or kind in
+        ENERGY_STORE_TYPES else voltage_max_uv * current_max_ua * _PICO)
 
 
 def list_supplies(root: Path) -> list[tuple[str, str, bool | None]]:
@@ -409,6 +419,15 @@ class PowerSupplyCap(CapSource):
         ceiling = self.max_power_w
         if reading.on_external_power:
             why = reading.status or reading.type
+            contract = self._contract_cap_w(reading)
+            if contract is not None and (ceiling is None or contract < ceiling):
+                self._enter("external", f"{self.name} is on external power ({why}): no energy "
+                            f"limit, cap {contract:g} W: what its contract delivers "
+                            f"({reading.contract_w:g} W)" + (
+                                f" less the rest of the system ({self.base_load_w:g} W)"
+                                if self.base_load_w else
+                                " (give base_w= for the rest of the system's draw)"))
+                return contract
             self._enter("external", f"{self.name} is on external power ({why}): no energy "
                         f"limit, cap {'none' if ceiling is None else f'{ceiling:g} W (max_w)'}")
             return ceiling
@@ -431,6 +450,14 @@ class PowerSupplyCap(CapSource):
         base_w = self.base_load_w if self.base_load_w is not None else self.estimated_base_w
         budget_w = max(left_wh * 3600.0 / time_left_s - base_w, 0.0)
         return budget_w if ceiling is None else min(budget_w, ceiling)
+
+    def _contract_cap_w(self, reading: SupplyReading) -> float | None:
+        """What a supply with a power contract (USB-PD, an adapter's rating) leaves the module:
+        the contract less the rest of the system's draw (`base_w`; nothing subtracted without
+        it); None without a contract."""
+        if reading.contract_w is None:
+            return None
+        return max(reading.contract_w - (self.base_load_w or 0.0), 0.0)
 
     def _enter(self, mode: str, message: str) -> None:
         """Say once when the policy's case changes (not every period)."""
