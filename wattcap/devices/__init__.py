@@ -6,6 +6,7 @@ import os
 
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.emulated import Drift, EmulatedDevice
+from wattcap.devices.emulated_board import BoardState, draw_board_state
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,
@@ -44,7 +45,9 @@ def get_device(
         sysfs_root = os.environ.get("WATTCAP_SYSFS_ROOT") or "/"
     if name.startswith("emulated"):
         _, _, spec = name.partition(":")
-        return EmulatedDevice(spec or "jetson-nano", power_mode=power_mode, seed=seed, drift=drift)
+        spec, _, board = spec.partition(":")
+        return EmulatedDevice(spec or "jetson-nano", power_mode=power_mode, seed=seed, drift=drift,
+                              board=_board_state(spec or "jetson-nano", board, seed))
     if name == "jetson":
         from wattcap.devices.jetson import JetsonDevice
 
@@ -72,3 +75,21 @@ def get_device(
         + "|".join(list_specs())
         + ">",
     )
+
+
+def _board_state(spec: str, board: str, seed: int) -> BoardState | None:
+    """The board of "emulated:<spec>:kind" (or nothing after the spec: today's deterministic
+    board) or "emulated:<spec>:unkind[=SEED]" (a board state drawn for the run: SEED, else the
+    run's seed; see `wattcap.devices.emulated_board`)."""
+    kind, _, drawn = board.partition("=")
+    if kind in ("", "kind") and not drawn:
+        return None
+    if kind == "unkind":
+        try:
+            return draw_board_state(spec, int(drawn) if drawn else seed)
+        except ValueError:
+            pass
+    raise DeviceNotFoundError(
+        f"unknown board {board!r} for emulated:{spec}",
+        hint=f"use emulated:{spec} (a kind board), emulated:{spec}:unkind (a board state drawn "
+        f"for the run) or emulated:{spec}:unkind=SEED")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wattcap.devices.base import Device, DeviceInfo, PowerReading, StepTimer
+from wattcap.devices.emulated_board import TOP_LIMIT_BAND, BoardState
 from wattcap.devices.emulated_thermal import BoardHeat, ThermalModel
 from wattcap.devices.errors import (
     DeviceError,
@@ -71,6 +72,7 @@ class EmulatedDevice(Device):
         seed: int = 0,
         drift: Drift | None = None,
         thermal: ThermalModel | None = None,
+        board: BoardState | None = None,
     ) -> None:
         super().__init__()
         self.spec = load_spec(spec) if isinstance(spec, str) else spec
@@ -99,6 +101,8 @@ class EmulatedDevice(Device):
         self._power_limit_w: float | None = self._default_limit_w
         self._limit_changed = False
         self.drift = drift
+        #: what differs in this run from another of the same board (kind: nothing)
+        self.board = board or BoardState()
         #: the board's heat and the clock it lets run (None: a board that never throttles)
         self.heat = None if thermal is None else BoardHeat(thermal,
                                                            len(self.spec.frequencies_hz))
@@ -184,8 +188,10 @@ class EmulatedDevice(Device):
         if self._power_limit_w is None:
             return running_hz
         allowed = [f for f in self._frequencies_hz if f <= running_hz]
+        # the limit holds a window's average: an unkind board overshoots it a little
+        limit_w = self._power_limit_w * (1.0 + self.board.limit_overshoot)
         for frequency_hz in reversed(allowed):
-            if self.model_step(cost, frequency_hz)[1] <= self._power_limit_w:
+            if self.model_step(cost, frequency_hz)[1] <= limit_w:
                 return frequency_hz
         return allowed[0]
 
@@ -271,13 +277,27 @@ class EmulatedDevice(Device):
         info.kind = "emulated"
         info.power_mode = self.power_mode
         info.notes.append(self.spec.description)
+        if not self.board.kind:
+            info.notes.append(self.board.describe())
         return info
 
     # -- physics -------------------------------------------------------------------------------
     def _drifted(self) -> tuple[float, float]:
+        """(speed, power) factors now: the run's board state, and a drift once it started; at
+        a power limit in the top of its range a board that runs hot there is slower too."""
+        speed, power = self.board.speed_factor, self.board.power_factor
         if self.drift is not None and self._clock_s >= self.drift.after_s:
-            return self.drift.speed_factor, self.drift.power_factor
-        return 1.0, 1.0
+            speed, power = speed * self.drift.speed_factor, power * self.drift.power_factor
+        if self.board.slow_at_top_limit and self._at_top_limit():
+            speed *= 1.0 - self.board.slow_at_top_limit
+        return speed, power
+
+    def _at_top_limit(self) -> bool:
+        limits = self.spec.power_limit_range_w
+        if limits is None or self._power_limit_w is None:
+            return False
+        low_w, high_w = limits
+        return self._power_limit_w >= high_w - TOP_LIMIT_BAND * (high_w - low_w)
 
     def _power_w(self, frequency_hz: int, activity: float, dram_use: float) -> float:
         spec = self.spec
@@ -314,7 +334,7 @@ class EmulatedDevice(Device):
         bandwidth = spec.memory_bandwidth_bytes_per_s
         memory_s = cost.dram_bytes / (bandwidth * spec.memory_bandwidth_efficiency)
         busy_s = max(compute_s, memory_s)
-        host_s = cost.kernels * spec.launch_overhead_s
+        host_s = cost.kernels * spec.launch_overhead_s * self.board.host_factor
         optimizer_s = cost.optimizer_bytes / (bandwidth * spec.memory_bandwidth_efficiency)
         if spec.host_overlaps_gpu:
             # the host queues launches ahead of the GPU: it holds the step back only for the
@@ -414,12 +434,15 @@ class EmulatedDevice(Device):
 
     def _tick(self) -> None:
         tick_s = self._next_tick_s
-        window_start = tick_s - self.spec.sensor_period_s
+        period_s = self.spec.sensor_period_s
+        # the reading averages its window, which ends `lag` before the tick (kind: the period)
+        window_end = tick_s - self.board.sensor_lag_periods * period_s
+        window_start = window_end - self.board.sensor_window_periods * period_s
         while self._segments and self._segments[0][1] <= window_start:
             self._segments.popleft()
         energy = covered = 0.0
         for start, end, power in self._segments:
-            overlap = min(end, tick_s) - max(start, window_start)
+            overlap = min(end, window_end) - max(start, window_start)
             if overlap > 0:
                 energy += overlap * power
                 covered += overlap
