@@ -7,12 +7,15 @@ T(baseline-1)/T(wattcap) >= 1.5 and never below 1 beyond noise.
 
     python bench/decision_quality.py [--out DIR] [--seeds 3] [--quick] [--every-proxy]
                                      [--ray processes:2|local|ADDRESS|serial] [--risk Q]
+                                     [--board kind|unkind]
 
 Runs `wattcap compare` into DIR (reusing the runs recorded there) and reads its results;
 `--risk 0.9` plans on r_b's 90 % quantile (issue 28 item 10: run it on the DIR of a run without,
 and only the replays are new). With
 --every-proxy, every bundled proxy is paired with every target (one `compare` per proxy, the
-target runs shared), so that no single pairing carries the result.
+target runs shared), so that no single pairing carries the result. `--board unkind` replays
+every seed on a board state drawn for it and finds the fastest by replaying (compare --board);
+on the DIR of a kind run only the replays are new.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
 
 def run_compare(out: Path, seeds: int, quick: bool, proxy: str | None,
-                where: str, risk: float | None = None) -> Comparison:
+                where: str, risk: float | None = None, board: str = "kind") -> Comparison:
     command = [sys.executable, "-m", "wattcap.cli", "compare", "--out", str(out),
-               "--seeds", str(seeds), "--ray", where] + (["--quick"] if quick else []) + (
+               "--seeds", str(seeds), "--ray", where, "--board", board] + (
+                   ["--quick"] if quick else []) + (
                    ["--risk", str(risk)] if risk is not None else [])
     if proxy is not None:
         command += ["--proxy", proxy]
@@ -64,6 +68,8 @@ def main() -> None:
                         help=f"pair every proxy ({', '.join(PROXIES)}) with every target")
     parser.add_argument("--risk", type=float, default=None,
                         help="plan on this quantile of r_b (compare --risk)")
+    parser.add_argument("--board", choices=("kind", "unkind"), default="kind",
+                        help="the emulated boards the runs replay on (compare --board)")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -81,7 +87,8 @@ def main() -> None:
             shared = out / "runs"
             shared.mkdir(parents=True, exist_ok=True)
             (folder / "runs").symlink_to(shared.resolve(), target_is_directory=True)
-        comparison = run_compare(folder, args.seeds, args.quick, proxy, args.ray, args.risk)
+        comparison = run_compare(folder, args.seeds, args.quick, proxy, args.ray, args.risk,
+                                 args.board)
         keys = list(dict.fromkeys((r.device, r.power_cap_w, r.target)
                                   for r in comparison.results))
         for device, cap, target in keys:
@@ -107,7 +114,8 @@ def main() -> None:
                 b1_losses.append(row.strip())
             print(f"{row} {vs_fastest[0]:10.3f} {vs_b1[1]:>24} {vs_b2[1]:>24}")
     if ours_vs_fastest:
-        print(f"\n{len(ours_vs_fastest)} scenarios, {args.seeds} seed(s) each")
+        print(f"\n{len(ours_vs_fastest)} scenarios, {args.seeds} seed(s) each, {args.board} "
+              "boards")
         print(f"T(wattcap)/T(fastest): worst {max(ours_vs_fastest):.3f}, median "
               f"{statistics.median(ours_vs_fastest):.3f}   (goal: worst <= 1.02; paper 1.08)")
         print(f"T(baseline-1)/T(wattcap): median {statistics.median(b1_vs_ours):.2f}, "

@@ -285,3 +285,41 @@ def test_a_missed_run_replays_its_whole_budget_as_the_price_of_a_restart() -> No
     # 1024 samples cost twice what 512 do, at the same clock and batch size
     assert missed.budget_time_s == pytest.approx(2 * half.time_s, rel=0.02)
     assert half.budget_time_s is None
+
+
+def test_unkind_boards_replay_each_seed_on_its_own_draw_and_brute_force_the_fastest(
+        compared, tmp_path):
+    """`compare --board unkind` on the recorded runs (nothing trained again): each seed's
+    board is drawn for it, the same for every method, and "fastest" is the lowest expected time
+    over replays of each batch size's highest clocks, so no method beats it."""
+    import shutil
+
+    from wattcap.devices.emulated_board import draw_board_state
+    from wattcap.experiments.replay import run_device
+
+    out, _, _ = compared
+    unkind = tmp_path / "unkind"
+    shutil.copytree(out, unkind)
+    args = ["compare", "--out", str(unkind), "--device", "jetson-nano", "--model", "digits-cnn",
+            "--weights", str(unkind / "w.safetensors"), "--proxy", "digits-rotated",
+            "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
+            "--target-accuracy", "0.8", "--sample-budget", "8192", "--board", "unkind"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(unkind / "comparison.json")
+    assert comparison.board == "unkind" and comparison.runs_trained == 0
+    assert "Unkind boards" in (unkind / "report.md").read_text()
+    assert list(unkind.glob("profile-jetson-nano-*-unkind.json"))  # its own board's profile
+    assert run_device("jetson-nano", 1, "unkind").board == draw_board_state("jetson-nano", 1)
+    kind = Comparison.load(out / "comparison.json")
+    for cap in CAPS:
+        fastest = comparison.get("jetson-nano", cap, "digits-5-9", "fastest")
+        assert fastest is not None and fastest.predicted_time_s is None  # found by replaying
+        for method in METHODS:
+            ours = comparison.get("jetson-nano", cap, "digits-5-9", method)
+            assert ours.expected_time_s >= fastest.expected_time_s - 1e-9, method
+        # the boards differ from the kind one: the same choice takes another time
+        same = comparison.get("jetson-nano", cap, "digits-5-9", "baseline-1")
+        before = kind.get("jetson-nano", cap, "digits-5-9", "baseline-1")
+        if (same.batch_size, same.knob_value) == (before.batch_size, before.knob_value):
+            assert same.time_s != before.time_s

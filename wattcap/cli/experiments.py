@@ -26,6 +26,7 @@ from wattcap.cli.inputs import (
     resolve_model,
 )
 from wattcap.cli.options import (
+    Board,
     CapOn,
     CapOnOpt,
     InputShapeOpt,
@@ -205,6 +206,10 @@ def compare(
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
     cap_on: CapOnOpt = None,
+    board: Annotated[Board, typer.Option(
+        help="kind: one deterministic emulated board; unkind: each seed's runs on a board "
+        "drawn for it (speed, power, host speed, a lagging sensor), the fastest found by "
+        "replaying.")] = Board.KIND,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
@@ -255,7 +260,7 @@ def compare(
                                         scenarios, seeds, target_accuracy, sweep.sizes,
                                         sample_budget, resume, report.show, sweep.counters,
                                         options, workers, where, risk=risk,
-                                        shared_runs=sweep.shared_runs)
+                                        shared_runs=sweep.shared_runs, board=board.value)
     print_summary(comparison, console)
     _report(out, comparison, console, weights_path)
 

@@ -207,6 +207,13 @@ class CapOn(str, Enum):
     AVERAGE = "average"
 
 
+class Board(str, Enum):
+    """Which emulated boards a comparison replays on."""
+
+    KIND = "kind"
+    UNKIND = "unkind"
+
+
 CapOnOpt = Annotated[CapOn | None, typer.Option(
     help="What the cap holds: peak power (a Jetson's supply; the default) or average power "
     "(what a GPU power limit enforces, a site's budget). A trace's manifest may set it "

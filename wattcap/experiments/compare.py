@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,17 +36,20 @@ from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
 from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, rename_key
 from wattcap.data import load_splits
-from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.workload import workload_for
+from wattcap.experiments.replay import (
+    BoardMode,
+    fastest_by_replay,
+    load_or_profile,
+    replay_on_device,
+    run_device,
+)
 from wattcap.experiments.significance import TimeComparison, compare_times
 from wattcap.measure.imported_tables import EXPORT_KNOB_COLUMNS, export_knob_value
-from wattcap.measure.profiling import Profiler
 from wattcap.measure.references import emulated_reference_profiles
-from wattcap.runtime.meter import PowerMeter
-from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.efficiency import EVALS_PAST_TARGET
 from wattcap.train.executors import Executor, SerialExecutor
-from wattcap.train.run_store import RunStore, SweepInputs, file_stem, run_stem
+from wattcap.train.run_store import RunStore, SweepInputs, run_stem
 from wattcap.train.tasks import TrainingTask
 
 
@@ -156,10 +158,10 @@ class Comparison(VersionedFile):
     FILE_KIND = "wattcap.comparison"
     #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
     #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
-    #: cap_on, target_metric, proxy_target_metric
-    SCHEMA_VERSION = 4
+    #: cap_on, target_metric, proxy_target_metric; 5: board
+    SCHEMA_VERSION = 5
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
-                                                  3: lambda raw: raw}
+                                                  3: lambda raw: raw, 4: lambda raw: raw}
 
     model: str
     proxy: str
@@ -181,6 +183,8 @@ class Comparison(VersionedFile):
     trace_label: str | None = None
     #: what the caps held: "peak" power, or "average" (a trace of a power-limited GPU)
     cap_on: Literal["peak", "average"] = "peak"
+    #: the emulated boards the runs replayed on (`wattcap.experiments.replay`)
+    board: BoardMode = "kind"
     #: the metrics of the targets' and the proxy's targets (a trace's runs may be to a word
     #: error rate or F1 on 0-100; a trained comparison's are accuracy)
     target_metric: TargetMetric = ACCURACY
@@ -240,48 +244,6 @@ def dataset_splits(dataset: str, data_options: dict | None = None) -> tuple:
     if key not in _SPLITS:
         _SPLITS[key] = load_splits(dataset, seed=0, **(data_options or {}))
     return _SPLITS[key]
-
-
-@dataclass
-class Replay:
-    """A recorded run's steps replayed on an emulated device at a knob value."""
-
-    #: time and energy to the target; None: the run missed it
-    time_s: float | None
-    energy_j: float | None
-    peak_w: float
-    guard: CapWatchdog
-    #: a missed run: what its whole budget cost (the price of a restart); None: reached
-    budget_time_s: float | None = None
-    budget_energy_j: float | None = None
-
-
-def replay_on_device(
-    record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
-) -> Replay:
-    """Run a recorded run's steps on an emulated device at a frequency: up to its target, or,
-    for a run that missed it, every sample it trained (the budget a restart pays)."""
-    b = record.batch_size
-    reached = record.samples_to_target
-    cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
-    meter = PowerMeter(device.sensor_period_s)
-    guard = CapWatchdog(device, power_cap_w)
-    device.set_frequency_hz(frequency_hz)
-    start = device.now_s()
-    steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
-    with device.sensor_ticks(meter), device.sensor_ticks(guard):
-        for _ in range(steps):
-            device.execute(None, cost)
-    guard.finish()
-    device.restore()
-    elapsed_s = device.now_s() - start
-    if reached is None:
-        return Replay(None, None, meter.peak_w or 0.0, guard, budget_time_s=elapsed_s,
-                      budget_energy_j=meter.energy_j)
-    # The crossing falls inside the last step: time and energy up to it, not to the step's end
-    # (the device's time per sample is constant over the replay).
-    share = reached / (steps * b)
-    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0, guard)
 
 
 def efficiency_from_runs(
@@ -452,12 +414,15 @@ def run_comparison(
     executor: Executor | None = None,
     risk: float | None = None,
     shared_runs: tuple[Path, ...] = (),
+    board: BoardMode = "kind",
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
     `executor` (default: serially here). `progress` counts the training runs of every target
     (a `JobProgress` per run, the record as its item) and says what is replayed. `risk` plans
     on r_b's quantile (`plan(risk=...)`); the oracle stays the brute force over measured
-    runs. Runs recorded in `shared_runs` folders are reused too (see `math_runs`)."""
+    runs. Runs recorded in `shared_runs` folders are reused too (see `math_runs`). `board`
+    "unkind" replays each seed on a board state of its own and finds the fastest by replaying
+    (`wattcap.experiments.replay`)."""
     total = len(targets) * len(batch_sizes) * seeds
     done = [0]
 
@@ -479,7 +444,7 @@ def run_comparison(
             for target in targets}
     input_shape = list(workload_for(model).input_shape)
     for scenario in scenarios:
-        profile = load_or_profile(out, scenario.device, model, batch_sizes)
+        profile = load_or_profile(out, scenario.device, model, batch_sizes, board)
         references = emulated_reference_profiles(scenario.device)
         for target in targets:
             oracle_r = efficiency_from_runs(math[target], model, target, seeds, target_accuracy,
@@ -494,18 +459,26 @@ def run_comparison(
                     continue
                 for method in METHODS:
                     choice = result.choices.get(method)
-                    if choice is None:
-                        continue
                     cap_text = "no cap" if cap is None else f"cap {cap:g} W"
                     say(f"replaying {scenario.device} {cap_text} {target} {method}")
-                    replays = [replay_on_device(math[target][(choice.batch_size, seed)],
-                                                EmulatedDevice(scenario.device, seed=seed),
-                                                choice.knob_value, cap)
-                               for seed in range(seeds)]
+                    if method == "fastest" and board == "unkind":
+                        found = fastest_by_replay(profile, cap, math[target], scenario.device,
+                                                  seeds, board)
+                        if found is None:
+                            continue
+                        b, knob_value, replays = found
+                        predicted = None
+                    elif choice is None:
+                        continue
+                    else:
+                        b, knob_value = choice.batch_size, choice.knob_value
+                        predicted = choice.predicted_time_s
+                        replays = [replay_on_device(math[target][(b, seed)],
+                                                    run_device(scenario.device, seed, board),
+                                                    knob_value, cap) for seed in range(seeds)]
                     results.append(MethodResult(
                         device=scenario.device, power_cap_w=cap, target=target, method=method,
-                        batch_size=choice.batch_size, knob_value=choice.knob_value,
-                        predicted_time_s=choice.predicted_time_s,
+                        batch_size=b, knob_value=knob_value, predicted_time_s=predicted,
                         time_s=[r.time_s for r in replays],
                         energy_j=[r.energy_j for r in replays],
                         budget_time_s=[r.budget_time_s for r in replays],
@@ -519,30 +492,11 @@ def run_comparison(
         proxy_target_accuracy=proxy_efficiency.target_accuracy,
         devices=[s.device for s in scenarios], seeds=seeds, target_accuracy=target_accuracy,
         results=results, infeasible=infeasible, runs_trained=counters["trained"],
-        runs_reused=counters["reused"], risk=risk,
+        runs_reused=counters["reused"], risk=risk, board=board,
     )
     comparison.save(out / "comparison.json")
     write_csv(comparison, out / "results.csv")
     return comparison
-
-
-def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...]
-                    ) -> ProfileTable:
-    """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
-    file's path), reused from DIR if present and made for the same spec and architecture."""
-    emulated = EmulatedDevice(device)
-    path = out / f"profile-{file_stem(emulated.name)}-{file_stem(model)}.json"
-    if path.exists():
-        try:
-            profile = ProfileTable.load(path)
-            profile.check_matches(device=emulated.name, model=model)
-            if profile.device_spec == emulated.spec.model_dump(mode="json"):
-                return profile
-        except WattcapFileError:
-            pass
-    profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
-    profile.save(path)
-    return profile
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:

@@ -202,7 +202,13 @@ def write_report(
         "the seeds does not separate them, 5 %). " + (
             "The training math of each (target, batch size, seed) ran once; its steps were "
             "replayed on each emulated device at each method's frequency, with the power "
-            "sensor and the cap watchdog live." if comparison.trace_label is None else
+            "sensor and the cap watchdog live." + (
+                " Unkind boards: each seed replayed on a board state drawn for it (speed, "
+                "power, host speed, a lagging sensor), the same for every method; the profile "
+                "was measured on a board of its own draw, and the fastest is the brute force "
+                "over replays of each batch size's highest clocks under the cap."
+                if comparison.board == "unkind" else "")
+            if comparison.trace_label is None else
             f"Replayed from a trace, nothing trained: {comparison.trace_label}. Each time is "
             "the table's time per sample at the method's choice times the samples that seed "
             "needed on the target; energy uses the table's average power.")

@@ -1,0 +1,83 @@
+"""Does the drift monitor cry wolf on boards that differ from the one profiled? Each run profiles
+the model on an emulated board of one draw and trains for an hour of device time on another
+(`emulated:<name>:unkind`, a board state per run: speed, power, host speed, a lagging sensor),
+the Session's drift monitor watching; a steady board should cause no re-plan. Beside it, the same
+runs on a board that really changes after 10 minutes (20 % slower: a heat soak) say how long the
+monitor takes to re-plan. The steps are the emulator's model of the training step (no math runs:
+the monitor sees only time and power), so an hour of device time takes seconds.
+
+    python bench/drift_false_alarms.py [--runs 5] [--hours 1] [--kind]
+
+Prints, per scenario, the re-plans on steady boards (goal: 0) and the time from the change to
+the first re-plan after it on the changing ones. `--kind` runs the kind board (the profile's
+own) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from wattcap.devices.emulated import Drift, EmulatedDevice
+from wattcap.devices.emulated_board import draw_board_state
+from wattcap.experiments.replay import PROFILE_BOARD_SEED
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
+
+#: (board, model, batch size, cap): the bundled scenarios' boards and a host- and a GPU-bound b
+SCENARIOS = [("jetson-nano", "digits32-cnn", 32, 4.5), ("jetson-nano", "digits32-cnn", 128, None),
+             ("jetson-tx2nx", "digits32-cnn", 32, 7.0), ("jetson-tx2nx", "resnet18", 64, None)]
+CHANGE_AFTER_S = 600.0
+
+
+def run(board: str, model: str, batch_size: int, cap_w: float | None, seed: int, hours: float,
+        kind: bool, drift: Drift | None) -> list[float]:
+    """The device times of the re-plans in `hours` of device time."""
+    profile_board = None if kind else draw_board_state(board, PROFILE_BOARD_SEED)
+    profile = Profiler(EmulatedDevice(board, board=profile_board), model,
+                       batch_sizes=(batch_size,)).run(exhaustive=True)
+    device = EmulatedDevice(board, seed=seed, drift=drift,
+                            board=None if kind else draw_board_state(board, seed))
+    with Session(device, model=model, planning=PlanSettings(profile=profile,
+                                                            batch_size=batch_size),
+                 cap=CapSettings(power_cap=cap_w),
+                 device_handling=DeviceHandling(handle_signals=False)) as session:
+        while device.now_s() < hours * 3600.0:
+            with session.step():
+                pass  # the emulator models the step's time and power from its cost
+            if session.steps % 200 == 0:
+                session.report(0.0)  # a re-plan is due between steps, at a report
+        replans = session._monitor.replans if session._monitor is not None else []
+    return [r.time_s for r in replans]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--hours", type=float, default=1.0)
+    parser.add_argument("--kind", action="store_true", help="the kind board instead")
+    args = parser.parse_args()
+    boards = "kind" if args.kind else "unkind"
+    print(f"{args.runs} runs of {args.hours:g} h per scenario on {boards} boards")
+    print(f"{'board':13} {'model':13} {'b':>4} {'cap':>5} {'steady re-plans':>16} "
+          f"{'after a 20 % slowdown at 600 s: re-planned after':>50}")
+    for board, model, b, cap in SCENARIOS:
+        steady = [len(run(board, model, b, cap, seed, args.hours, args.kind, None))
+                  for seed in range(args.runs)]
+        delays = []
+        for seed in range(args.runs):
+            times = run(board, model, b, cap, seed, args.hours, args.kind,
+                        Drift(after_s=CHANGE_AFTER_S, speed_factor=0.8, description="heat soak"))
+            after = [t - CHANGE_AFTER_S for t in times if t >= CHANGE_AFTER_S]
+            delays.append(after[0] if after else None)
+        found = [d for d in delays if d is not None]
+        delay = (f"{statistics.median(found):.1f} s median ({len(found)}/{len(delays)} runs)"
+                 if found else f"never (0/{len(delays)} runs)")
+        cap_text = "none" if cap is None else f"{cap:g}"
+        print(f"{board:13} {model:13} {b:>4} {cap_text:>5} {sum(steady):>8} in {len(steady)} runs"
+              f" {delay:>50}")
+
+
+if __name__ == "__main__":
+    main()

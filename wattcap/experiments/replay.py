@@ -1,0 +1,146 @@
+"""Replaying recorded training runs on emulated boards: a run's steps at a knob value on a
+board, the profile of a board, and, on unkind boards, the fastest configuration found by
+replaying them all.
+
+A comparison's boards are either the kind emulator (`board="kind"`: one deterministic board,
+the profile's) or unkind ones (`board="unkind"`): each seed's runs replay on a board state
+drawn for that seed (`wattcap.devices.emulated_board`), the same for every method of the
+seed, and the profile the plans come from is measured on a board of its own draw. On unkind
+boards "fastest" is the brute force over the replays themselves, not a choice from the
+profile: for every batch size the target ran, its highest clocks the profile allows under the
+cap (`FASTEST_CLOCKS_PER_BATCH_SIZE`; time falls with the clock on a board's own row) are
+replayed on every seed's board, and the lowest expected time wins.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from wattcap.algorithms.restarts import expected_with_restarts
+from wattcap.core.profile import ProfileTable
+from wattcap.core.run import RunRecord
+from wattcap.core.schema import WattcapFileError
+from wattcap.devices.emulated import EmulatedDevice
+from wattcap.devices.emulated_board import draw_board_state
+from wattcap.devices.workload import workload_for
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.meter import PowerMeter
+from wattcap.runtime.watchdog import CapWatchdog
+from wattcap.train.run_store import file_stem
+
+#: which boards a comparison replays on (see the module)
+BoardMode = Literal["kind", "unkind"]
+#: the unkind profile's own board draw: another run than any training run's seed
+PROFILE_BOARD_SEED = 1_000_003
+#: clocks per batch size the unkind brute force replays (the highest the profile allows)
+FASTEST_CLOCKS_PER_BATCH_SIZE = 3
+
+
+def run_device(device: str, seed: int, board: BoardMode) -> EmulatedDevice:
+    """The board seed `seed`'s runs replay on: the kind one, or a board state drawn for it."""
+    state = None if board == "kind" else draw_board_state(EmulatedDevice(device).name, seed)
+    return EmulatedDevice(device, seed=seed, board=state)
+
+
+@dataclass
+class Replay:
+    """A recorded run's steps replayed on an emulated device at a knob value."""
+
+    #: time and energy to the target; None: the run missed it
+    time_s: float | None
+    energy_j: float | None
+    peak_w: float
+    guard: CapWatchdog
+    #: a missed run: what its whole budget cost (the price of a restart); None: reached
+    budget_time_s: float | None = None
+    budget_energy_j: float | None = None
+
+
+def replay_on_device(
+    record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
+) -> Replay:
+    """Run a recorded run's steps on an emulated device at a frequency: up to its target, or,
+    for a run that missed it, every sample it trained (the budget a restart pays)."""
+    b = record.batch_size
+    reached = record.samples_to_target
+    cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
+    meter = PowerMeter(device.sensor_period_s)
+    guard = CapWatchdog(device, power_cap_w)
+    device.set_frequency_hz(frequency_hz)
+    start = device.now_s()
+    steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
+    with device.sensor_ticks(meter), device.sensor_ticks(guard):
+        for _ in range(steps):
+            device.execute(None, cost)
+    guard.finish()
+    device.restore()
+    elapsed_s = device.now_s() - start
+    if reached is None:
+        return Replay(None, None, meter.peak_w or 0.0, guard, budget_time_s=elapsed_s,
+                      budget_energy_j=meter.energy_j)
+    # The crossing falls inside the last step: time and energy up to it, not to the step's end
+    # (the device's time per sample is constant over the replay).
+    share = reached / (steps * b)
+    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0, guard)
+
+
+def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...],
+                    board: BoardMode = "kind") -> ProfileTable:
+    """The exhaustive profile of `model` on an emulated device (a bundled spec's name or a spec
+    file's path), reused from DIR if present and made for the same spec and architecture; on
+    unkind boards, measured on a board of its own draw (`PROFILE_BOARD_SEED`)."""
+    emulated = run_device(device, PROFILE_BOARD_SEED, board)
+    suffix = "" if board == "kind" else "-unkind"
+    path = out / f"profile-{file_stem(emulated.name)}-{file_stem(model)}{suffix}.json"
+    if path.exists():
+        try:
+            profile = ProfileTable.load(path)
+            profile.check_matches(device=emulated.name, model=model)
+            if profile.device_spec == emulated.spec.model_dump(mode="json"):
+                return profile
+        except WattcapFileError:
+            pass
+    profile = Profiler(emulated, model, batch_sizes=batch_sizes).run(exhaustive=True)
+    profile.save(path)
+    return profile
+
+
+def expected_time_s(replays: list[Replay]) -> float | None:
+    """The time to the target a user should expect over these replays, restarts included
+    (None where none reached it)."""
+    reached = [r.time_s for r in replays if r.time_s is not None]
+    costs = [r.budget_time_s for r in replays if r.time_s is None and r.budget_time_s]
+    return expected_with_restarts(reached, costs) if reached else None
+
+
+def fastest_by_replay(profile: ProfileTable, power_cap_w: float | None,
+                      runs: dict[tuple[int, int], RunRecord], device: str, seeds: int,
+                      board: BoardMode) -> tuple[int, int, list[Replay]] | None:
+    """The brute force over replays (see the module): (b, clock, each seed's replay) of the
+    lowest expected time; None where no configuration the profile allows has runs."""
+    from wattcap.algorithms.power_margin import with_power_margin
+    from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
+
+    best: tuple[float, int, int, list[Replay]] | None = None
+    # the same margin below the cap as every method's plan
+    margined = with_power_margin(profile, DEFAULT_MARGIN_SIGMAS)
+    for b, row in sorted(margined.rows().items()):
+        if any((b, seed) not in runs for seed in range(seeds)):
+            continue
+        allowed = [p.knob_value for p in row
+                   if power_cap_w is None or p.peak_power_w <= power_cap_w]
+        for knob_value in sorted(allowed)[-FASTEST_CLOCKS_PER_BATCH_SIZE:]:
+            replays = [replay_on_device(runs[(b, seed)], run_device(device, seed, board),
+                                        knob_value, power_cap_w) for seed in range(seeds)]
+            expected = expected_time_s(replays)
+            if expected is not None and (best is None or expected < best[0]):
+                best = (expected, b, knob_value, replays)
+    return None if best is None else (best[1], best[2], best[3])
+
+
+__all__ = ["FASTEST_CLOCKS_PER_BATCH_SIZE", "PROFILE_BOARD_SEED", "BoardMode", "Replay",
+           "expected_time_s", "fastest_by_replay", "load_or_profile", "replay_on_device",
+           "run_device"]
