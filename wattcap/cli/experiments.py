@@ -261,6 +261,9 @@ def compare(
                                         sample_budget, resume, report.show, sweep.counters,
                                         options, workers, where, risk=risk,
                                         shared_runs=sweep.shared_runs, board=board.value)
+    if board is Board.UNKIND:
+        console.print("unkind boards: each seed replayed on a board drawn for it, the profile "
+                      "on one of its own; the fastest found by replaying")
     print_summary(comparison, console)
     _report(out, comparison, console, weights_path)
 
