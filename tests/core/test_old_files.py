@@ -20,7 +20,7 @@ from wattcap.core.schema import WattcapFileError
 OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
             "profile-v2-fingerprint.json": 2, "profile-v3.json": 3,
-            "profile-v4.json": 4, "profile-v5.json": 5}
+            "profile-v4.json": 4, "profile-v5.json": 5, "profile-v6.json": 6}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
            "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
            "efficiency-v4.json": 4, "efficiency-v5.json": 5}
@@ -52,8 +52,12 @@ def test_each_earlier_profile_loads_with_its_measurements(name: str) -> None:
     assert table.knob_kind == "gpu_clock"
     assert table.knob_values == raw.get("knob_values", raw.get("frequencies_hz"))
     # absent fields stay absent: nothing is invented for a file that did not record them
-    assert all(p.observed_frequency_hz is None for p in table.points)
+    assert [None if p.observed_frequency_hz is None else p.observed_frequency_hz.model_dump()
+            for p in table.points] == [p.get("observed_frequency_hz") for p in raw["points"]]
     assert table.clock_not_held() == []
+    # before rounds (version 7): one pass, no rule named for the rails
+    assert table.rounds == 1 and all(p.rounds == 1 for p in table.points)
+    assert table.sensor_rule is None
     if "architecture_fingerprint" not in raw:
         assert table.architecture_fingerprint is None and table.device_spec is None
 
@@ -175,3 +179,15 @@ def test_a_comparison_before_restarts_loads_without_budget_times() -> None:
         (r["method"], r["knob_value"], r["time_s"]) for r in raw["results"]]
     for r, old in zip(loaded.results, raw["results"], strict=True):
         assert r.expected_time_s == pytest.approx(sum(old["time_s"]) / len(old["time_s"]))
+
+
+def test_a_comparison_before_boards_was_replayed_on_the_kind_board() -> None:
+    # a trace replay at 8a4fc00 (schema 4): no board recorded, and none was drawn then
+    from wattcap.experiments.compare import Comparison
+
+    raw = json.loads((OLD / "comparison-v4.json").read_text())
+    loaded = Comparison.load(OLD / "comparison-v4.json")
+    assert raw["schema_version"] == 4 and "board" not in raw
+    assert loaded.migrated_from == 4 and loaded.board == "kind"
+    assert [(r.method, r.knob_value, r.time_s) for r in loaded.results] == [
+        (r["method"], r["knob_value"], r["time_s"]) for r in raw["results"]]
