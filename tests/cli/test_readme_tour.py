@@ -34,10 +34,10 @@ WATTCAP = Path(sys.executable).parent / "wattcap"
 #: cells of its own)
 OVERRIDES: dict[str, list[str]] = {
     "pretrain": ["--epochs", "1"],
-    "estimate": ["--sample-budget", "1024"],
-    "train": ["--sample-budget", "1024"],
-    "compare": ["--sample-budget", "1024"],
-    "sensitivity": ["--proxies", "digits-rotated-32", "--sample-budget", "1024"],
+    "estimate": ["--sample-budget", "512"],
+    "train": ["--sample-budget", "512"],
+    "compare": ["--sample-budget", "512"],
+    "sensitivity": ["--proxies", "digits-rotated-32", "--sample-budget", "512"],
 }
 
 
