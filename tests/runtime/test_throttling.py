@@ -190,3 +190,34 @@ def test_a_board_that_cools_is_followed_back_up_to_the_clock_it_refused(
     back = [e for e in record.events if e.startswith("the board allows a higher clock again")]
     assert back and back[-1].endswith("(plan's clock, which it had refused)")
     assert record.frequency_hz == top_hz  # the record's clock is the one the run ended at
+
+
+def test_a_run_re_planned_under_the_ceiling_goes_back_to_the_plan_when_the_board_cools(
+        full_profile: ProfileTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wattcap.algorithms.planner import plan
+    from wattcap.runtime import device_guard
+
+    monkeypatch.setattr(device_guard, "CLIMB_BACK_PROBE_S", 1.0)  # as in the test above
+    cap_w = 4.5
+    planned = plan(full_profile, cap_w).choices["wattcap"]
+    # hot at the start (three levels down), then cooled by the load: 5 °C per W, 20 s
+    device = EmulatedDevice("jetson-nano", thermal=ThermalModel(
+        resistance_c_per_w=5.0, time_constant_s=20.0, start_c=97.0))
+    device.idle(3.0)
+    ceiling_hz = device.current_frequency_hz()
+    under = plan(full_profile.up_to(ceiling_hz), cap_w).choices["wattcap"]
+    assert under.batch_size != planned.batch_size
+    with Session(device, model=MODEL, planning=PlanSettings(profile=full_profile),
+                 cap=cap_w, device_handling=DeviceHandling(handle_signals=False)) as session:
+        assert (session.batch_size, session.frequency_hz) == (under.batch_size,
+                                                              under.knob_value)
+        while session.batch_size != planned.batch_size and device.now_s() < 60.0:
+            for _ in range(10):
+                with session.step():
+                    pass  # the emulator models the step from its cost: no math needed here
+            session.report(0.5)
+        assert (session.batch_size, session.frequency_hz) == (planned.batch_size,
+                                                              planned.knob_value)
+        assert device.current_frequency_hz() == planned.knob_value
+        assert any(f"back to the plan, b={under.batch_size} -> {planned.batch_size}" in e
+                   for e in session.events)

@@ -40,9 +40,10 @@ class DeviceGuard:
         #: the run's earlier part (a resumed checkpoint)
         self._clamps_since = 0
         self.clamps_before: list[ClockClamp] = []
-        #: the climb back after a clamp: the clock refused, the one locked under it, and when
-        #: to ask again (device seconds); None: nothing to climb back to
-        self._climb: tuple[int, int, str] | None = None
+        #: the climb back after a clamp: the clock refused, the one locked under it, who asked,
+        #: and the batch size of the plan re-planned under the ceiling (None: not re-planned);
+        #: with when to ask again (device seconds); None: nothing to climb back to
+        self._climb: tuple[int, int, str, int | None] | None = None
         self._climb_probe_s = 0.0
         self._clamps_seen = 0
 
@@ -98,9 +99,16 @@ class DeviceGuard:
         old_b = session.batch_size
         session.batch_size = choice.batch_size
         self.apply_frequency(choice.knob_value, f"{why} under the board's ceiling")
+        if session._monitor is not None:
+            session._monitor.batch_size = session.batch_size
         session.events.append(
             f"{why}: re-planned under the board's ceiling of {ceiling_hz / 1e6:.1f} MHz: "
             f"b={old_b} -> {session.batch_size} at {session.frequency_hz / 1e6:.1f} MHz")
+        # once the board cools, back to the plan it refused (`climb_back_if_cooled`)
+        assert session.device is not None and session.frequency_hz is not None
+        self._clamps_seen = len(session.device.clock_clamps)
+        self._climb = (requested_hz, session.frequency_hz, why, old_b)
+        self._climb_probe_s = session.device.now_s() + CLIMB_BACK_PROBE_S
 
     def apply_knob(self, kind: str, value: int) -> None:
         """Apply a power limit or power mode from the plan (the clock is left to the board
@@ -195,16 +203,27 @@ class DeviceGuard:
         if len(clamps) > self._clamps_seen:  # a new clamp: climb back to what it refused
             last = clamps[-1]
             self._clamps_seen = len(clamps)
-            self._climb = (last.requested_hz, last.ceiling_hz, last.by)
+            self._climb = (last.requested_hz, last.ceiling_hz, last.by, None)
             self._climb_probe_s = now_s + CLIMB_BACK_PROBE_S
         if self._climb is None or now_s < self._climb_probe_s:
             return
-        wanted_hz, locked_hz, by = self._climb
-        if session.frequency_hz != locked_hz:
-            self._climb = None
+        wanted_hz, locked_hz, by, planned_b = self._climb
+        if session.frequency_hz != locked_hz or (planned_b is not None
+                                                 and session._follower is not None):
+            self._climb = None  # moved since, or a moving cap's follower owns the batch size
             return
         self._climb_probe_s = now_s + CLIMB_BACK_PROBE_S
+        # asked between steps: the board idles, whatever clock the probe leaves locked
         applied_hz = lock_clock_within(device, wanted_hz, by, record=False)
+        if planned_b is not None:  # re-planned under the ceiling: all the way back, or stay
+            if applied_hz < wanted_hz:
+                lock_clock_within(device, locked_hz, by, record=False)  # the re-plan's clock
+                return
+            old_b, session.batch_size = session.batch_size, planned_b
+            if session._monitor is not None:
+                session._monitor.batch_size = planned_b
+            session.events.append(f"the board allows the plan's clock again: back to the plan, "
+                                  f"b={old_b} -> {planned_b} at {wanted_hz / 1e6:.1f} MHz")
         if applied_hz <= locked_hz:
             return
         session.frequency_hz = applied_hz
@@ -213,7 +232,9 @@ class DeviceGuard:
         if session._follower is not None:
             session._follower.adopt_frequency(applied_hz)
         back = applied_hz >= wanted_hz
-        self._climb = None if back else (wanted_hz, applied_hz, by)
+        self._climb = None if back else (wanted_hz, applied_hz, by, None)
+        if planned_b is not None:
+            return
         session.events.append(
             f"the board allows a higher clock again: {locked_hz / 1e6:.1f} -> "
             f"{applied_hz / 1e6:.1f} MHz" + (f" ({by}'s clock, which it had refused)" if back
