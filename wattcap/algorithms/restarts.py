@@ -23,6 +23,20 @@ def expected_with_restarts(reached: Sequence[float], missed: Sequence[float]) ->
     return mean_reached + (1 - share) / share * statistics.fmean(missed)
 
 
+def expected_over_runs(values: Sequence[float | None],
+                       budget_costs: Sequence[float | None]) -> float | None:
+    """`expected_with_restarts` over runs given one per seed: each run's cost to the target
+    (None: it missed) and, for a missed run, what its whole budget cost (the others' entries
+    are not read); None where no run reached the target or a missed run's budget cost is
+    unknown (a file written before it was recorded)."""
+    reached = [v for v in values if v is not None]
+    missed = [b for v, b in zip(values, budget_costs, strict=False)
+              if v is None and b is not None]
+    if len(missed) != len(values) - len(reached):
+        return None
+    return expected_with_restarts(reached, missed)
+
+
 def samples_with_restarts(per_seed: Sequence[float | None],
                           budgets: Sequence[float]) -> list[float] | None:
     """Per-seed samples to target whose mean is the expected samples with restarts: each

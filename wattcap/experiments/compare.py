@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from wattcap.algorithms.curves import samples_to_target
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
-from wattcap.algorithms.restarts import expected_with_restarts, samples_with_restarts
+from wattcap.algorithms.restarts import expected_over_runs, samples_with_restarts
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.files import write_file
@@ -100,22 +100,12 @@ class MethodResult(BaseModel):
         where some missed, the mean of those that reached it plus (1 - p) / p missed budgets
         (restarts, `wattcap.algorithms.restarts`); None where none reached it or a missed
         seed's budget time was not recorded."""
-        return self._expected(self.time_s, self.budget_time_s)
+        return expected_over_runs(self.time_s, self.budget_time_s)
 
     @property
     def expected_energy_j(self) -> float | None:
         """Energy to the target with restarts, as `expected_time_s`."""
-        return self._expected(self.energy_j, self.budget_energy_j)
-
-    def _expected(self, values: list[float | None], budgets: list[float | None]
-                  ) -> float | None:
-        reached = [v for v in values if v is not None]
-        if len(reached) == len(values):
-            return expected_with_restarts(reached, [])
-        costs = [b for v, b in zip(values, budgets, strict=False) if v is None and b is not None]
-        if len(costs) != len(values) - len(reached):
-            return None  # a missed seed without its budget's cost (an earlier file)
-        return expected_with_restarts(reached, costs)
+        return expected_over_runs(self.energy_j, self.budget_energy_j)
 
     def missed_label(self, digits: int = 2) -> str:
         """For a result where seeds missed the target: '1.50 s expected with restarts (1 of 3

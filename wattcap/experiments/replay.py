@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from wattcap.algorithms.restarts import expected_with_restarts
+from wattcap.algorithms.restarts import expected_over_runs
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord
 from wattcap.core.schema import WattcapFileError
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.emulated_board import draw_board_state
+from wattcap.devices.spec import load_spec
 from wattcap.devices.workload import workload_for
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.meter import PowerMeter
@@ -41,7 +42,7 @@ FASTEST_CLOCKS_PER_BATCH_SIZE = 3
 
 def run_device(device: str, seed: int, board: BoardMode) -> EmulatedDevice:
     """The board seed `seed`'s runs replay on: the kind one, or a board state drawn for it."""
-    state = None if board == "kind" else draw_board_state(EmulatedDevice(device).name, seed)
+    state = None if board == "kind" else draw_board_state(load_spec(device).name, seed)
     return EmulatedDevice(device, seed=seed, board=state)
 
 
@@ -113,9 +114,7 @@ def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, 
 def expected_time_s(replays: list[Replay]) -> float | None:
     """The time to the target a user should expect over these replays, restarts included
     (None where none reached it)."""
-    reached = [r.time_s for r in replays if r.time_s is not None]
-    costs = [r.budget_time_s for r in replays if r.time_s is None and r.budget_time_s]
-    return expected_with_restarts(reached, costs) if reached else None
+    return expected_over_runs([r.time_s for r in replays], [r.budget_time_s for r in replays])
 
 
 def fastest_by_replay(profile: ProfileTable, power_cap_w: float | None,
