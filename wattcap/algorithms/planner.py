@@ -571,8 +571,9 @@ def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | No
                                         ratios[b_max] or 1.0, samples[b_max])
     # for time: argmin_b T(b, f_safe) · r_b, ties to the larger b, over the proxy's range (the
     # best proxy batch: never one extrapolated beyond what the proxy ran)
-    proxy_range = CandidateSet(margined.points, {
-        b: None if b in replanner.extrapolated else r for b, r in ratios.items()}, samples)
+    proxy_range = replanner.candidates if not replanner.extrapolated else CandidateSet(
+        margined.points, {b: None if b in replanner.extrapolated else r
+                          for b, r in ratios.items()}, samples)
     try:
         p2 = proxy_range.best(replanner.objective, power_cap_w, knob_value=f_safe,
                               knob_kind=profile.knob_kind)
