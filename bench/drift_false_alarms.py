@@ -48,8 +48,8 @@ def run(board: str, model: str, batch_size: int, cap_w: float | None, seed: int,
                 pass  # the emulator models the step's time and power from its cost
             if session.steps % 200 == 0:
                 session.report(0.0)  # a re-plan is due between steps, at a report
-        replans = session._monitor.replans if session._monitor is not None else []
-    return [r.time_s for r in replans]
+    assert session.record is not None
+    return [r.time_s for r in session.record.replans]
 
 
 def main() -> None:
