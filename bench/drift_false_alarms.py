@@ -4,7 +4,8 @@ the model on an emulated board of one draw and trains for an hour of device time
 the Session's drift monitor watching; a steady board should cause no re-plan. Beside it, the same
 runs on a board that really changes after 10 minutes (20 % slower: a heat soak) say how long the
 monitor takes to re-plan. The steps are the emulator's model of the training step (no math runs:
-the monitor sees only time and power), so an hour of device time takes seconds.
+the monitor sees only time and power), so an hour of device time takes seconds (a minute on the
+H100, whose steps are short).
 
     python bench/drift_false_alarms.py [--runs 5] [--hours 1] [--kind]
 
@@ -25,9 +26,12 @@ from wattcap.measure.profiling import Profiler
 from wattcap.runtime.session import Session
 from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
 
-#: (board, model, batch size, cap): the bundled scenarios' boards and a host- and a GPU-bound b
+#: (board, model, batch size, cap): the bundled scenarios' boards with a host- and a GPU-bound b,
+#: and the Orins and the H100 at one point each
 SCENARIOS = [("jetson-nano", "digits32-cnn", 32, 4.5), ("jetson-nano", "digits32-cnn", 128, None),
-             ("jetson-tx2nx", "digits32-cnn", 32, 7.0), ("jetson-tx2nx", "resnet18", 64, None)]
+             ("jetson-tx2nx", "digits32-cnn", 32, 7.0), ("jetson-tx2nx", "resnet18", 64, None),
+             ("jetson-orin-nano", "resnet18", 32, 10.0), ("jetson-agx-orin", "resnet18", 64, 30.0),
+             ("h100-sxm", "resnet18", 256, None)]
 CHANGE_AFTER_S = 600.0
 
 
@@ -60,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     boards = "kind" if args.kind else "unkind"
     print(f"{args.runs} runs of {args.hours:g} h per scenario on {boards} boards")
-    print(f"{'board':13} {'model':13} {'b':>4} {'cap':>5} {'steady re-plans':>16} "
+    print(f"{'board':16} {'model':13} {'b':>4} {'cap':>5} {'steady re-plans':>16} "
           f"{'after a 20 % slowdown at 600 s: re-planned after':>50}")
     for board, model, b, cap in SCENARIOS:
         steady = [len(run(board, model, b, cap, seed, args.hours, args.kind, None))
@@ -75,7 +79,7 @@ def main() -> None:
         delay = (f"{statistics.median(found):.1f} s median ({len(found)}/{len(delays)} runs)"
                  if found else f"never (0/{len(delays)} runs)")
         cap_text = "none" if cap is None else f"{cap:g}"
-        print(f"{board:13} {model:13} {b:>4} {cap_text:>5} {sum(steady):>8} in {len(steady)} runs"
+        print(f"{board:16} {model:13} {b:>4} {cap_text:>5} {sum(steady):>8} in {len(steady)} runs"
               f" {delay:>50}")
 
 

@@ -160,7 +160,7 @@ def drift_windows(device: Any, model: str, b: int, seconds: float
     from wattcap.algorithms.drift import DriftTest, DriftVerdict, WindowChange
     from wattcap.devices.workload import workload_for
     from wattcap.measure.profiling import Profiler, build_training_step
-    from wattcap.runtime.watchdog import DriftMonitor
+    from wattcap.runtime.drift_monitor import DriftMonitor
 
     windows: list[WindowChange] = []
 

@@ -10,6 +10,8 @@ import random
 import pytest
 
 from wattcap.algorithms.drift import (
+    BOARD_TOLERANCE,
+    BOARD_WINDOWS,
     MIN_DIFFERENCES,
     DriftTest,
     WindowChange,
@@ -77,16 +79,16 @@ def test_power_drifts_alone() -> None:
 
 
 def test_no_decision_before_the_noise_is_known_and_it_outlives_a_point() -> None:
-    """A run's first windows only show the noise (a first window 40 % off may be the point's
+    """A run's first windows only show the noise (a first window 50 % off may be the point's
     error alone); a new point (another clock, a re-measure) starts its level afresh but keeps
     the noise learnt."""
     test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
-    assert [test.add(window(0.4)) for _ in range(MIN_DIFFERENCES)] == [None] * MIN_DIFFERENCES
+    assert [test.add(window(0.5)) for _ in range(MIN_DIFFERENCES)] == [None] * MIN_DIFFERENCES
     assert not test.ready
-    assert test.add(window(0.4)) is not None and test.ready
+    assert test.add(window(0.5)) is not None and test.ready
     test.new_point()
-    assert test.add(window(0.4)) is None  # one window at the new point
-    assert test.add(window(0.4)) is not None
+    assert test.add(window(0.5)) is None  # one window at the new point
+    assert test.add(window(0.5)) is not None
 
 
 def test_the_noise_sets_the_threshold_above_the_tolerance() -> None:
@@ -98,3 +100,44 @@ def test_the_noise_sets_the_threshold_above_the_tolerance() -> None:
     assert sigma == pytest.approx(0.12, rel=0.05)
     assert noise_threshold(0.1, 0.0) == 0.1
     assert noise_threshold(0.1, 0.12) == pytest.approx(3 * 0.12 * (4 / 3) ** 0.5)
+
+
+def test_a_board_off_the_profile_from_the_start_is_its_level_not_a_drift() -> None:
+    """Windows 30 % slower and 20 % cooler than the profile from the first on (another board of
+    the kind): that is the board's level, never a drift; a 25 % slowdown from it later is."""
+    test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    steady = [test.add(window(0.3, -0.2)) for _ in range(200)]
+    assert steady == [None] * 200
+    assert test.board_scale == pytest.approx((1.3, 0.8))
+    later = [test.add(window(1.3 * 1.25 - 1, -0.2)) for _ in range(3)]
+    assert later[0] is None and later[1] is not None
+    assert later[1].time_change == pytest.approx(0.25) and later[1].power_change == \
+        pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_board_level_is_robust_to_one_odd_window_and_to_alternating_ones() -> None:
+    odd = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    for change in [0.35, 0.0, 0.01, -0.01][:BOARD_WINDOWS]:  # one window held up by a pause
+        odd.add(window(change))
+    assert odd.board_scale is not None and odd.board_scale[0] == pytest.approx(1.0, abs=0.011)
+    swinging = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    for index in range(BOARD_WINDOWS):
+        swinging.add(window(0.0, 0.2 if index % 2 else -0.2))
+    assert swinging.board_scale is not None
+    assert swinging.board_scale[1] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_board_farther_off_than_boards_differ_is_judged_against_the_profile() -> None:
+    test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    verdicts = [test.add(window(0.0, BOARD_TOLERANCE + 0.1)) for _ in range(BOARD_WINDOWS)]
+    assert test.board_scale is None
+    assert verdicts[-1] is not None  # decided once the noise is known: the fourth window
+    assert verdicts[-1].power_change == pytest.approx(BOARD_TOLERANCE + 0.1)
+
+
+def test_windows_of_a_re_measured_point_neither_set_nor_use_the_board_level() -> None:
+    """A point this run re-measured is this board's already: its windows are judged as they
+    are, and they do not count as the board's first windows."""
+    test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    verdicts = [test.add(window(0.3), from_profile=False) for _ in range(MIN_DIFFERENCES + 1)]
+    assert test.board_scale is None and verdicts[-1] is not None

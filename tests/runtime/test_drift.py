@@ -15,14 +15,14 @@ from wattcap.core.schema import WattcapFileError
 from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
 from wattcap.measure.profiling import Profiler
-from wattcap.runtime.watchdog import DriftMonitor
+from wattcap.runtime.drift_monitor import DriftMonitor
 from wattcap.train.loop import RunRecord, TrainConfig, train_to_accuracy
 
 MODEL = "digits32-cnn"
 B = 32
 EPS = 1e-9
 DERATING = dict(speed_factor=0.8, power_factor=1.15)
-DERATING_AFTER_S = 0.5
+DERATING_AFTER_S = 1.0  # after the monitor learnt this board's level (its first windows)
 
 
 def quiet_nano(drift: Drift | None = None) -> EmulatedDevice:
@@ -114,7 +114,7 @@ def test_the_replan_alone_moves_the_frequency_down(
     down to the frequency that keeps it."""
     before, after = profiles
     cap_w, f_star, f_lower = scenario
-    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
     device.set_frequency_hz(f_star)
     train, test = digits32
     record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
@@ -172,30 +172,61 @@ def _monitor_at_a_point(before: ProfileTable, **options: object
         device.sensor_period_s
 
 
-def test_monitor_compares_only_readings_taken_during_steps(
-    profiles: tuple[ProfileTable, ProfileTable],
-) -> None:
-    monitor, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+def _steps_at_power(monitor: DriftMonitor, point: ProfilePoint, period_s: float,
+                    power_factors: list[float]) -> list[object]:
+    """One step per factor, four sensor periods long and on time: four readings inside it at
+    the point's average power times the factor, one outside (an evaluation) at 10x."""
     step_s = 4 * period_s
     busy_s = point.seconds_per_sample * B  # on time
     t = 0.0
     events = []
-    for _ in range(9):
-        # Four readings inside the step at +20 % power, one outside (an evaluation) at 10x.
+    for factor in power_factors:
         for k in range(1, 5):
-            monitor(PowerReading(t + k * period_s, point.avg_power_w * 1.2, "test"))
+            monitor(PowerReading(t + k * period_s, point.avg_power_w * factor, "test"))
         monitor(PowerReading(t + step_s + period_s / 2, point.avg_power_w * 10, "test"))
         events.append(monitor.on_step(t, t + step_s, busy_s))
         t += step_s + period_s
-    # The first step only opens the window at this frequency; each two after it fill one. A
-    # drift is decided once the windows showed their noise (3 successive differences: the
-    # fourth window), on the median of the last three windows.
-    assert events[:8] == [None] * 8
-    event = events[8]
+    return events
+
+
+def test_monitor_compares_only_readings_taken_during_steps(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    monitor, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    # The first step only opens the window at this frequency; each two after it fill one. The
+    # first four windows (steps 2-9) read the profile: this board's level. Power rises by
+    # 20 % from the tenth step; a drift is decided on the median of the last three windows.
+    events = _steps_at_power(monitor, point, period_s, [1.0] * 9 + [1.2] * 4)
+    assert events[:12] == [None] * 12  # one window at +20 % is not yet a drift
+    event = events[12]
     assert event is not None and monitor.pending is event
     assert event.power_change == pytest.approx(0.2, abs=1e-6)
     assert event.time_change == pytest.approx(0.0, abs=1e-6)
     assert event.readings == 3 * 8 and event.steps == 3 * 2
+    assert monitor.notes == []  # the board read as profiled: nothing to say about it
+
+
+def test_a_board_that_reads_off_the_profile_from_the_start_is_not_drift(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    """A board 20 % hotter than the profile's from its first window on (another board of the
+    kind, within the spread boards show) is this board: no drift in an hour's worth of windows,
+    a note saying what it reads; a rise from that level later is drift. One 60 % off from the
+    start is farther than boards differ: drift as soon as the noise is known."""
+    monitor, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    events = _steps_at_power(monitor, point, period_s, [1.2] * 41 + [1.2 * 1.2] * 4)
+    assert events[:44] == [None] * 44
+    assert events[44] is not None and events[44].power_change == pytest.approx(0.2, abs=1e-6)
+    assert events[44].expected_avg_power_w == pytest.approx(point.avg_power_w * 1.2)
+    (note,) = monitor.notes
+    assert "+20% in average power against the profile" in note, note
+    assert "+0% in time per sample" in note
+
+    off, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    events = _steps_at_power(off, point, period_s, [1.6] * 9)
+    assert events[:8] == [None] * 8  # the run's first windows: the noise is not known yet
+    assert events[8] is not None and events[8].power_change == pytest.approx(0.6, abs=1e-6)
+    assert off.notes == []
 
 
 def test_the_monitor_says_when_the_windows_noise_sets_the_threshold(
@@ -351,7 +382,7 @@ def test_a_resumed_run_keeps_the_replan_and_its_lower_frequency(
         if point.samples >= 1280:  # type: ignore[attr-defined]
             raise Killed
 
-    device = quiet_nano(Drift(after_s=0.5, **DERATING))
+    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
     device.set_frequency_hz(f_star)
     with pytest.raises(Killed):
         train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
@@ -391,7 +422,7 @@ def test_train_cli_watches_drift_and_replans(
             "--margin-sigmas", "0",
             "--model", MODEL, "--data", "digits-32", "--target-accuracy", "0.8",
             "--sample-budget", "4096", "--out", str(tmp_path / "run.json")]
-    result = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15"])
+    result = CliRunner().invoke(app, args + ["--drift", f"{DERATING_AFTER_S},0.8,1.15"])
     assert result.exit_code == 0, result.output
     assert f"batch size {B} at {f_star / 1e6:.1f} MHz" in result.output
     assert "re-planned" in result.output
@@ -402,7 +433,8 @@ def test_train_cli_watches_drift_and_replans(
 
     # --drift-tolerance 0 turns the monitor off: the drift goes unwatched, only the watchdog
     # (whose steps are logged) stands between the run and the cap.
-    off = CliRunner().invoke(app, args + ["--drift", "0.5,0.8,1.15", "--drift-tolerance", "0"])
+    off = CliRunner().invoke(app, args + ["--drift", f"{DERATING_AFTER_S},0.8,1.15",
+                                          "--drift-tolerance", "0"])
     assert off.exit_code == 0, off.output
     assert not RunRecord.load(tmp_path / "run.json").replans
 
@@ -433,7 +465,7 @@ def test_the_remeasure_never_holds_two_models_on_the_gpu(
     exactly that long, and the copy is freed before it comes back."""
     from contextlib import contextmanager
 
-    import wattcap.runtime.watchdog as watchdog
+    import wattcap.runtime.drift_monitor as watchdog
     from wattcap.runtime.device_guard import DeviceGuard
 
     log: list[str] = []

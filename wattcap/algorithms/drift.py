@@ -19,6 +19,18 @@ measured just before), and each false drift costs a re-measure. So a drift is de
 On a quiet device (the emulator's time, a GPU-bound step) the noise is near 0 and the
 tolerance decides, as before; on a noisy one the threshold rises with the noise measured, and
 the monitor says so.
+
+A drift is a change *during* the run. The board a run trains on is often not the one profiled
+(another board of the same kind, another day, another temperature), and it reads its own level
+at every point from the start: on three fresh H100s of one machine kind the same point peaked
+at 283, 312 and 345 W. So the first level the run's windows show at a profile point, when it
+lies within `BOARD_TOLERANCE` of the profile, is taken as this board's (a factor on the
+profile's time and power, `DriftTest.board_scale`: the median of the run's first
+`BOARD_WINDOWS` windows at profile points, so one odd window does not set it), and drift is
+judged against the profile times that factor from then on, at every point of the profile. A
+first level farther off than boards differ is judged against the profile (the profile is not of
+this device as it is now: a drift once the noise is known). A change within the first windows
+is taken for the board's level: the monitor cannot tell it from a board that differs.
 """
 
 from __future__ import annotations
@@ -40,6 +52,16 @@ MEDIAN_OF = 3
 NOISE_SIGMAS = 3.0
 #: successive differences kept for the noise estimate
 HISTORY_DIFFERENCES = 20
+#: how far (relative, time or power) a run's board may read from the profile in its first
+#: windows and be taken as the board it is: one point read on fresh starts of one machine kind
+#: spreads with a relative standard deviation of 10 % (resnet18 b = 64 peaking at 283, 312 and
+#: 345 W on three fresh H100s: bench/results/, the 2026-11-26 and 2026-11-27 H100 reports), so
+#: two boards (the profile's and the run's) differ with √2 x 10 % = 14 %: three of those
+BOARD_TOLERANCE = 0.42
+#: the run's first windows at profile points whose median is this board's level (of four:
+#: the mean of the middle two, so neither one odd window nor windows alternating around the
+#: level set it off)
+BOARD_WINDOWS = 4
 #: median |x - y| of two independent normal draws of sigma s is this times s
 _MEDIAN_ABS_DIFFERENCE = NormalDist().inv_cdf(0.75) * math.sqrt(2)
 
@@ -90,6 +112,11 @@ class DriftTest:
 
     time_tolerance: float
     power_tolerance: float
+    board_tolerance: float = BOARD_TOLERANCE
+    #: this run's board against the profile's: (time, power) factors from the first level of
+    #: the run's windows at profile points; None until known, or where it is farther off
+    board_scale: tuple[float, float] | None = field(default=None, init=False)
+    _first_windows: list[WindowChange] = field(default_factory=list, init=False)
     _point: list[WindowChange] = field(default_factory=list, init=False)
     _time_differences: deque[float] = field(
         default_factory=lambda: deque(maxlen=HISTORY_DIFFERENCES), init=False)
@@ -112,18 +139,37 @@ class DriftTest:
                 noise_threshold(self.power_tolerance,
                                 sigma_of_differences(self._power_differences)))
 
-    def add(self, window: WindowChange) -> DriftVerdict | None:
-        """Add one window at the point in use; the verdict when the windows now say drift,
-        else None."""
+    def _learn_board(self, window: WindowChange) -> None:
+        """One of the run's first windows at a profile point; at the last of them, this
+        board's level (if within the spread boards show)."""
+        self._first_windows.append(window)
+        if len(self._first_windows) < BOARD_WINDOWS:
+            return
+        time_change = statistics.median(w.time_change for w in self._first_windows)
+        power_change = statistics.median(w.power_change for w in self._first_windows)
+        if max(abs(time_change), abs(power_change)) <= self.board_tolerance:
+            self.board_scale = (1.0 + time_change, 1.0 + power_change)
+
+    def add(self, window: WindowChange, from_profile: bool = True) -> DriftVerdict | None:
+        """Add one window at the point in use (its change against the profile's point,
+        `from_profile`, or against a point this run re-measured); the verdict when the windows
+        now say drift, else None. The verdict's changes are against what this board reads at
+        the point (the profile's times `board_scale`)."""
         if self._point:
             last = self._point[-1]
             self._time_differences.append(window.time_change - last.time_change)
             self._power_differences.append(window.power_change - last.power_change)
         self._point = [*self._point[-(MEDIAN_OF - 1):], window]
-        if not self.ready or len(self._point) < MIN_POINT_WINDOWS:
+        if from_profile and len(self._first_windows) < BOARD_WINDOWS:
+            self._learn_board(window)
+        if not self.ready or len(self._point) < MIN_POINT_WINDOWS or (
+                from_profile and len(self._first_windows) < BOARD_WINDOWS):
             return None
         time_change = statistics.median(w.time_change for w in self._point)
         power_change = statistics.median(w.power_change for w in self._point)
+        if from_profile and self.board_scale is not None:
+            time_change = (1.0 + time_change) / self.board_scale[0] - 1.0
+            power_change = (1.0 + power_change) / self.board_scale[1] - 1.0
         time_threshold, power_threshold = self.thresholds()
         if abs(time_change) <= time_threshold and abs(power_change) <= power_threshold:
             return None

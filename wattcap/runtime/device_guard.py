@@ -18,7 +18,8 @@ from wattcap.devices.errors import (
     DevicePermissionError,
     WatchError,
 )
-from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
+from wattcap.runtime.drift_monitor import DriftMonitor
+from wattcap.runtime.watchdog import CapWatchdog
 
 #: a sensor with no fresh reading for this many of its periods (of device time) is dead
 STALE_SENSOR_PERIODS = 3

@@ -53,6 +53,7 @@ from wattcap.runtime.cap_follower import (
 from wattcap.runtime.checkpoint import Checkpoint, SessionState
 from wattcap.runtime.checkpointing import Checkpointing
 from wattcap.runtime.device_guard import DeviceGuard
+from wattcap.runtime.drift_monitor import DriftMonitor
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.gns_part import NoiseScalePart
 from wattcap.runtime.meter import MeterState, PowerMeter
@@ -74,7 +75,7 @@ from wattcap.runtime.session_config import (
     SessionConfig,
 )
 from wattcap.runtime.session_status import ProgressCallback, SessionStatus
-from wattcap.runtime.watchdog import CapWatchdog, DriftMonitor
+from wattcap.runtime.watchdog import CapWatchdog
 
 if TYPE_CHECKING:
     import torch
