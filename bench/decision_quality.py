@@ -13,9 +13,10 @@ Runs `wattcap compare` into DIR (reusing the runs recorded there) and reads its 
 `--risk 0.9` plans on r_b's 90 % quantile (issue 28 item 10: run it on the DIR of a run without,
 and only the replays are new). With
 --every-proxy, every bundled proxy is paired with every target (one `compare` per proxy, the
-target runs shared), so that no single pairing carries the result. `--board unkind` replays
-every seed on a board state drawn for it and finds the fastest by replaying (compare --board);
-on the DIR of a kind run only the replays are new.
+target runs shared), so that no single pairing carries the result. The runs replay every seed
+on a board state drawn for it and the fastest is found by replaying (compare --board unkind, the
+default); `--board kind` replays them on the one deterministic board; on the DIR of a run of one
+kind only the replays of the other are new.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def main() -> None:
                         help=f"pair every proxy ({', '.join(PROXIES)}) with every target")
     parser.add_argument("--risk", type=float, default=None,
                         help="plan on this quantile of r_b (compare --risk)")
-    parser.add_argument("--board", choices=("kind", "unkind"), default="kind",
-                        help="the emulated boards the runs replay on (compare --board)")
+    parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
+                        help="the emulated boards the runs replay on (compare --board; "
+                        "default: unkind, a board per seed)")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")

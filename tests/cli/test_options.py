@@ -113,3 +113,15 @@ def test_plan_json_says_what_it_is(tmp_path, nano_resnet18_profile) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert (data["kind"], data["schema_version"]) == ("wattcap.plan-summary", 2)
+
+
+def test_the_emulated_boards_are_unkind_unless_asked_otherwise() -> None:
+    """demo and compare replay on unkind boards by default (as real boards are); `--board kind`
+    is the one deterministic board the goldens pin."""
+    from wattcap.cli.options import Board
+
+    commands = _commands()
+    for name in ("demo", "compare"):
+        (board,) = [p for p in commands[name].params if "--board" in getattr(p, "opts", [])]
+        assert board.default == Board.UNKIND, name
+        assert set(board.type.choices) == {Board.KIND.value, Board.UNKIND.value}, name

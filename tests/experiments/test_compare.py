@@ -30,7 +30,7 @@ def compared(tmp_path_factory):
     args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
             "--weights", str(weights), "--proxy", "digits-rotated", "--targets", "digits-5-9",
             "--power-caps", "3.6,none", "--seeds", "2", "--target-accuracy", "0.8",
-            "--sample-budget", "8192"]
+            "--sample-budget", "8192", "--board", "kind"]  # the default draws a board per seed
     first = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
     second = runner.invoke(app, args)
@@ -241,7 +241,7 @@ def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
     args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
             "--weights", str(out / "w.safetensors"), "--proxy", "digits-rotated",
             "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
-            "--target-accuracy", "0.8", "--sample-budget", "8192"]
+            "--target-accuracy", "0.8", "--sample-budget", "8192", "--board", "kind"]
     refused = runner.invoke(app, [*args, "--risk", "1.5"])
     assert refused.exit_code != 0 and "--risk must be a quantile in (0, 1)" in refused.output
     risky = runner.invoke(app, [*args, "--risk", "0.9"])

@@ -7,13 +7,15 @@ from pathlib import Path
 import typer
 
 from wattcap.cli.common import console
+from wattcap.cli.options import Board, BoardOpt
 
 
 def demo(
     out: Path = typer.Option(Path("demo-output"), help="Folder for the files and plots."),
     quick: bool = typer.Option(False, help="Smaller run (used by the tests)."),
+    board: BoardOpt = Board.UNKIND,
 ) -> None:
     """The main job on the embedded default: the emulated Jetson Nano and bundled data."""
     from wattcap.experiments.demo import run_demo
 
-    run_demo(out, console=console, quick=quick)
+    run_demo(out, console=console, quick=quick, board=board.value)

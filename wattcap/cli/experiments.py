@@ -27,6 +27,7 @@ from wattcap.cli.inputs import (
 )
 from wattcap.cli.options import (
     Board,
+    BoardOpt,
     CapOn,
     CapOnOpt,
     InputShapeOpt,
@@ -206,10 +207,7 @@ def compare(
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
     cap_on: CapOnOpt = None,
-    board: Annotated[Board, typer.Option(
-        help="kind: one deterministic emulated board; unkind: each seed's runs on a board "
-        "drawn for it (speed, power, host speed, a lagging sensor), the fastest found by "
-        "replaying.")] = Board.KIND,
+    board: BoardOpt = Board.UNKIND,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs

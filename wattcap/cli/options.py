@@ -214,6 +214,10 @@ class Board(str, Enum):
     UNKIND = "unkind"
 
 
+BoardOpt = Annotated[Board, typer.Option(
+    help="unkind: each seed's runs on a board drawn for it (speed, power, host speed, a "
+    "lagging sensor), the profile on one of its own, the fastest found by replaying; kind: "
+    "one deterministic emulated board.", rich_help_panel=CAP_AND_DEVICE)]
 CapOnOpt = Annotated[CapOn | None, typer.Option(
     help="What the cap holds: peak power (a Jetson's supply; the default) or average power "
     "(what a GPU power limit enforces, a site's budget). A trace's manifest may set it "

@@ -28,6 +28,7 @@ from wattcap.experiments.plots import plot_profile
 from wattcap.measure.references import emulated_reference_profiles
 
 if TYPE_CHECKING:
+    from wattcap.experiments.replay import BoardMode
     from wattcap.train.executors import Executor
 
 DEVICE = "jetson-nano"
@@ -117,10 +118,12 @@ def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
 
 def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
                  batch_sizes: tuple[int, ...] | None = None, sample_budget: int = 20_000,
-                 task: DemoTask = TASK, executor: Executor | None = None):
+                 task: DemoTask = TASK, executor: Executor | None = None,
+                 board: BoardMode = "unkind"):
     """Pre-train, estimate r_b on the proxy, profile, and measure every method on the target
     at every cap over `seeds` seeds (the trainings on `executor`, default: one worker process
-    per core). Returns the Comparison."""
+    per core; `board`: each seed's runs replayed on a board state of its own and the profile
+    measured on another, or the one deterministic board). Returns the Comparison."""
     from wattcap.core.progress import make_progress
     from wattcap.devices.workload import DEFAULT_BATCH_SIZES
     from wattcap.experiments.compare import Scenario, load_or_profile, run_comparison
@@ -153,14 +156,14 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
         console.rule(f"[bold]5. Profile {task.model} on the emulated {DEVICE}; train on "
                      f"{task.target} to {task.target_accuracy:.0%} ({seeds} seeds per batch "
                      "size)")
-        profile = load_or_profile(out, DEVICE, task.model, sizes)
+        profile = load_or_profile(out, DEVICE, task.model, sizes, board)
         references = emulated_reference_profiles(DEVICE)
         with make_progress(console, f"training on {task.target}", runs, "runs") as report:
             comparison = run_comparison(
                 out, task.model, weights, vector, [task.target],
                 [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, task.target_accuracy,
                 sizes, sample_budget=sample_budget, executor=where,
-                progress=report.show)
+                progress=report.show, board=board)
     for cap in PIPELINE_CAPS_W:
         result = plan(profile, cap, efficiency=vector, reference_profiles=references)
         plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"
@@ -170,7 +173,10 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
         "[dim]time-to-accuracy is device seconds on the emulated Nano from the start of "
         "fine-tuning to the interpolated crossing of the target; 'vs wattcap' is the method's "
         "mean time over wattcap's (Welch's t-test on log times over the seeds, 5 %); "
-        "'fastest' is the brute force over the measured target runs[/]")
+        "'fastest' is the brute force over the measured target runs"
+        + ("; unkind boards: each seed's runs replayed on a Nano drawn for that seed (speed, "
+           "power, host speed, a lagging sensor), the profile measured on one of its own, the "
+           "fastest found by replaying" if board == "unkind" else "") + "[/]")
     return comparison
 
 
@@ -255,17 +261,19 @@ def markdown_table(comparison) -> str:  # noqa: ANN001 - a Comparison
     return "\n".join(lines) + "\n"
 
 
-def run_demo(out: Path, console: Console | None = None, quick: bool = False) -> None:
+def run_demo(out: Path, console: Console | None = None, quick: bool = False,
+             board: BoardMode = "unkind") -> None:
     """Run the demo, writing files and plots into `out` (`quick`: the same pipeline on the 8x8
-    digits with a 10x cheaper CNN, 2 seeds and 3 batch sizes, for the tests)."""
+    digits with a 10x cheaper CNN, 2 seeds and 3 batch sizes, for the tests; `board`: the
+    boards the measured part runs on, see `run_pipeline`)."""
     console = console or Console()
     out.mkdir(parents=True, exist_ok=True)
     profile_and_plan(out, console)
     if quick:
         comparison = run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128),
-                                  sample_budget=8192, task=QUICK_TASK)
+                                  sample_budget=8192, task=QUICK_TASK, board=board)
     else:
-        comparison = run_pipeline(out, console)
+        comparison = run_pipeline(out, console, board=board)
     # the results page's table (docs/results.md) is this file, pasted by bench/readme_demo_table.py
     write_file(out / "table.md", markdown_table(comparison))
     console.print(f"\nfiles and plots written to {out}/ (the results page's table: {out}/table.md)")
