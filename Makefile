@@ -5,6 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS := .[dev,docs,server,nvml,lightning,hf,ray,fleet]
 
+# Python writes the bytecode of what it imports, once, into __pycache__ (the .venv's and the
+# tree's, which git ignores): where the environment asks it not to (PYTHONDONTWRITEBYTECODE),
+# every process of the tests would compile its imports again (pytest took 7:29 instead of 5:30)
+export PYTHONDONTWRITEBYTECODE :=
+
 .PHONY: demo test test-fast durations checks lint-imports typecheck deadcode docs lint bench clean venv
 
 # where pip finds local wheels (here: the CPU build of torch) for uv, which reads no pip setting
@@ -14,12 +19,11 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	# the exact CPU torch lives only in constraints-cpu.txt and comes from the local wheel pip
 	# knows of (a loose requirement would pull a CUDA build); pyproject.toml has lower bounds
-	# only. uv installs it and everything else in one go: its parallel downloads, unpacking and
-	# compiling take about 30 s where pip takes about 2 minutes (the same versions); pip where
-	# uv cannot be had. --compile-bytecode as pip does: without .pyc files every process of the
-	# tests compiles its imports again (where PYTHONDONTWRITEBYTECODE is set, at every start:
-	# pytest took 7:29 instead of 5:30).
-	$(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet --compile-bytecode \
+	# only. uv installs it and everything else in one go: its parallel downloads and unpacking
+	# take about 15 s where pip takes about 2 minutes (the same versions); pip where uv cannot
+	# be had. uv compiles no bytecode: Python writes it for what is imported, once
+	# (PYTHONDONTWRITEBYTECODE is cleared below for that).
+	$(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet \
 		--python $(PY) $(foreach links,$(FIND_LINKS),--find-links $(links)) \
 		-c constraints-cpu.txt torch -e "$(EXTRAS)" \
 		|| { $(PY) -m pip install --quiet -c constraints-cpu.txt torch \
@@ -56,25 +60,26 @@ checks: lint-imports typecheck deadcode docs
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-# mypy is the slowest check (about 40 s on one core from a clean clone's empty cache) and the
-# other checks take seconds: it runs in the background while the tests run, its output held and
-# shown after theirs; the target fails if either fails (an interrupted run stops mypy too).
-TEST_CHECKS := lint-imports deadcode docs
-define pytest_beside_mypy
-	@$(VENV)/bin/mypy > $(VENV)/mypy.log 2>&1 & typing=$$!; \
-	trap 'kill $$typing 2>/dev/null' INT TERM; \
-	echo '$(PY) -m pytest $(PYTEST_PARALLEL) $(1)  (and $(VENV)/bin/mypy beside it)'; \
+# The checks (the layer contracts, dead code, the docs build and mypy, the slowest: about 40 s
+# on one core from a clean clone's empty cache) run one after another in the background while
+# the tests run, their output held and shown after the tests'; the target fails if either fails
+# (an interrupted run stops the checks too).
+TEST_CHECKS := lint-imports deadcode docs typecheck
+define pytest_beside_checks
+	@$(MAKE) --no-print-directory -k $(TEST_CHECKS) > $(VENV)/checks.log 2>&1 & checks=$$!; \
+	trap 'kill $$checks 2>/dev/null' INT TERM; \
+	echo '$(PY) -m pytest $(PYTEST_PARALLEL) $(1)  (and beside it: $(TEST_CHECKS))'; \
 	$(PY) -m pytest $(PYTEST_PARALLEL) $(1); tests=$$?; \
-	wait $$typing; typed=$$?; echo "$(VENV)/bin/mypy"; cat $(VENV)/mypy.log; \
-	test $$tests -eq 0 && test $$typed -eq 0
+	wait $$checks; checked=$$?; cat $(VENV)/checks.log; \
+	test $$tests -eq 0 && test $$checked -eq 0
 endef
 
-test: $(TEST_CHECKS)
-	$(call pytest_beside_mypy,)
+test: $(STAMP)
+	$(call pytest_beside_checks,)
 
 # the edit-test loop: everything but the tests marked slow
-test-fast: $(TEST_CHECKS)
-	$(call pytest_beside_mypy,-m "not slow")
+test-fast: $(STAMP)
+	$(call pytest_beside_checks,-m "not slow")
 
 # the slowest tests and the time of each: where `make test`'s minutes go
 durations: $(STAMP)

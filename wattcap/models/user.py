@@ -164,7 +164,10 @@ def _import_file(path: Path) -> ModuleType:
     # Its own folder comes first while it runs, so it can import the files beside it.
     sys.path.insert(0, str(path.parent))
     try:
-        spec.loader.exec_module(module)
+        # from the source, every time (not the loader's bytecode cache, keyed by the file's
+        # mtime and size: an edit that keeps the size within the same second would run the old
+        # code), and no __pycache__ written into the user's folder
+        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as exc:
         sys.modules.pop(name, None)
         raise UserModelError(f"{path}: importing it raised {_one_line(exc)}") from None
