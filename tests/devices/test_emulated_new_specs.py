@@ -1,5 +1,6 @@
-"""The emulated H100, AGX Orin and Orin Nano: they load, their physics stay inside what the
-board allows, time falls with the clock, and the H100 holds a power limit as NVML's."""
+"""The emulated H100, A100, AGX Orin and Orin Nano: they load, their physics stay inside what
+the board allows, time falls with the clock, and the H100 and A100 hold a power limit as
+NVML's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from wattcap.devices.jetson_rails import SUM_BOARDS
 from wattcap.devices.spec import DeviceSpec
 from wattcap.devices.workload import workload_for
 
-NEW_SPECS = ("h100-sxm", "jetson-agx-orin", "jetson-orin-nano")
+NEW_SPECS = ("h100-sxm", "a100-sxm4", "jetson-agx-orin", "jetson-orin-nano")
 MID_BATCH = 64
 
 
@@ -143,3 +144,19 @@ def test_optional_constants_leave_the_jetson_specs_as_they_were() -> None:
     raw["power_limit_range_w"] = [700.0, 200.0]
     with pytest.raises(ValidationError, match="low < high"):
         DeviceSpec.model_validate(raw)
+
+
+def test_the_a100_is_the_h100_scaled_by_the_datasheets(resnet18) -> None:  # noqa: ANN001
+    """No A100 of ours was measured: its spec is the H100's calibration with the A100's
+    datasheet numbers. A GPU-bound step is slower by about the ratio of the dense TF32 peaks
+    (494.7 / 156 TFLOP/s), and full load stays under its 400 W board power, which is also the
+    top of its power-limit range (100-400 W, held at 400 W until set)."""
+    a100, h100 = EmulatedDevice("a100-sxm4"), EmulatedDevice("h100-sxm")
+    cost = resnet18.step_cost(512, a100.spec.allocator_overhead_factor)
+    a100_s = a100.model_step(cost, a100.frequencies_hz()[-1])[0]
+    h100_s = h100.model_step(cost, h100.frequencies_hz()[-1])[0]
+    assert a100_s / h100_s == pytest.approx(494.7 / 156, rel=0.1)
+    assert a100.power_limit_emulated and a100.power_limit_range_w() == (100.0, 400.0)
+    assert a100.power_limit_w() == 400.0
+    assert a100.model_step(cost, a100.frequencies_hz()[-1])[2] < 400.0
+    assert {"a100-sxm4"} <= set(list_specs())
