@@ -13,20 +13,21 @@ export PYTHONDONTWRITEBYTECODE :=
 .PHONY: demo test test-fast durations checks lint-imports typecheck deadcode docs lint bench clean venv
 
 # where pip finds local wheels (here: the CPU build of torch) for uv, which reads no pip setting
-FIND_LINKS := $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+FIND_LINKS = $(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
 
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	# the exact CPU torch lives only in constraints-cpu.txt and comes from the local wheel pip
 	# knows of (a loose requirement would pull a CUDA build); pyproject.toml has lower bounds
 	# only. uv installs it and everything else in one go: its parallel downloads and unpacking
-	# take about 15 s where pip takes about 2 minutes (the same versions); pip where uv cannot
-	# be had. uv compiles no bytecode: Python writes it for what is imported, once
+	# take about 15 s where pip takes about 2 minutes (the same versions here); pip where uv
+	# cannot be had or fails (uv reads no pip setting but the local wheels given here). uv compiles no bytecode: Python writes it for what is imported, once
 	# (PYTHONDONTWRITEBYTECODE is cleared below for that).
 	$(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet \
 		--python $(PY) $(foreach links,$(FIND_LINKS),--find-links $(links)) \
 		-c constraints-cpu.txt torch -e "$(EXTRAS)" \
-		|| { $(PY) -m pip install --quiet -c constraints-cpu.txt torch \
+		|| { echo "uv failed or is not to be had: installing with pip (about 2 minutes)"; \
+		     $(PY) -m pip install --quiet -c constraints-cpu.txt torch \
 		     && $(PY) -m pip install --quiet -c constraints-cpu.txt -e "$(EXTRAS)"; }
 	touch $(STAMP)
 
@@ -35,8 +36,8 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/wattcap demo --out demo-output
 
-# the layer contracts, the dead-code check and the docs build run before the tests, in both test
-# targets; the type checker runs beside the tests (see pytest_beside_mypy)
+# the layer contracts, the type checker, the dead-code check and the docs build: in both test
+# targets they run beside the tests (see pytest_beside_checks)
 lint-imports: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 

@@ -137,7 +137,30 @@ def test_a_board_farther_off_than_boards_differ_is_judged_against_the_profile() 
 
 def test_windows_of_a_re_measured_point_neither_set_nor_use_the_board_level() -> None:
     """A point this run re-measured is this board's already: its windows are judged as they
-    are, and they do not count as the board's first windows."""
+    are (not against the board's level), and they do not count as the board's first windows."""
+    fresh = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    verdicts = [fresh.add(window(0.3), from_profile=False) for _ in range(MIN_DIFFERENCES + 1)]
+    assert not fresh.board_decided and verdicts[-1] is not None
+
     test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
-    verdicts = [test.add(window(0.3), from_profile=False) for _ in range(MIN_DIFFERENCES + 1)]
-    assert test.board_scale is None and verdicts[-1] is not None
+    assert [test.add(window(0.3)) for _ in range(BOARD_WINDOWS)] == [None] * BOARD_WINDOWS
+    assert test.board_scale == pytest.approx((1.3, 1.0))
+    test.new_point()
+    # as the re-measure reads: no drift (against the board's level it would read -23 %)
+    assert [test.add(window(0.0), from_profile=False) for _ in range(6)] == [None] * 6
+    test.new_point()
+    moved = [test.add(window(0.3), from_profile=False) for _ in range(2)]
+    assert moved[1] is not None and moved[1].time_change == pytest.approx(0.3)
+
+
+def test_a_resumed_run_takes_the_board_level_it_had() -> None:
+    """Not learnt again after a restart (the board may have drifted meanwhile): taken over,
+    a level the run had decided as none stays none."""
+    test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    test.take_board((1.0, 1.2))
+    assert test.board_decided
+    assert [test.add(window(0.0, 0.2)) for _ in range(8)] == [None] * 8
+    drifted = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    drifted.take_board((1.0, 1.0))
+    verdicts = [drifted.add(window(0.0, 0.2)) for _ in range(MIN_DIFFERENCES + 1)]
+    assert verdicts[-1] is not None and verdicts[-1].power_change == pytest.approx(0.2)

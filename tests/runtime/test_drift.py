@@ -229,6 +229,23 @@ def test_a_board_that_reads_off_the_profile_from_the_start_is_not_drift(
     assert off.notes == []
 
 
+def test_a_resumed_monitor_keeps_the_board_level_its_run_had(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    """The board's level goes into the checkpoint (`board`) and comes back (`adopt`): a board
+    that drifted 15 % while the run was stopped is a drift, not a level learnt afresh."""
+    first, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    assert first.board is None  # nothing decided yet
+    _steps_at_power(first, point, period_s, [1.2] * 9)
+    assert first.board is not None and first.board["scale"] == pytest.approx([1.0, 1.2])
+    resumed, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    resumed.adopt([], first.board)
+    events = _steps_at_power(resumed, point, period_s, [1.2 * 1.15] * 9)
+    assert events[8] is not None and events[8].power_change == pytest.approx(0.15, abs=1e-6)
+    afresh, point, period_s = _monitor_at_a_point(profiles[0], min_readings=4, min_steps=2)
+    assert _steps_at_power(afresh, point, period_s, [1.2 * 1.15] * 9) == [None] * 9
+
+
 def test_the_monitor_says_when_the_windows_noise_sets_the_threshold(
     profiles: tuple[ProfileTable, ProfileTable],
 ) -> None:

@@ -116,6 +116,8 @@ class DriftTest:
     #: this run's board against the profile's: (time, power) factors from the first level of
     #: the run's windows at profile points; None until known, or where it is farther off
     board_scale: tuple[float, float] | None = field(default=None, init=False)
+    #: whether this board's level was decided (from the first windows, or taken over)
+    board_decided: bool = field(default=False, init=False)
     _first_windows: list[WindowChange] = field(default_factory=list, init=False)
     _point: list[WindowChange] = field(default_factory=list, init=False)
     _time_differences: deque[float] = field(
@@ -139,12 +141,18 @@ class DriftTest:
                 noise_threshold(self.power_tolerance,
                                 sigma_of_differences(self._power_differences)))
 
+    def take_board(self, scale: tuple[float, float] | None) -> None:
+        """This board's level as an earlier part of the run decided it (a resumed run: not
+        learnt again from windows that may follow a drift)."""
+        self.board_scale, self.board_decided = scale, True
+
     def _learn_board(self, window: WindowChange) -> None:
         """One of the run's first windows at a profile point; at the last of them, this
         board's level (if within the spread boards show)."""
         self._first_windows.append(window)
         if len(self._first_windows) < BOARD_WINDOWS:
             return
+        self.board_decided = True
         time_change = statistics.median(w.time_change for w in self._first_windows)
         power_change = statistics.median(w.power_change for w in self._first_windows)
         if max(abs(time_change), abs(power_change)) <= self.board_tolerance:
@@ -160,10 +168,10 @@ class DriftTest:
             self._time_differences.append(window.time_change - last.time_change)
             self._power_differences.append(window.power_change - last.power_change)
         self._point = [*self._point[-(MEDIAN_OF - 1):], window]
-        if from_profile and len(self._first_windows) < BOARD_WINDOWS:
+        if from_profile and not self.board_decided:
             self._learn_board(window)
         if not self.ready or len(self._point) < MIN_POINT_WINDOWS or (
-                from_profile and len(self._first_windows) < BOARD_WINDOWS):
+                from_profile and not self.board_decided):
             return None
         time_change = statistics.median(w.time_change for w in self._point)
         power_change = statistics.median(w.power_change for w in self._point)

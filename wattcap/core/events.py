@@ -26,8 +26,11 @@ class FrequencyStep(BaseModel):
     reason: str
 
 class DriftEvent(BaseModel):
-    """Measured step time or power at the applied (b, f) left the profile by more than the
-    tolerance. Changes are relative: +0.25 means 25 % more than the profile."""
+    """Measured step time or power at the applied (b, f) left what this board reads there by
+    more than the tolerance: the profile's point times the board's level learnt in the run's
+    first windows (said in the run's events; the profile itself where none was learnt, and a
+    point this run re-measured as it is). Changes are relative: +0.25 means 25 % more than
+    `expected_*`."""
 
     model_config = ConfigDict(extra="forbid")
     time_s: float

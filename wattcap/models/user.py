@@ -164,9 +164,10 @@ def _import_file(path: Path) -> ModuleType:
     # Its own folder comes first while it runs, so it can import the files beside it.
     sys.path.insert(0, str(path.parent))
     try:
-        # from the source, every time (not the loader's bytecode cache, keyed by the file's
-        # mtime and size: an edit that keeps the size within the same second would run the old
-        # code), and no __pycache__ written into the user's folder
+        # the file itself from its source, every time (not the loader's bytecode cache, keyed
+        # by the file's mtime and size: an edit that keeps the size within the same second
+        # would run the old code), and no bytecode of it written into the user's folder; the
+        # files it imports go through the usual import
         exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as exc:
         sys.modules.pop(name, None)

@@ -50,6 +50,8 @@ class Checkpointing:
         guard, monitor = session._guard, session._monitor
         if session._gns is not None and session._gns.vector is not None:
             extra = {**extra, "gns_vector": session._gns.vector.model_dump(mode="json")}
+        if monitor is not None and monitor.board is not None:
+            extra = {**extra, "drift_board": monitor.board}
         return SessionState(
             identity=session.identity, samples=session.samples, steps=session.steps,
             curve=session.curve, device_time_s=session.device_time_s,
@@ -103,7 +105,7 @@ class Checkpointing:
         if session._monitor is not None:
             session._monitor.events += state.drift_events
             session._monitor.replans += state.replans
-            session._monitor.adopt(state.replans)
+            session._monitor.adopt(state.replans, state.extra.get("drift_board"))
         device = session.device
         saved_hz = state.frequency_hz
         if session._gns is not None and "gns_vector" in state.extra:

@@ -326,8 +326,20 @@ class DriftMonitor:
         self._test.new_point()
         self._reset_window(None, self.device.now_s())
 
-    def adopt(self, replans: list[Replan]) -> None:
-        """Take the re-measured points of earlier re-plans (a resumed run) as the reference."""
+    @property
+    def board(self) -> dict[str, list[float] | None] | None:
+        """This board's level against the profile, once decided (None before): what a
+        checkpoint keeps, for `adopt`."""
+        scale = self._test.board_scale
+        return {"scale": list(scale) if scale else None} if self._test.board_decided else None
+
+    def adopt(self, replans: list[Replan],
+              board: dict[str, list[float] | None] | None = None) -> None:
+        """Take the re-measured points of earlier re-plans (a resumed run) as the reference,
+        and this board's level as the run before the restart decided it (`board`)."""
+        if board is not None:
+            scale = board.get("scale")
+            self._test.take_board((scale[0], scale[1]) if scale else None)
         for replan in replans:
             self.reference = self.reference.remeasured(replan.points)
             self._own_rows.add(replan.batch_size)
