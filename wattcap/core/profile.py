@@ -193,6 +193,17 @@ class ProfileTable(VersionedFile):
             "points": [p for p in self.points if p.knob_value <= knob_value],
             "knob_values": [v for v in self.knob_values if v <= knob_value]})
 
+    def on_board(self, time_factor: float, power_factor: float) -> ProfileTable:
+        """This profile as a board that reads `time_factor` x its time per sample and
+        `power_factor` x its power would have measured it (a board's level, from a run's first
+        windows): the same points, scaled."""
+        return self.model_copy(update={"points": [p.model_copy(update={
+            "seconds_per_sample": p.seconds_per_sample * time_factor,
+            "seconds_per_sample_std": None if p.seconds_per_sample_std is None
+            else p.seconds_per_sample_std * time_factor,
+            "peak_power_w": p.peak_power_w * power_factor,
+            "avg_power_w": p.avg_power_w * power_factor}) for p in self.points]})
+
     def clock_not_held(self, tolerance: float = CLOCK_HELD_TOLERANCE) -> list[ProfilePoint]:
         """Points of a clock profile whose board reported a mean clock more than `tolerance`
         below the point's own over its window (throttling, a clock the board did not take): their

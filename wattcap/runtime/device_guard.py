@@ -47,6 +47,8 @@ class DeviceGuard:
         self._climb: tuple[int, int, str, int | None] | None = None
         self._climb_probe_s = 0.0
         self._clamps_seen = 0
+        #: whether the plan was made again for this board's level (once a run)
+        self._board_replanned = False
 
     def run_clamps(self) -> list[ClockClamp]:
         """The clocks the board did not follow during this run, resumed parts included."""
@@ -77,11 +79,7 @@ class DeviceGuard:
         stays and the clock is the ceiling (`apply_frequency`)."""
         session = self.session
         ceiling_hz = session.frequency_hz
-        planning = session.settings.planning
-        if (ceiling_hz is None or ceiling_hz >= requested_hz or session.profile is None
-                or session.measuring_noise_scale
-                or session.profile.knob_kind != "gpu_clock" or planning.method != "wattcap"
-                or (planning.batch_size is not None and session.cap_policy != "replan")):
+        if ceiling_hz is None or ceiling_hz >= requested_hz or not self._may_replan():
             return
         from wattcap.algorithms.planner import plan
         from wattcap.core.plan import InfeasibleCapError
@@ -110,6 +108,61 @@ class DeviceGuard:
         self._clamps_seen = len(session.device.clock_clamps)
         self._climb = (requested_hz, session.frequency_hz, why, old_b)
         self._climb_probe_s = session.device.now_s() + CLIMB_BACK_PROBE_S
+
+    def _may_replan(self) -> bool:
+        """Whether the run may choose its batch size and clock again: wattcap's plan on a clock
+        profile, a planned batch size (or the "replan" cap policy), the noise scale not being
+        measured at its batch size."""
+        session = self.session
+        planning = session.settings.planning
+        return not (session.profile is None or session.measuring_noise_scale
+                    or session.profile.knob_kind != "gpu_clock" or planning.method != "wattcap"
+                    or (planning.batch_size is not None and session.cap_policy != "replan"))
+
+    def replan_for_board(self) -> None:
+        """Once the drift monitor knows this board's level, where it puts the planned point over
+        the cap (less the margin) or reads off the profile by more than the drift tolerance,
+        choose the batch size and clock again on the profile scaled to this board (once; where
+        the run may choose them again, and neither a clamp nor a moving cap is being followed:
+        elsewhere the watchdog keeps the cap)."""
+        session, monitor = self.session, self.session._monitor
+        if monitor is None or self._board_replanned or monitor.board_scale is None:
+            return
+        self._board_replanned = True
+        time_f, power_f = monitor.board_scale
+        if not self._may_replan() or self._climb or self.run_clamps() \
+                or session._follower is not None:
+            return
+        planned = session.profile.lookup(session.batch_size, session.frequency_hz)
+        breaks_cap = session.power_cap_w is not None and planned is not None and \
+            planned.peak_power_w * power_f > session.power_cap_w - monitor.margin_w
+        if not breaks_cap and abs(time_f - 1) <= monitor.time_tolerance and \
+                abs(power_f - 1) <= monitor.power_tolerance:
+            return
+        from wattcap.algorithms.planner import plan
+        from wattcap.core.plan import InfeasibleCapError
+
+        try:
+            choice = plan(session.profile.on_board(time_f, power_f), session.power_cap_w,
+                          efficiency=session.efficiency,
+                          reference_profiles=session._reference_profiles,
+                          objective=session.objective, margin_sigmas=session.margin_sigmas,
+                          risk=session.risk).choices.get("wattcap")
+        except InfeasibleCapError:
+            choice = None  # nothing meets the cap on this board: the watchdog steps down
+        if choice is None or (choice.batch_size, choice.knob_value) == (
+                session.batch_size, session.frequency_hz):
+            return
+        old_b, old_hz = session.batch_size, session.frequency_hz
+        session.batch_size = choice.batch_size
+        self.apply_frequency(choice.knob_value, "re-planned for this board")
+        monitor.follow(session.batch_size, session.power_cap_w)
+        session.events.append(
+            f"re-planned for this board at t={session.device.now_s():.1f} s (it reads "
+            f"{time_f - 1:+.0%} in time and "
+            f"{power_f - 1:+.0%} in power against the profile): b={old_b} at "
+            f"{(old_hz or 0) / 1e6:.1f} MHz -> b={session.batch_size} at "
+            f"{session.frequency_hz / 1e6:.1f} MHz")
 
     def apply_knob(self, kind: str, value: int) -> None:
         """Apply a power limit or power mode from the plan (the clock is left to the board
@@ -249,6 +302,7 @@ class DeviceGuard:
         self.climb_back_if_cooled()
         if session._monitor is None:
             return
+        self.replan_for_board()
         replan = session._monitor.replan_if_due()
         if replan is not None:
             # The re-measure interrupted training; its device time is paid by this run.

@@ -327,6 +327,12 @@ class DriftMonitor:
         self._reset_window(None, self.device.now_s())
 
     @property
+    def board_scale(self) -> tuple[float, float] | None:
+        """This board's (time, power) level against the profile, once learnt (None before, or
+        where it was farther off than boards differ)."""
+        return self._test.board_scale
+
+    @property
     def board(self) -> dict[str, list[float] | None] | None:
         """This board's level against the profile, once decided (None before): what a
         checkpoint keeps, for `adopt`."""

@@ -1,0 +1,66 @@
+"""A board that draws more power than the profile's: once the drift monitor knows this board's
+level (the run's first windows), a run that may choose its batch size plans again on the
+profile scaled to this board, once; a run given its batch size leaves the cap to the watchdog."""
+
+from __future__ import annotations
+
+import pytest
+
+from wattcap.core.profile import ProfileTable
+from wattcap.devices.emulated import EmulatedDevice
+from wattcap.devices.emulated_board import BoardState
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.session import Session
+from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
+
+MODEL = "digits32-cnn"
+CAP_W = 4.5
+HOT = 1.12  # the GPU's power on the board that trains, against the profile's board
+
+
+@pytest.fixture(scope="module")
+def profile() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), MODEL,
+                    batch_sizes=(16, 32, 64, 128)).run(exhaustive=True)
+
+
+def _train(profile: ProfileTable, power_factor: float, batch_size: int | None = None,
+           seconds: float = 30.0) -> Session:
+    device = EmulatedDevice("jetson-nano", board=BoardState(power_factor=power_factor))
+    with Session(device, model=MODEL, planning=PlanSettings(profile=profile,
+                                                            batch_size=batch_size),
+                 cap=CapSettings(power_cap=CAP_W),
+                 device_handling=DeviceHandling(handle_signals=False)) as session:
+        while device.now_s() < seconds:
+            with session.step():
+                pass  # the emulator models the step's time and power from its cost
+            if session.steps % 50 == 0:
+                session.report(0.0)  # re-plans happen between steps, at a report
+    return session
+
+
+def test_a_hotter_board_is_planned_for_once_its_level_is_known(profile: ProfileTable) -> None:
+    planned = profile.lookup(64, 768_000_000)
+    assert planned is not None and planned.peak_power_w <= CAP_W  # the plan fits the profile
+    session = _train(profile, HOT)
+    record = session.record
+    assert record is not None
+    (event,) = [e for e in record.events if e.startswith("re-planned for this board")]
+    assert "b=64 at 768.0 MHz -> b=" in event and "in power against the profile" in event
+    assert session._monitor is not None and session._monitor.board_scale is not None
+    time_f, power_f = session._monitor.board_scale
+    assert power_f > 1.03 and time_f == pytest.approx(1.0, abs=0.01)
+    # the new choice fits the cap on this board's level, and the board keeps to it
+    point = profile.lookup(session.batch_size, session.frequency_hz)
+    assert point is not None and point.peak_power_w * power_f <= CAP_W
+    replanned_s = float(event.split(" at t=")[1].split(" s ")[0])
+    assert record.cap_violations  # before: the watchdog held the cap, stepping down
+    assert [v for v in record.cap_violations if v.start_s >= replanned_s] == []
+
+
+def test_a_board_as_profiled_or_a_given_batch_size_is_not_planned_again(
+        profile: ProfileTable) -> None:
+    for session in (_train(profile, 1.0), _train(profile, HOT, batch_size=64)):
+        assert session.record is not None
+        assert not any(e.startswith("re-planned for this board") for e in session.record.events)
+        assert session.batch_size == 64
