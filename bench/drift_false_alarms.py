@@ -27,11 +27,11 @@ from wattcap.runtime.session import Session
 from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
 
 #: (board, model, batch size, cap): the bundled scenarios' boards with a host- and a GPU-bound b,
-#: and the Orins and the H100 at one point each
+#: and the Orins, the H100 and the A100 at one point each
 SCENARIOS = [("jetson-nano", "digits32-cnn", 32, 4.5), ("jetson-nano", "digits32-cnn", 128, None),
              ("jetson-tx2nx", "digits32-cnn", 32, 7.0), ("jetson-tx2nx", "resnet18", 64, None),
              ("jetson-orin-nano", "resnet18", 32, 10.0), ("jetson-agx-orin", "resnet18", 64, 30.0),
-             ("h100-sxm", "resnet18", 256, None)]
+             ("h100-sxm", "resnet18", 256, None), ("a100-sxm4", "resnet18", 256, 300.0)]
 CHANGE_AFTER_S = 600.0
 
 

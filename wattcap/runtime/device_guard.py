@@ -81,17 +81,8 @@ class DeviceGuard:
         ceiling_hz = session.frequency_hz
         if ceiling_hz is None or ceiling_hz >= requested_hz or not self._may_replan():
             return
-        from wattcap.algorithms.planner import plan
-        from wattcap.core.plan import InfeasibleCapError
-
-        try:
-            choice = plan(session.profile.up_to(ceiling_hz), session.power_cap_w,
-                          efficiency=session.efficiency,
-                          reference_profiles=session._reference_profiles,
-                          objective=session.objective, margin_sigmas=session.margin_sigmas,
-                          risk=session.risk).choices.get("wattcap")
-        except InfeasibleCapError:
-            choice = None  # nothing under the ceiling meets the cap: the watchdog steps down
+        # nothing under the ceiling may meet the cap (None): the watchdog steps down
+        choice = self._wattcap_choice(session.profile.up_to(ceiling_hz))
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, ceiling_hz):
             return
@@ -108,6 +99,21 @@ class DeviceGuard:
         self._clamps_seen = len(session.device.clock_clamps)
         self._climb = (requested_hz, session.frequency_hz, why, old_b)
         self._climb_probe_s = session.device.now_s() + CLIMB_BACK_PROBE_S
+
+    def _wattcap_choice(self, profile: Any) -> Any:
+        """wattcap's choice on `profile` with the run's cap, efficiency and settings; None where
+        nothing meets the cap."""
+        from wattcap.algorithms.planner import plan
+        from wattcap.core.plan import InfeasibleCapError
+
+        session = self.session
+        try:
+            return plan(profile, session.power_cap_w, efficiency=session.efficiency,
+                        reference_profiles=session._reference_profiles,
+                        objective=session.objective, margin_sigmas=session.margin_sigmas,
+                        risk=session.risk).choices.get("wattcap")
+        except InfeasibleCapError:
+            return None
 
     def _may_replan(self) -> bool:
         """Whether the run may choose its batch size and clock again: wattcap's plan on a clock
@@ -139,17 +145,8 @@ class DeviceGuard:
         if not breaks_cap and abs(time_f - 1) <= monitor.time_tolerance and \
                 abs(power_f - 1) <= monitor.power_tolerance:
             return
-        from wattcap.algorithms.planner import plan
-        from wattcap.core.plan import InfeasibleCapError
-
-        try:
-            choice = plan(session.profile.on_board(time_f, power_f), session.power_cap_w,
-                          efficiency=session.efficiency,
-                          reference_profiles=session._reference_profiles,
-                          objective=session.objective, margin_sigmas=session.margin_sigmas,
-                          risk=session.risk).choices.get("wattcap")
-        except InfeasibleCapError:
-            choice = None  # nothing meets the cap on this board: the watchdog steps down
+        # nothing may meet the cap on this board (None): the watchdog steps down
+        choice = self._wattcap_choice(session.profile.on_board(time_f, power_f))
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, session.frequency_hz):
             return
