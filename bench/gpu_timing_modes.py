@@ -165,9 +165,10 @@ def drift_windows(device: Any, model: str, b: int, seconds: float
     windows: list[WindowChange] = []
 
     class RecordingDriftTest(DriftTest):
-        def add(self, window: WindowChange, from_profile: bool = True) -> DriftVerdict | None:
+        def add(self, window: WindowChange, from_profile: bool = True,
+                teaches_board: bool = True) -> DriftVerdict | None:
             windows.append(window)
-            return super().add(window, from_profile)
+            return super().add(window, from_profile, teaches_board)
 
     profiler = Profiler(device, model, batch_sizes=(b,))
     profile = profiler.run(exhaustive=True)

@@ -164,3 +164,15 @@ def test_a_resumed_run_takes_the_board_level_it_had() -> None:
     drifted.take_board((1.0, 1.0))
     verdicts = [drifted.add(window(0.0, 0.2)) for _ in range(MIN_DIFFERENCES + 1)]
     assert verdicts[-1] is not None and verdicts[-1].power_change == pytest.approx(0.2)
+
+
+def test_windows_whose_clock_the_board_did_not_hold_do_not_teach_its_level() -> None:
+    """A power limit that binds flattens a window's power: such windows are judged, but the
+    board's level comes from the first windows at a clock the board held."""
+    test = DriftTest(time_tolerance=0.1, power_tolerance=0.1)
+    for _ in range(6):
+        test.add(window(0.1, -0.2), teaches_board=False)
+    assert not test.board_decided
+    for _ in range(BOARD_WINDOWS):
+        test.add(window(0.0, 0.25))
+    assert test.board_scale == pytest.approx((1.0, 1.25))

@@ -160,3 +160,22 @@ def test_the_a100_is_the_h100_scaled_by_the_datasheets(resnet18) -> None:  # noq
     assert a100.power_limit_w() == 400.0
     assert a100.model_step(cost, a100.frequencies_hz()[-1])[2] < 400.0
     assert {"a100-sxm4"} <= set(list_specs())
+
+
+def test_readings_report_the_clock_a_binding_power_limit_holds(resnet18) -> None:  # noqa: ANN001
+    """As NVML reports the SM clock: under a power limit that binds, the readings taken during
+    a step carry the lower clock the step ran at, not the one set; between steps, the set one."""
+    device = EmulatedDevice("h100-sxm")
+    cost = resnet18.step_cost(512, device.spec.allocator_overhead_factor)
+    top_hz = device.frequencies_hz()[-1]
+    device.set_power_limit_w(250.0)
+    limited_hz = device._step_hz(cost)
+    assert limited_hz < top_hz
+    readings: list = []
+    with device.sensor_ticks(readings.append):
+        for _ in range(20):
+            device.execute(None, cost)
+        device.idle(0.5)
+    during = [r.clock_hz for r in readings if r.time_s <= readings[-1].time_s - 0.5]
+    assert during and set(during) == {limited_hz}
+    assert readings[-1].clock_hz == top_hz  # idle after the steps

@@ -158,17 +158,19 @@ class DriftTest:
         if max(abs(time_change), abs(power_change)) <= self.board_tolerance:
             self.board_scale = (1.0 + time_change, 1.0 + power_change)
 
-    def add(self, window: WindowChange, from_profile: bool = True) -> DriftVerdict | None:
+    def add(self, window: WindowChange, from_profile: bool = True,
+            teaches_board: bool = True) -> DriftVerdict | None:
         """Add one window at the point in use (its change against the profile's point,
         `from_profile`, or against a point this run re-measured); the verdict when the windows
         now say drift, else None. The verdict's changes are against what this board reads at
-        the point (the profile's times `board_scale`)."""
+        the point (the profile's times `board_scale`). A window that does not teach the board's
+        level (`teaches_board`: one whose clock the board did not hold) is judged only."""
         if self._point:
             last = self._point[-1]
             self._time_differences.append(window.time_change - last.time_change)
             self._power_differences.append(window.power_change - last.power_change)
         self._point = [*self._point[-(MEDIAN_OF - 1):], window]
-        if from_profile and not self.board_decided:
+        if from_profile and not self.board_decided and teaches_board:
             self._learn_board(window)
         if not self.ready or len(self._point) < MIN_POINT_WINDOWS or (
                 from_profile and not self.board_decided):

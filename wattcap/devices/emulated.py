@@ -110,6 +110,8 @@ class EmulatedDevice(Device):
         self._rng = random.Random(seed)
         self._clock_s = 0.0
         self._next_tick_s = self.spec.sensor_period_s
+        #: the clock of the step in flight (None between steps)
+        self._step_clock_hz: int | None = None
         # (start_s, end_s, power_w) of the recent past: enough for one sensor window
         self._segments: deque[tuple[float, float, float]] = deque()
         self._last_reading: PowerReading | None = None
@@ -396,7 +398,10 @@ class EmulatedDevice(Device):
             # callback mid-phase (the watchdog) applies to the rest of the phase.
             remaining = 1.0
             while remaining > 1e-12:
-                phase = self.phases(cost, self._step_hz(cost))[index]
+                # the clock the step runs at (under a binding power limit, lower than the one
+                # set), which the readings report as NVML reports the SM clock
+                self._step_clock_hz = self._step_hz(cost)
+                phase = self.phases(cost, self._step_clock_hz)[index]
                 if phase.duration_s <= 0:
                     break
                 left_s = phase.duration_s * remaining
@@ -408,6 +413,7 @@ class EmulatedDevice(Device):
                     self._advance(until_tick_s, phase.power_w)
                     remaining -= until_tick_s / phase.duration_s
                     self._tick()
+        self._step_clock_hz = None
         return self._clock_s - start_s
 
     def idle(self, seconds: float) -> None:
@@ -451,7 +457,7 @@ class EmulatedDevice(Device):
         if self.heat is not None:
             self.heat.on_period(tick_s)
         self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail,
-                                          clock_hz=self._running_hz())
+                                          clock_hz=self._step_clock_hz or self._running_hz())
         self._next_tick_s = tick_s + self.spec.sensor_period_s
         self._dispatch_tick(self._last_reading)
 

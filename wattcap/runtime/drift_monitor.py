@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from wattcap.algorithms.drift import DriftTest, WindowChange
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.events import DriftEvent, Replan
-from wattcap.core.profile import ProfileTable
+from wattcap.core.profile import CLOCK_HELD_TOLERANCE, ProfileTable
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.clock_clamp import lock_clock_within
 from wattcap.measure.profile_refresh import refresh_row
@@ -113,6 +113,8 @@ class DriftMonitor:
         self._window_timed_steps = 0
         self._window_busy_s = 0.0
         self._window_power_w: list[float] = []
+        #: the clocks the hardware reported with those readings (where it reports one)
+        self._window_clock_hz: list[int] = []
 
     def restart_window(self) -> None:
         """Start the window afresh after steps that are not the profile's point (the Session's
@@ -152,6 +154,8 @@ class DriftMonitor:
                 reading.time_s - period_s >= self._window_start_s - 1e-9
             ):
                 self._window_power_w.append(reading.power_w)
+                if reading.clock_hz is not None:
+                    self._window_clock_hz.append(reading.clock_hz)
         self._window_steps += 1
         if timed_steps > 0:
             if self._mixed_time_due:
@@ -167,6 +171,24 @@ class DriftMonitor:
         event = self._check(end_s)
         self._reset_window(frequency_hz, end_s)
         return event
+
+    def _clock_not_held(self) -> bool:
+        """Whether the board ran this window's steps below the clock set (a power limit that
+        binds, a throttle): such a window does not teach the board's level (a binding limit
+        flattens its power), though it is judged (a throttle is a change). Said once per
+        point."""
+        assert self._window_hz is not None
+        if not self._window_clock_hz:
+            return False
+        mean_hz = sum(self._window_clock_hz) / len(self._window_clock_hz)
+        if mean_hz >= self._window_hz * (1 - CLOCK_HELD_TOLERANCE):
+            return False
+        note = (f"windows at b={self.batch_size}, {self._window_hz / 1e6:.1f} MHz where the "
+                "board held a lower clock (a power limit that binds, a throttle) do not teach "
+                "this board's level")
+        if note not in self.notes:
+            self.notes.append(note)
+        return True
 
     def _table_frequency(self, frequency_hz: int) -> int:
         # Clock dividers report values a few kHz off the table (Jetson cur_freq): the profile
@@ -192,7 +214,8 @@ class DriftMonitor:
         verdict = self._test.add(WindowChange(
             time_change=measured_sps / expected.seconds_per_sample - 1.0,
             power_change=measured_w / expected.avg_power_w - 1.0,
-            steps=self._window_steps, readings=len(self._window_power_w)), from_profile)
+            steps=self._window_steps, readings=len(self._window_power_w)), from_profile,
+            teaches_board=not self._clock_not_held())
         self._note_noise()
         if known_board is None and self._test.board_scale is not None:
             self._note_board(self._test.board_scale)
