@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from wattcap.algorithms.drift import DriftTest, WindowChange
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.events import DriftEvent, Replan
+from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.profile import CLOCK_HELD_TOLERANCE, ProfileTable
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.clock_clamp import lock_clock_within
@@ -114,7 +115,7 @@ class DriftMonitor:
         self._window_busy_s = 0.0
         self._window_power_w: list[float] = []
         #: the clocks the hardware reported with those readings (where it reports one)
-        self._window_clock_hz: list[int] = []
+        self._window_clock_hz: list[int | None] = []
 
     def restart_window(self) -> None:
         """Start the window afresh after steps that are not the profile's point (the Session's
@@ -154,8 +155,7 @@ class DriftMonitor:
                 reading.time_s - period_s >= self._window_start_s - 1e-9
             ):
                 self._window_power_w.append(reading.power_w)
-                if reading.clock_hz is not None:
-                    self._window_clock_hz.append(reading.clock_hz)
+                self._window_clock_hz.append(reading.clock_hz)
         self._window_steps += 1
         if timed_steps > 0:
             if self._mixed_time_due:
@@ -178,10 +178,8 @@ class DriftMonitor:
         flattens its power), though it is judged (a throttle is a change). Said once per
         point."""
         assert self._window_hz is not None
-        if not self._window_clock_hz:
-            return False
-        mean_hz = sum(self._window_clock_hz) / len(self._window_clock_hz)
-        if mean_hz >= self._window_hz * (1 - CLOCK_HELD_TOLERANCE):
+        observed = ObservedFrequency.of(self._window_clock_hz)
+        if observed is None or not observed.below_hz(self._window_hz, CLOCK_HELD_TOLERANCE):
             return False
         note = (f"windows at b={self.batch_size}, {self._window_hz / 1e6:.1f} MHz where the "
                 "board held a lower clock (a power limit that binds, a throttle) do not teach "
