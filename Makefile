@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 	# knows of (a loose requirement would pull a CUDA build); pyproject.toml has lower bounds
 	# only. uv installs it and everything else in one go: its parallel downloads and unpacking
 	# take about 15 s where pip takes about 2 minutes (the same versions here); pip where uv
-	# cannot be had or fails (uv reads no pip setting but the local wheels given here). uv compiles no bytecode: Python writes it for what is imported, once
-	# (PYTHONDONTWRITEBYTECODE is cleared below for that).
+	# cannot be had or fails (uv reads no pip setting but the local wheels given here). uv
+	# compiles no bytecode: Python writes it for what is imported, once (see the export above).
 	$(PY) -m pip install --quiet uv && $(PY) -m uv pip install --quiet \
 		--python $(PY) $(foreach links,$(FIND_LINKS),--find-links $(links)) \
 		-c constraints-cpu.txt torch -e "$(EXTRAS)" \
