@@ -30,10 +30,10 @@ MARKER = "<!-- paper-commands:"
 # Small budgets for CI, appended to each command (the last occurrence of an option wins).
 CI_OVERRIDES = {
     "pretrain": ["--epochs", "1", "--batch-size", "16", "--workers", "0"],
-    "estimate": ["--seeds", "1", "--batch-sizes", "8,16", "--sample-budget", "64",
-                 "--eval-every", "32", "--target-accuracy", "0.01", "--workers", "0"],
-    "profile": ["--batch-sizes", "8,16"],
-    "train": ["--sample-budget", "64", "--eval-every", "32", "--workers", "0"],
+    "estimate": ["--seeds", "1", "--batch-sizes", "4,8", "--sample-budget", "32",
+                 "--eval-every", "16", "--target-accuracy", "0.01", "--workers", "0"],
+    "profile": ["--batch-sizes", "4,8"],
+    "train": ["--sample-budget", "32", "--eval-every", "16", "--workers", "0"],
 }
 
 
@@ -85,7 +85,7 @@ def _expand(word: str, variables: dict[str, str]) -> str:
     return word
 
 
-@pytest.mark.slow(seconds=35)  # every paper command on small files
+@pytest.mark.slow(seconds=30)  # every paper command on small files
 def test_the_readme_paper_commands_run_on_small_real_format_files(tmp_path, monkeypatch):
     variables, commands = paper_commands()
     assert {"DATA", "DEV", "CAP"} <= set(variables)

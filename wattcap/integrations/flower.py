@@ -38,6 +38,25 @@ from wattcap.experiments.fleet import load_fleet
 #: seconds the server waits for every node to connect, and for one round's replies
 CONNECT_TIMEOUT_S = 120.0
 ROUND_TIMEOUT_S = 600.0
+#: seconds between the server's pulls for replies: Flower's own `send_and_receive` pulls every
+#: 3 s, which every round of short local training (and the partition-id query) waits out
+REPLY_POLL_S = 0.25
+
+
+def send_and_receive(grid: Grid, messages: list[Message], timeout_s: float) -> list[Message]:
+    """Push `messages` and pull their replies until every one came or `timeout_s` passed (the
+    replies that came); as `Grid.send_and_receive`, polling every `REPLY_POLL_S`."""
+    waiting = set(grid.push_messages(messages))
+    replies: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        pulled = list(grid.pull_messages(waiting))
+        replies += pulled
+        waiting -= {reply.metadata.reply_to_message_id for reply in pulled}
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(REPLY_POLL_S)
+    return replies
 
 
 def _partition_id(context: Context) -> int:
@@ -93,7 +112,7 @@ class FlowerTransport:
         queries = [Message(RecordDict({"ask": ConfigRecord({"what": "partition-id"})}),
                            message_type=MessageType.QUERY, dst_node_id=n) for n in nodes]
         found: dict[str, int] = {}
-        for reply in self.grid.send_and_receive(queries, timeout=timeout_s):
+        for reply in send_and_receive(self.grid, queries, timeout_s):
             if reply.has_error():
                 raise FederationError(f"node {reply.metadata.src_node_id}: "
                                       f"{reply.error.reason}")
@@ -117,7 +136,7 @@ class FlowerTransport:
         client_of = {self.node_of[task.client]: task.client for task, _ in tasks}
         out: dict[str, tuple[Weights | None, LocalReport] | None] = {
             task.client: None for task, _ in tasks}
-        for reply in self.grid.send_and_receive(messages, timeout=ROUND_TIMEOUT_S):
+        for reply in send_and_receive(self.grid, messages, ROUND_TIMEOUT_S):
             name = client_of[reply.metadata.src_node_id]
             if reply.has_error():  # a failed client is one whose update never came
                 continue
@@ -196,4 +215,5 @@ def _deployed_server() -> ServerApp:
 server = _deployed_server()
 client = client_app()
 
-__all__ = ["FlowerTransport", "client", "client_app", "server", "server_app", "simulate"]
+__all__ = ["FlowerTransport", "client", "client_app", "send_and_receive", "server", "server_app",
+           "simulate"]
