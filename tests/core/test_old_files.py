@@ -191,3 +191,17 @@ def test_a_comparison_before_boards_was_replayed_on_the_kind_board() -> None:
     assert loaded.migrated_from == 4 and loaded.board == "kind"
     assert [(r.method, r.knob_value, r.time_s) for r in loaded.results] == [
         (r["method"], r["knob_value"], r["time_s"]) for r in raw["results"]]
+
+
+def test_a_comparison_before_board_replans_ran_every_seed_at_its_choice() -> None:
+    # a trace replay at cb95e65 (schema 5): no per-seed choices recorded, none re-planned
+    from wattcap.experiments.compare import Comparison
+
+    raw = json.loads((OLD / "comparison-v5.json").read_text())
+    loaded = Comparison.load(OLD / "comparison-v5.json")
+    assert raw["schema_version"] == 5 and "seed_batch_sizes" not in raw["results"][0]
+    assert loaded.migrated_from == 5 and loaded.schema_version == Comparison.SCHEMA_VERSION
+    assert all(r.seed_batch_sizes == [] and r.board_replans == 0 for r in loaded.results)
+    assert all(r.board_replan_label(loaded.describe_knob) is None for r in loaded.results)
+    assert [(r.method, r.batch_size, r.knob_value, r.time_s) for r in loaded.results] == [
+        (r["method"], r["batch_size"], r["knob_value"], r["time_s"]) for r in raw["results"]]

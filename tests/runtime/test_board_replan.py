@@ -56,6 +56,11 @@ def test_a_hotter_board_is_planned_for_once_its_level_is_known(profile: ProfileT
     replanned_s = float(event.split(" at t=")[1].split(" s ")[0])
     assert record.cap_violations  # before: the watchdog held the cap, stepping down
     assert [v for v in record.cap_violations if v.start_s >= replanned_s] == []
+    # the watchdog starts afresh at the new plan: its ceiling is the new clock, not the old
+    # plan's (from there it would climb above the new plan, on power it learnt at the old
+    # batch size), and it never stepped after the re-plan
+    assert session._guard is not None and session._guard.ceiling_hz == session.frequency_hz
+    assert [s for s in record.frequency_steps if s.time_s >= replanned_s] == []
 
 
 def test_a_board_as_profiled_or_a_given_batch_size_is_not_planned_again(

@@ -66,6 +66,20 @@ BOARD_WINDOWS = 4
 _MEDIAN_ABS_DIFFERENCE = NormalDist().inv_cdf(0.75) * math.sqrt(2)
 
 
+def board_calls_for_replan(planned_peak_w: float | None, board_scale: tuple[float, float],
+                           power_cap_w: float | None, margin_w: float, time_tolerance: float,
+                           power_tolerance: float) -> bool:
+    """Whether a run's board level (`board_scale`: time and power factors against the profile)
+    calls for choosing the batch size and clock again: the planned point (its profiled peak)
+    would break the cap less the margin on this board, or the board reads off the profile by
+    more than the drift tolerances."""
+    time_factor, power_factor = board_scale
+    breaks_cap = power_cap_w is not None and planned_peak_w is not None and \
+        planned_peak_w * power_factor > power_cap_w - margin_w
+    return breaks_cap or abs(time_factor - 1) > time_tolerance or \
+        abs(power_factor - 1) > power_tolerance
+
+
 @dataclass(frozen=True)
 class WindowChange:
     """One window's relative difference from the point (+0.2: 20 % more), and its size."""

@@ -15,9 +15,11 @@ import csv
 import io
 import json
 import statistics
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,14 +41,17 @@ from wattcap.data import load_splits
 from wattcap.devices.workload import workload_for
 from wattcap.experiments.replay import (
     BoardMode,
+    Replay,
     fastest_by_replay,
     load_or_profile,
     replay_on_device,
+    replay_planned,
     run_device,
 )
 from wattcap.experiments.significance import TimeComparison, compare_times
 from wattcap.measure.imported_tables import EXPORT_KNOB_COLUMNS, export_knob_value
 from wattcap.measure.references import emulated_reference_profiles
+from wattcap.runtime.session_config import PlanSettings
 from wattcap.train.efficiency import EVALS_PAST_TARGET
 from wattcap.train.executors import Executor, SerialExecutor
 from wattcap.train.run_store import RunStore, SweepInputs, run_stem
@@ -75,6 +80,13 @@ class MethodResult(BaseModel):
     #: seed reached it); empty in files written before restarts were scored
     budget_time_s: list[float | None] = []
     budget_energy_j: list[float | None] = []
+    #: per seed, the batch size and knob value its run ended at: on unkind boards wattcap's run
+    #: may choose again for the board it trains on once it knows the board's level (the
+    #: choice above is the plan from the profile); empty where every seed ran at the choice
+    seed_batch_sizes: list[int] = []
+    seed_knob_values: list[int] = []
+    #: seeds whose run re-planned for its board
+    board_replans: int = 0
 
     @property
     def time_mean_s(self) -> float | None:
@@ -106,6 +118,19 @@ class MethodResult(BaseModel):
     def expected_energy_j(self) -> float | None:
         """Energy to the target with restarts, as `expected_time_s`."""
         return expected_over_runs(self.energy_j, self.budget_energy_j)
+
+    def board_replan_label(self, describe_knob: Callable[[int], str]) -> str | None:
+        """Where seeds re-planned for their boards: 're-planned on 2 of 3 boards: b=32 @ 921.6
+        MHz' (each configuration they ended at, with its count where they differ); None where
+        none did."""
+        if not self.board_replans:
+            return None
+        ends = Counter(end for end in zip(self.seed_batch_sizes, self.seed_knob_values,
+                                          strict=True)
+                       if end != (self.batch_size, self.knob_value))
+        where = ", ".join(f"b={b} @ {describe_knob(k)}" + (f" ({n})" if len(ends) > 1 else "")
+                          for (b, k), n in ends.most_common())
+        return f"re-planned on {self.board_replans} of {len(self.time_s)} boards: {where}"
 
     def missed_label(self, digits: int = 2) -> str:
         """For a result where seeds missed the target: '1.50 s expected with restarts (1 of 3
@@ -148,10 +173,12 @@ class Comparison(VersionedFile):
     FILE_KIND = "wattcap.comparison"
     #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
     #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
-    #: cap_on, target_metric, proxy_target_metric; 5: board
-    SCHEMA_VERSION = 5
+    #: cap_on, target_metric, proxy_target_metric; 5: board; 6: MethodResult.seed_batch_sizes,
+    #: seed_knob_values and board_replans (wattcap's re-plan for the board a seed ran on)
+    SCHEMA_VERSION = 6
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
-                                                  3: lambda raw: raw, 4: lambda raw: raw}
+                                                  3: lambda raw: raw, 4: lambda raw: raw,
+                                                  5: lambda raw: raw}
 
     model: str
     proxy: str
@@ -207,6 +234,16 @@ class Comparison(VersionedFile):
         if best is None or ours is None:
             return None
         return 100.0 * (ours / best - 1.0)
+
+
+def _seed_choices(replays: list[Replay]) -> dict[str, Any]:
+    """A planned replay's per-seed batch sizes and knob values (MethodResult's fields), where
+    the replays were planned runs."""
+    if any(r.batch_size is None or r.knob_value is None for r in replays):
+        return {}
+    return {"seed_batch_sizes": [r.batch_size for r in replays],
+            "seed_knob_values": [r.knob_value for r in replays],
+            "board_replans": sum(bool(r.events) for r in replays)}
 
 
 @dataclass
@@ -460,6 +497,15 @@ def run_comparison(
                         predicted = None
                     elif choice is None:
                         continue
+                    elif method == "wattcap" and board == "unkind":
+                        # as `wattcap train` runs it: the Session may re-plan for its board
+                        b, knob_value = choice.batch_size, choice.knob_value
+                        predicted = choice.predicted_time_s
+                        planning = PlanSettings(profile=profile, efficiency=proxy_efficiency,
+                                                reference_profiles=references, risk=risk)
+                        replays = [replay_planned(math[target], seed,
+                                                  run_device(scenario.device, seed, board),
+                                                  planning, cap) for seed in range(seeds)]
                     else:
                         b, knob_value = choice.batch_size, choice.knob_value
                         predicted = choice.predicted_time_s
@@ -474,8 +520,9 @@ def run_comparison(
                         budget_time_s=[r.budget_time_s for r in replays],
                         budget_energy_j=[r.budget_energy_j for r in replays],
                         peak_power_w=max(r.peak_w for r in replays),
-                        cap_violations=sum(len(r.guard.violations) for r in replays),
-                        frequency_steps=sum(len(r.guard.steps) for r in replays),
+                        cap_violations=sum(len(r.violations) for r in replays),
+                        frequency_steps=sum(len(r.frequency_steps) for r in replays),
+                        **_seed_choices(replays),
                     ))
     comparison = Comparison(
         model=model, proxy=proxy_efficiency.dataset, targets=targets,

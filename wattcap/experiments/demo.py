@@ -169,14 +169,19 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
         plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"
                      ".png", power_cap_w=cap, plan=result)
     console.print(measured_table(comparison))
+    for r in comparison.results:
+        replanned = r.board_replan_label(lambda hz: f"{hz / 1e6:.1f} MHz")
+        if replanned:
+            console.print(f"  wattcap at {_cap_label(r.power_cap_w)}: {replanned}")
     console.print(
         "[dim]time-to-accuracy is device seconds on the emulated Nano from the start of "
         "fine-tuning to the interpolated crossing of the target; 'vs wattcap' is the method's "
         "mean time over wattcap's (Welch's t-test on log times over the seeds, 5 %); "
         "'fastest' is the brute force over the measured target runs"
         + ("; unkind boards: each seed's runs replayed on a Nano drawn for that seed (speed, "
-           "power, host speed, a lagging sensor), the profile measured on one of its own, the "
-           "fastest found by replaying" if board == "unkind" else "") + "[/]")
+           "power, host speed, a lagging sensor), the profile measured on one of its own, "
+           "wattcap's runs in a Session that may re-plan once for its board, the fastest found "
+           "by replaying" if board == "unkind" else "") + "[/]")
     return comparison
 
 
@@ -222,7 +227,11 @@ def _choice_cell(r, with_choice: bool = True) -> str:  # noqa: ANN001 - a Method
         shown = r.missed_label(digits=1)
     else:
         shown = f"{mean_std_label(times, seeds=False)} s"
-    return f"{r.batch_size}, {r.knob_value / 1e6:.1f}: {shown}" if with_choice else shown
+    if not with_choice:
+        return shown
+    replanned = r.board_replan_label(lambda hz: f"{hz / 1e6:.1f} MHz")
+    return f"{r.batch_size}, {r.knob_value / 1e6:.1f}" + (
+        f" ({replanned})" if replanned else "") + f": {shown}"
 
 
 def _versus_text(versus) -> str:  # noqa: ANN001 - a TimeComparison

@@ -15,11 +15,12 @@ replayed on every seed's board, and the lowest expected time wins.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from wattcap.algorithms.restarts import expected_over_runs
+from wattcap.core.events import CapViolation, FrequencyStep
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord
 from wattcap.core.schema import WattcapFileError
@@ -29,6 +30,7 @@ from wattcap.devices.spec import load_spec
 from wattcap.devices.workload import workload_for
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.meter import PowerMeter
+from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
 from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.run_store import file_stem
 
@@ -54,10 +56,17 @@ class Replay:
     time_s: float | None
     energy_j: float | None
     peak_w: float
-    guard: CapWatchdog
+    #: what the watchdog saw and did: cap violations and its clock steps
+    violations: list[CapViolation]
+    frequency_steps: list[FrequencyStep]
     #: a missed run: what its whole budget cost (the price of a restart); None: reached
     budget_time_s: float | None = None
     budget_energy_j: float | None = None
+    #: a planned run (`replay_planned`): the batch size and knob value it ended at, and what
+    #: its Session said it did (a re-plan for its board)
+    batch_size: int | None = None
+    knob_value: int | None = None
+    events: list[str] = field(default_factory=list)
 
 
 def replay_on_device(
@@ -80,12 +89,71 @@ def replay_on_device(
     device.restore()
     elapsed_s = device.now_s() - start
     if reached is None:
-        return Replay(None, None, meter.peak_w or 0.0, guard, budget_time_s=elapsed_s,
-                      budget_energy_j=meter.energy_j)
+        return Replay(None, None, meter.peak_w or 0.0, guard.violations, guard.steps,
+                      budget_time_s=elapsed_s, budget_energy_j=meter.energy_j)
     # The crossing falls inside the last step: time and energy up to it, not to the step's end
     # (the device's time per sample is constant over the replay).
     share = reached / (steps * b)
-    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0, guard)
+    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0,
+                  guard.violations, guard.steps)
+
+
+def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: EmulatedDevice,
+                   planning: PlanSettings, power_cap_w: float | None) -> Replay:
+    """wattcap's run on this board as `wattcap train` makes it: a Session plans from
+    `planning`, its watchdog and drift monitor watch the board, and where the board's level
+    (the run's first windows) calls for it, the Session chooses its batch size and clock again
+    once (`DeviceGuard.replan_for_board`). Each step's math is that of the recorded run (of
+    `runs`, by batch size and `seed`) of the batch size in use: a step of b samples goes
+    b / (the samples that run needed) of the way to the target (its budget, for a run that
+    missed it), so a run that re-plans after its first windows goes the rest of the way at the
+    new batch size. The Session reports at the recorded runs' evaluation cadence (a re-plan
+    happens at a report, as in training)."""
+    from wattcap.runtime.session import Session
+
+    if not isinstance(planning.profile, ProfileTable):
+        raise ValueError("a planned replay plans from a ProfileTable")
+    meter = PowerMeter(device.sensor_period_s)
+    progress = 0.0
+    with device.sensor_ticks(meter), Session(
+            device, model=planning.profile.model, planning=planning,
+            cap=CapSettings(power_cap=power_cap_w),
+            device_handling=DeviceHandling(handle_signals=False)) as session:
+        start_s = device.now_s()
+        while True:
+            b = session.batch_size
+            run = runs.get((b, seed))
+            if run is None:
+                raise ValueError(f"the Session chose b={b}, which has no recorded run of seed "
+                                 f"{seed}")
+            every = run.config.eval_every_samples if run.config is not None else 256
+            needed = run.samples_to_target if run.samples_to_target is not None \
+                else float(run.samples_seen)
+            before_s, before_j = device.now_s(), meter.energy_j
+            with session.step():
+                pass  # the emulator models the step's time and power from its cost
+            gain = b / max(needed, 1.0)
+            if progress + gain >= 1.0:
+                # the way ends inside this step: time and energy up to there, not to its end
+                share = (1.0 - progress) / gain
+                end_s = before_s + share * (device.now_s() - before_s)
+                energy_j = before_j + share * (meter.energy_j - before_j)
+                reached = run.samples_to_target is not None
+                break
+            progress += gain
+            if session.samples // every > (session.samples - b) // every:
+                session.report(0.0)
+    record = session.record
+    assert record is not None
+    elapsed_s = end_s - start_s
+    replanned = [e for e in record.events if e.startswith("re-planned for this board")]
+    return Replay(elapsed_s if reached else None, energy_j if reached else None,
+                  meter.peak_w or 0.0, list(record.cap_violations),
+                  list(record.frequency_steps),
+                  budget_time_s=None if reached else elapsed_s,
+                  budget_energy_j=None if reached else energy_j,
+                  batch_size=record.batch_size, knob_value=session.frequency_hz,
+                  events=replanned)
 
 
 def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...],
@@ -144,4 +212,4 @@ def fastest_by_replay(profile: ProfileTable, power_cap_w: float | None,
 
 __all__ = ["FASTEST_CLOCKS_PER_BATCH_SIZE", "PROFILE_BOARD_SEED", "BoardMode", "Replay",
            "expected_time_s", "fastest_by_replay", "load_or_profile", "replay_on_device",
-           "run_device"]
+           "replay_planned", "run_device"]

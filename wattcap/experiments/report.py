@@ -60,6 +60,9 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
         text += f", {versus.label} wattcap's time"
     if r.cap_violations:
         text += f", {r.cap_violations} cap violation(s) stepped down"
+    replanned = r.board_replan_label(comparison.describe_knob)
+    if replanned:
+        text += f"; {replanned}"
     return text
 
 
@@ -205,8 +208,11 @@ def write_report(
             "sensor and the cap watchdog live." + (
                 " Unkind boards: each seed replayed on a board state drawn for it (speed, "
                 "power, host speed, a lagging sensor), the same for every method; the profile "
-                "was measured on a board of its own draw, and the fastest is the brute force "
-                "over replays of each batch size's highest clocks under the cap."
+                "was measured on a board of its own draw; wattcap's runs are a Session's, "
+                "which re-plans once where its board's level (its first windows) calls for "
+                "it, each step's math the recorded run's of the batch size in use; the "
+                "fastest is the brute force over replays of each batch size's highest clocks "
+                "under the cap (one configuration for every seed)."
                 if comparison.board == "unkind" else "")
             if comparison.trace_label is None else
             f"Replayed from a trace, nothing trained: {comparison.trace_label}. Each time is "

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+from wattcap.algorithms.drift import board_calls_for_replan
 from wattcap.core.events import ClockClamp
 from wattcap.devices.base import configure_cuda_backends
 from wattcap.devices.clock_clamp import lock_clock_within
@@ -140,10 +141,9 @@ class DeviceGuard:
                 or session._follower is not None:
             return
         planned = session.profile.lookup(session.batch_size, session.frequency_hz)
-        breaks_cap = session.power_cap_w is not None and planned is not None and \
-            planned.peak_power_w * power_f > session.power_cap_w - monitor.margin_w
-        if not breaks_cap and abs(time_f - 1) <= monitor.time_tolerance and \
-                abs(power_f - 1) <= monitor.power_tolerance:
+        if not board_calls_for_replan(None if planned is None else planned.peak_power_w,
+                                      (time_f, power_f), session.power_cap_w, monitor.margin_w,
+                                      monitor.time_tolerance, monitor.power_tolerance):
             return
         # nothing may meet the cap on this board (None): the watchdog steps down
         choice = self._wattcap_choice(session.profile.on_board(time_f, power_f))
@@ -153,6 +153,10 @@ class DeviceGuard:
         old_b, old_hz = session.batch_size, session.frequency_hz
         session.batch_size = choice.batch_size
         self.apply_frequency(choice.knob_value, "re-planned for this board")
+        if session._guard is not None:
+            # another batch size, another clock: what the watchdog learnt of each level's power
+            # was at the old one, and its ceiling is the new plan's clock (it may be higher)
+            session._guard.set_cap(session.power_cap_w, ceiling_hz=session.frequency_hz)
         monitor.follow(session.batch_size, session.power_cap_w)
         session.events.append(
             f"re-planned for this board at t={session.device.now_s():.1f} s (it reads "

@@ -1,0 +1,107 @@
+"""wattcap's runs in a comparison on unkind boards run as `wattcap train` runs them: a Session
+plans, watches the board and, where the board's level calls for it, chooses again once; each
+step's math is the recorded run's of the batch size in use."""
+
+from __future__ import annotations
+
+import pytest
+
+from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.planner import plan
+from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.profile import ProfileTable
+from wattcap.core.run import CurvePoint, RunRecord
+from wattcap.devices.emulated import EmulatedDevice
+from wattcap.devices.emulated_board import BoardState
+from wattcap.experiments.replay import replay_on_device, replay_planned
+from wattcap.measure.profiling import Profiler
+from wattcap.runtime.session_config import PlanSettings
+
+MODEL = "digits32-cnn"
+SIZES = (16, 32, 64, 128)
+CAP_W = 4.5
+SEED = 0
+
+
+@pytest.fixture(scope="module")
+def profile() -> ProfileTable:
+    return Profiler(EmulatedDevice("jetson-nano"), MODEL, batch_sizes=SIZES).run(exhaustive=True)
+
+
+def _record(b: int, reached_at: float | None, seen: int = 24_576) -> RunRecord:
+    return RunRecord(model=MODEL, batch_size=b, reached=reached_at is not None,
+                     samples_to_target=reached_at, samples_seen=seen, final_accuracy=0.5,
+                     curve=[CurvePoint(samples=seen, accuracy=0.5, device_time_s=0.0)],
+                     device_time_s=0.0, energy_j=0.0, peak_power_w=None, avg_power_w=None,
+                     wall_time_s=0.0)
+
+
+def _runs(samples: dict[int, float | None]) -> dict[tuple[int, int], RunRecord]:
+    return {(b, SEED): _record(b, s) for b, s in samples.items()}
+
+
+def _efficiency() -> EfficiencyVector:
+    # r_b = 1: every batch size needs the same samples (the records below say so too)
+    return vector_from_samples({b: [16_384.0] * 2 for b in SIZES}, sample_budget=24_576,
+                               use_fit=False, model=MODEL, input_shape=[1, 32, 32],
+                               dataset="made-up", task="image-classification",
+                               target_accuracy=0.8, seeds=[0, 1])
+
+
+def test_a_board_as_profiled_replays_the_plan_as_the_fixed_replay_does(
+        profile: ProfileTable) -> None:
+    runs = _runs({b: 16_384.0 for b in SIZES})
+    planning = PlanSettings(profile=profile, efficiency=_efficiency())
+    choice = plan(profile, CAP_W, efficiency=_efficiency()).choices["wattcap"]
+    planned = replay_planned(runs, SEED, EmulatedDevice("jetson-nano", seed=SEED), planning,
+                             CAP_W)
+    fixed = replay_on_device(runs[(choice.batch_size, SEED)],
+                             EmulatedDevice("jetson-nano", seed=SEED), choice.knob_value, CAP_W)
+    assert (planned.batch_size, planned.knob_value) == (choice.batch_size, choice.knob_value)
+    assert planned.events == [] and planned.violations == [] == fixed.violations
+    assert planned.time_s == pytest.approx(fixed.time_s, rel=1e-3)
+    assert planned.energy_j == pytest.approx(fixed.energy_j, rel=0.02)
+
+
+def test_a_hotter_board_is_planned_for_and_goes_on_at_the_new_batch_size(
+        profile: ProfileTable) -> None:
+    runs = _runs({b: 16_384.0 for b in SIZES})
+    planning = PlanSettings(profile=profile, efficiency=_efficiency())
+    choice = plan(profile, CAP_W, efficiency=_efficiency()).choices["wattcap"]
+    hot = BoardState(power_factor=1.12)
+    planned = replay_planned(runs, SEED, EmulatedDevice("jetson-nano", seed=SEED, board=hot),
+                             planning, CAP_W)
+    fixed = replay_on_device(runs[(choice.batch_size, SEED)],
+                             EmulatedDevice("jetson-nano", seed=SEED, board=hot),
+                             choice.knob_value, CAP_W)
+    (event,) = planned.events
+    assert event.startswith("re-planned for this board")
+    assert planned.batch_size is not None and planned.knob_value is not None
+    assert (planned.batch_size, planned.knob_value) != (choice.batch_size, choice.knob_value)
+    point = profile.lookup(planned.batch_size, planned.knob_value)
+    assert point is not None and point.peak_power_w * 1.1 <= CAP_W  # fits this board
+    # the fixed plan breaks the cap on this board until the watchdog has stepped its clock
+    # down; the re-planned run until its board's level is known, then never again, and at
+    # the best choice for this board it is faster (r_b = 1: time per sample decides)
+    assert fixed.violations
+    replanned_s = float(event.split(" at t=")[1].split(" s ")[0])
+    assert all(v.start_s < replanned_s for v in planned.violations)
+    assert planned.time_s is not None and planned.budget_time_s is None
+    assert fixed.time_s is not None and planned.time_s < fixed.time_s
+
+
+def test_a_run_that_ends_at_a_batch_size_that_missed_pays_its_budget(
+        profile: ProfileTable) -> None:
+    # every batch size's run missed the target: the replay goes the whole budget's way
+    runs = _runs({b: None for b in SIZES})
+    planning = PlanSettings(profile=profile, efficiency=_efficiency())
+    planned = replay_planned(runs, SEED, EmulatedDevice("jetson-nano", seed=SEED), planning,
+                             CAP_W)
+    assert planned.time_s is None and planned.energy_j is None
+    assert planned.budget_time_s is not None and planned.budget_time_s > 0
+
+
+def test_a_choice_without_a_recorded_run_is_refused(profile: ProfileTable) -> None:
+    planning = PlanSettings(profile=profile, efficiency=_efficiency())
+    with pytest.raises(ValueError, match="no recorded run"):
+        replay_planned({}, SEED, EmulatedDevice("jetson-nano", seed=SEED), planning, CAP_W)
