@@ -9,9 +9,10 @@ H100, whose steps are short).
 
     python bench/drift_false_alarms.py [--runs 5] [--hours 1] [--kind]
 
-Prints, per scenario, the re-plans on steady boards (goal: 0) and the time from the change to
-the first re-plan after it on the changing ones. `--kind` runs the kind board (the profile's
-own) instead.
+Prints, per scenario, the re-plans on steady boards (goal: 0), the time from the change to
+the first re-plan after it on the changing ones, and the steady runs' cap violations per hour
+(how far over the cap at worst, how long the longest lasted: goal, at most two sensor
+periods). `--kind` runs the kind board (the profile's own) instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from wattcap.core.run import RunRecord
 from wattcap.devices.emulated import Drift, EmulatedDevice
 from wattcap.devices.emulated_board import draw_board_state
 from wattcap.experiments.replay import PROFILE_BOARD_SEED
@@ -36,8 +38,8 @@ CHANGE_AFTER_S = 600.0
 
 
 def run(board: str, model: str, batch_size: int, cap_w: float | None, seed: int, hours: float,
-        kind: bool, drift: Drift | None) -> list[float]:
-    """The device times of the re-plans in `hours` of device time."""
+        kind: bool, drift: Drift | None) -> RunRecord:
+    """The record of `hours` of device time (its re-plans, its cap violations)."""
     profile_board = None if kind else draw_board_state(board, PROFILE_BOARD_SEED)
     profile = Profiler(EmulatedDevice(board, board=profile_board), model,
                        batch_sizes=(batch_size,)).run(exhaustive=True)
@@ -53,7 +55,21 @@ def run(board: str, model: str, batch_size: int, cap_w: float | None, seed: int,
             if session.steps % 200 == 0:
                 session.report(0.0)  # a re-plan is due between steps, at a report
     assert session.record is not None
-    return [r.time_s for r in session.record.replans]
+    return session.record
+
+
+def violations_line(records: list[RunRecord], cap_w: float, hours: float) -> str:
+    """The steady runs' cap violations: how many per hour, how far over the cap at worst and
+    how long the longest lasted, in sensor readings over the cap in a row (each reading
+    averages one sensor period; the watchdog acts at the second)."""
+    found = [v for r in records for v in r.cap_violations]
+    per_hour = len(found) / (len(records) * hours)
+    if not found:
+        return f"{per_hour:5.1f}/h"
+    worst_w = max(v.max_power_w for v in found) - cap_w
+    longest = max(v.readings for v in found)
+    return (f"{per_hour:5.1f}/h, worst +{worst_w:.2f} W ({worst_w / cap_w:+.1%}), longest "
+            f"{longest} reading(s)")
 
 
 def main() -> None:
@@ -65,22 +81,26 @@ def main() -> None:
     boards = "kind" if args.kind else "unkind"
     print(f"{args.runs} runs of {args.hours:g} h per scenario on {boards} boards")
     print(f"{'board':16} {'model':13} {'b':>4} {'cap':>5} {'steady re-plans':>16} "
-          f"{'after a 20 % slowdown at 600 s: re-planned after':>50}")
+          f"{'after a 20 % slowdown at 600 s: re-planned after':>50}   steady runs' cap "
+          "violations")
     for board, model, b, cap in SCENARIOS:
-        steady = [len(run(board, model, b, cap, seed, args.hours, args.kind, None))
-                  for seed in range(args.runs)]
+        records = [run(board, model, b, cap, seed, args.hours, args.kind, None)
+                   for seed in range(args.runs)]
+        steady = [len(r.replans) for r in records]
         delays = []
         for seed in range(args.runs):
-            times = run(board, model, b, cap, seed, args.hours, args.kind,
-                        Drift(after_s=CHANGE_AFTER_S, speed_factor=0.8, description="heat soak"))
+            times = [r.time_s for r in run(board, model, b, cap, seed, args.hours, args.kind,
+                                           Drift(after_s=CHANGE_AFTER_S, speed_factor=0.8,
+                                                 description="heat soak")).replans]
             after = [t - CHANGE_AFTER_S for t in times if t >= CHANGE_AFTER_S]
             delays.append(after[0] if after else None)
         found = [d for d in delays if d is not None]
         delay = (f"{statistics.median(found):.1f} s median ({len(found)}/{len(delays)} runs)"
                  if found else f"never (0/{len(delays)} runs)")
         cap_text = "none" if cap is None else f"{cap:g}"
+        violations = "no cap" if cap is None else violations_line(records, cap, args.hours)
         print(f"{board:16} {model:13} {b:>4} {cap_text:>5} {sum(steady):>8} in {len(steady)} runs"
-              f" {delay:>50}")
+              f" {delay:>50}   {violations}")
 
 
 if __name__ == "__main__":
