@@ -118,6 +118,37 @@ def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
     assert "straight" not in guard.steps[1].reason
 
 
+def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -> None:
+    """Where the profile knows the point, the watchdog asks f*(b) for the cap scaled by what
+    this board draws against the profile there: a board 15 % over the profile's 4.8 W gets
+    the clock whose profiled peak is 15 % under the cap (one step, not one level per two
+    readings); the cap less the excess where that is lower, or without the point."""
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    asked: list[float] = []
+
+    def fstar(cap_w: float) -> int:
+        asked.append(cap_w)
+        return freqs[2]
+
+    known = {freqs[-1]: 4.8}
+    guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar,
+                        profile_power_at=known.get)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([5.52, 5.6])  # 15 % over the profile's 4.8 W at this clock: 4.35 W for the profile
+    assert asked == [pytest.approx(5.0 * 4.8 / 5.52)]
+    assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[2])]
+    # at a clock the profile has no point for: the cap less the excess, as without a profile
+    sensor([5.5, 5.6])
+    assert asked[1] == pytest.approx(4.5)
+    # a board close to the profile: the cap less the excess is the lower (the margin decides)
+    device.set_frequency_hz(freqs[-1])
+    guard.set_cap(5.0, ceiling_hz=freqs[-1])
+    known[freqs[-1]] = 5.4
+    sensor([5.5, 5.6])
+    assert asked[2] == pytest.approx(4.5)
+
+
 def test_open_violation_is_closed_by_finish() -> None:
     device = EmulatedDevice("jetson-nano")
     guard = CapWatchdog(device, power_cap_w=3.0)

@@ -235,6 +235,7 @@ class DeviceGuard:
         if session._watchdog_on:
             session._guard = CapWatchdog(device, session.power_cap_w,
                                          frequency_for_cap=self.fstar_for_cap,
+                                         profile_power_at=self.profile_peak_at,
                                          knob_for_cap=None if session.knob_kind == "gpu_clock"
                                          else self.knob_for_cap,
                                          stop_at_floor=session.cap_source is None)
@@ -326,6 +327,22 @@ class DeviceGuard:
             return point.knob_value
         row = margined.rows().get(session.batch_size)
         return row[0].knob_value if row else None
+
+    def profile_peak_at(self, frequency_hz: int) -> float | None:
+        """The profile's peak power at the run's batch size and `frequency_hz`, linear between
+        its measured clocks (a clock a power limit held the board at lies between them); None
+        without a clock profile, or outside the row: what the watchdog compares this board's
+        readings with."""
+        session = self.session
+        if session.profile is None or session.knob_kind != "gpu_clock":
+            return None
+        row = session.profile.rows().get(session.batch_size, [])
+        for low, high in zip(row, row[1:], strict=False):
+            if low.knob_value <= frequency_hz <= high.knob_value:
+                share = (frequency_hz - low.knob_value) / (high.knob_value - low.knob_value)
+                return low.peak_power_w + share * (high.peak_power_w - low.peak_power_w)
+        return row[0].peak_power_w if len(row) == 1 and row[0].knob_value == frequency_hz \
+            else None
 
     def knob_for_cap(self, power_cap_w: float) -> str | None:
         """For a run planned on a power limit or power mode: apply the profile's choice at the

@@ -73,6 +73,11 @@ class CapWatchdog:
     #: profile has none: a confirmed violation goes straight to f*(b) for the cap less the
     #: excess it saw, instead of one level down
     frequency_for_cap: Callable[[float], int | None] | None = None
+    #: the profile's peak power at the run's batch size at a clock (None where it has no
+    #: point there): with it, a confirmed violation asks f*(b) for the cap scaled by what this
+    #: board draws against the profile at the current clock (the plan for this board, its
+    #: margin kept), or for the cap less the excess where that is lower
+    profile_power_at: Callable[[int], float | None] | None = None
     #: for a run planned on a power limit or power mode: applies the plan's value for a cap
     #: (less the excess seen) where it draws less than the value in force, and says what it
     #: did (None: nothing to move to; the clock then steps down a level)
@@ -158,7 +163,11 @@ class CapWatchdog:
             # one level down without a profile (or where f*(b) is not lower)
             target = None
             if self.frequency_for_cap is not None:
-                target = self.frequency_for_cap(self.power_cap_w - max(excess_w, 0.0))
+                # where the board ran under the clock set (a hardware power limit holding
+                # it, a throttle), its power is compared with the profile at the clock it ran
+                ran_hz = reading.clock_hz if reading.clock_hz is not None \
+                    and reading.clock_hz < current else current
+                target = self.frequency_for_cap(self._cap_to_ask(ran_hz, excess_w))
             jump = target is not None and target < current and target in lower
             to_hz = target if jump and target is not None else lower[-1]
             try:
@@ -196,6 +205,21 @@ class CapWatchdog:
                    + (f"; straight to the plan's clock for the cap less the {excess_w:.2f} W "
                       "over it" if jump else ""),
         ))
+
+    def _cap_to_ask(self, ran_hz: int, excess_w: float) -> float:
+        """The cap, in the profile's watts, whose f*(b) a confirmed violation goes to: the cap
+        less the excess seen, or, where the profile knows the clock the board ran at
+        (`ran_hz`), the cap scaled by the profile's power there over the power seen (a board
+        drawing 4 % more than the profile gets the clock whose profiled peak is 4 % under the
+        cap, margin included: one step instead of one level per two readings), whichever is
+        lower."""
+        assert self.power_cap_w is not None
+        excess_w = max(excess_w, 0.0)
+        ask_w = self.power_cap_w - excess_w
+        expected_w = None if self.profile_power_at is None else self.profile_power_at(ran_hz)
+        if expected_w is not None and expected_w > 0 and excess_w > 0:
+            ask_w = min(ask_w, self.power_cap_w * expected_w / (self.power_cap_w + excess_w))
+        return ask_w
 
     def _maybe_step_up(self, reading: PowerReading, current: int) -> None:
         assert self.power_cap_w is not None
