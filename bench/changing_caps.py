@@ -11,7 +11,12 @@ time-to-accuracy of wattcap re-planning against
 and the energy objective against the time objective (energy saved, time it costs), every
 ratio measured side by side in one run. Time-to-accuracy is device time, pauses included.
 
-    python bench/changing_caps.py [--quick] [--seeds N] [--out DIR]
+    python bench/changing_caps.py [--quick] [--seeds N] [--out DIR] [--board kind|unkind]
+
+Unkind boards (the default): each seed's runs train on a Nano drawn for that seed (speed,
+power, host speed, a sensor that averages and lags; the same board for every method of the
+seed) and the profile is measured on a board of its own draw; `--board kind` runs every method
+on the emulator's one deterministic board.
 
 Each (scenario, method) trains with N seeds of the target run (data order, initial head);
 times are the mean over seeds (a method that misses the target in any seed is "not reached").
@@ -41,6 +46,7 @@ from wattcap.core.run import RunRecord
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.devices.caps import BatteryCap, CapSource, SolarCap
+from wattcap.experiments.replay import PROFILE_BOARD_SEED, BoardMode, run_device
 from wattcap.measure.profiling import Profiler
 from wattcap.measure.references import cache_dir, emulated_reference_profiles
 from wattcap.train.efficiency import estimate_efficiency
@@ -142,11 +148,11 @@ class Runs:
 
 def run(scenario: Scenario, profile: ProfileTable, vector: EfficiencyVector, weights: Path,
         method: str, policy: str, batch_size: int, frequency_hz: int, seed: int,
-        objective: str = "time") -> RunRecord:
+        objective: str = "time", board: BoardMode = "unkind") -> RunRecord:
     train, test = get_dataset(TARGET_DATA).split(0.2, seed=0)
     config = TrainConfig(model=MODEL, batch_size=batch_size, target_accuracy=TARGET_ACCURACY,
                          seed=seed)
-    with EmulatedDevice(DEVICE) as device:
+    with run_device(DEVICE, seed, board) as device:
         device.set_frequency_hz(frequency_hz)
         return train_to_accuracy(
             config, train, test, device=device, weights=weights, power_cap=scenario.source(),
@@ -170,13 +176,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--seeds", type=int, default=1, help="training seeds per run")
     parser.add_argument("--out", type=Path, default=None, help="folder for the run records")
+    parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
+                        help="a Nano drawn per seed, the profile on its own (default), or the "
+                             "emulator's one deterministic board")
     args = parser.parse_args()
     torch.set_num_threads(1)
     out = args.out or Path(tempfile.mkdtemp(prefix="wattcap-changing-caps-"))
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     weights, vector = bench_inputs(cache_dir() / "bench-changing-caps")
-    profile = Profiler(EmulatedDevice(DEVICE), MODEL).run(exhaustive=True)
+    profile_board = EmulatedDevice(DEVICE) if args.board == "kind" else \
+        run_device(DEVICE, PROFILE_BOARD_SEED, args.board)
+    profile = Profiler(profile_board, MODEL).run(exhaustive=True)
     replanner = Replanner(profile, vector)
     b_max = profile.max_batch_size
     assert b_max is not None
@@ -198,15 +209,17 @@ def main() -> None:
             b, f = (b_max, profile.knob_values[0]) if choice is None else \
                 (choice.batch_size, choice.knob_value)
             records[label] = Runs([
-                run(scenario, profile, vector, weights, method, policy, b, f, seed, objective)
+                run(scenario, profile, vector, weights, method, policy, b, f, seed, objective,
+                    args.board)
                 for seed in range(args.seeds)])
             for seed, record in enumerate(records[label].records):
                 record.save(out / f"{scenario.name}-{label}-seed{seed}.json")
         rows.append((scenario, fixed, records))
         print(f"{scenario.name}: done ({time.monotonic() - started:.0f} s)", flush=True)
 
-    print(f"\n{MODEL} on the emulated {DEVICE}, target {TARGET_ACCURACY:.0%} on {TARGET_DATA};"
-          " time-to-accuracy in device seconds (pauses included)")
+    print(f"\n{MODEL} on the emulated {DEVICE} ({args.board} boards), target "
+          f"{TARGET_ACCURACY:.0%} on {TARGET_DATA}; time-to-accuracy in device seconds (pauses "
+          "included)")
     header = (f"{'scenario':12} {'T wattcap':>10} {'T fixed':>12} {'fixed b,MHz':>12} "
               f"{'T base-1':>12} {'fixed/W':>8} {'base-1/W':>9} {'paused W':>9} "
               f"{'E saved':>8} {'T cost':>7}")

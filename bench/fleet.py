@@ -12,8 +12,9 @@ clients) samples. Rounds run in this process
 (`local_transport`: the same rounds as Flower's engine, tests/experiments/test_federation.py);
 time is the emulated devices'. The FedZero-style selection is not built (issue 29 open).
 
-    python bench/fleet.py                       # 3, 8, 32 clients, 2 seeds
+    python bench/fleet.py                       # 3, 8, 32 clients, 2 seeds, unkind boards
     python bench/fleet.py --clients 3 --seeds 1 # quick
+    python bench/fleet.py --board kind          # every client the emulator's board of its kind
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ def _efficiency(folder: Path) -> Path:
     return path
 
 
-def _fleet_file(folder: Path, clients: int, efficiency: Path, seed: int = 0) -> Path:
+def _device(i: int, board: str) -> str:
+    """Client i's emulated board: the kind one of its kind, or one drawn for the client (its
+    speed, power, host speed and a sensor that averages and lags: each client another board)."""
+    name = "jetson-nano" if i % 2 == 0 else "jetson-tx2nx"
+    return f"emulated:{name}" + (f":unkind={i}" if board == "unkind" else "")
+
+
+def _fleet_file(folder: Path, clients: int, efficiency: Path, seed: int = 0,
+                board: str = "unkind") -> Path:
     draw = random.Random(seed * 1000 + clients)
     specs = []
     for i in range(clients):
@@ -54,7 +63,7 @@ def _fleet_file(folder: Path, clients: int, efficiency: Path, seed: int = 0) -> 
         labels = sorted(draw.sample(range(10), 7))
         specs.append({
             "name": f"{'nano' if nano else 'tx2'}-{i}",
-            "device": "emulated:jetson-nano" if nano else "emulated:jetson-tx2nx",
+            "device": _device(i, board),
             "power_cap": draw.choice(NANO_CAPS if nano else TX2_CAPS),
             "data": {"dataset": "digits", "labels": labels,
                      "fraction": min(1.0, 5.0 / clients), "seed": i},
@@ -62,7 +71,7 @@ def _fleet_file(folder: Path, clients: int, efficiency: Path, seed: int = 0) -> 
                      "energy_j_per_mb": 0.1},
         })
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"fleet-{clients}.json"
+    path = folder / f"fleet-{clients}-{board}.json"
     path.write_text(json.dumps({
         "kind": "wattcap.fleet", "schema_version": 2, "model": MODEL,
         # at least one largest batch per client and round, so that no method's clients train
@@ -86,13 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="3,8,32")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/wattcap-bench-fleet"))
+    parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
+                        help="each client a board drawn for it (default), or the emulator's one "
+                             "deterministic board of its kind")
     args = parser.parse_args(argv)
     efficiency = _efficiency(args.out)
     vector = EfficiencyVector.load(efficiency)
     print(f"r_b from {vector.dataset} (target {vector.target_accuracy:g}): "
           + ", ".join(f"b={e.batch_size}: {e.ratio:.2f}" for e in vector.entries))
     for n in (int(c) for c in args.clients.split(",")):
-        path = _fleet_file(args.out, n, efficiency)
+        path = _fleet_file(args.out, n, efficiency, board=args.board)
         runs, walls = [], []
         for method in FEDERATION_METHODS:
             for seed in range(args.seeds):

@@ -25,6 +25,7 @@ differently (issue 28 item 11: profiles of one device agree on which caps are fe
 
     python bench/profiling_cost.py            # 2 devices x 3 models x 3 caps, ~3 min
     python bench/profiling_cost.py --quick    # ResNet18 only, 2 caps
+    python bench/profiling_cost.py --board kind   # the deterministic board (default: unkind)
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.plan import InfeasibleCapError
 from wattcap.core.profile import ProfileTable
 from wattcap.devices import EmulatedDevice
+from wattcap.devices.emulated_board import draw_board_state
 from wattcap.measure.profiling import Profiler
 
 DEVICES = ("jetson-nano", "jetson-tx2nx")
@@ -172,8 +174,23 @@ def binding_caps(exhaustive: ProfileTable, count: int) -> list[float]:
     return [round(float(c), 2) for c in np.linspace(min(peaks) + 0.3, max(peaks) - 0.3, count)]
 
 
+#: "unkind": every profile of the bench on one board drawn per device (its speed, power, host
+#: speed, a sensor that averages two periods and lags one), as a user's board is; "kind": the
+#: emulator's one deterministic board
+BOARD = {"mode": "kind"}
+#: the unkind board's draw (another than any comparison's training seeds)
+BOARD_SEED = 7
+
+
+def emulated(device: str) -> EmulatedDevice:
+    """The bench's board of `device` (`BOARD`)."""
+    if BOARD["mode"] == "kind":
+        return EmulatedDevice(device)
+    return EmulatedDevice(device, board=draw_board_state(device, BOARD_SEED))
+
+
 def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> None:
-    exhaustive = Profiler(EmulatedDevice(device), model).run(exhaustive=True)
+    exhaustive = Profiler(emulated(device), model).run(exhaustive=True)
     vectors = efficiency_vectors(exhaustive)
     samples = EPOCHS * SAMPLES_PER_EPOCH
     grid = len(exhaustive.points)
@@ -193,9 +210,9 @@ def run_case(device: str, model: str, caps_per_case: int, totals: Totals) -> Non
             totals.infeasible.append(f"{model} on {device} at {cap:.2f} W")
             continue
         run_s = reference.seconds_per_sample * samples
-        pruned = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap)
+        pruned = Profiler(emulated(device), model).run(power_cap_w=cap)
         start = time.perf_counter()
-        fitted = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap, mode="model")
+        fitted = Profiler(emulated(device), model).run(power_cap_w=cap, mode="model")
         host_s = time.perf_counter() - start
         pruned_choices = compare_choices(exhaustive, pruned, cap, vectors)
         model_choices = compare_choices(exhaustive, fitted, cap, vectors)
@@ -252,8 +269,8 @@ def floor_agreement(device: str, model: str, exhaustive: ProfileTable, totals: T
     for offset in FLOOR_OFFSETS_SIGMA:
         cap_w = round(lowest_w + offset * noise_w, 4)
         expected = _feasible(exhaustive, cap_w)
-        pruned = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap_w)
-        few = Profiler(EmulatedDevice(device), model).run(power_cap_w=cap_w, mode="model")
+        pruned = Profiler(emulated(device), model).run(power_cap_w=cap_w)
+        few = Profiler(emulated(device), model).run(power_cap_w=cap_w, mode="model")
         disagree["pruned"] += _feasible(pruned, cap_w) != expected
         disagree["model"] += _feasible(few, cap_w) != expected
         extra.append(few.model_fit.get("feasibility_points", 0))
@@ -276,10 +293,16 @@ def _choices(counts: list[int]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="ResNet18 only, 2 caps")
+    parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
+                        help="every profile on one board drawn per device (default), or the "
+                             "emulator's one deterministic board")
     args = parser.parse_args()
+    BOARD["mode"] = args.board
     os.environ.setdefault("WATTCAP_CACHE_DIR", tempfile.mkdtemp(prefix="wattcap-bench-"))
     models = ("resnet18",) if args.quick else MODELS
     caps_per_case = 2 if args.quick else 3
+    print(f"boards: {args.board}" + (f" (one draw per device, seed {BOARD_SEED})"
+                                      if args.board == "unkind" else ""))
     print(f"run: {EPOCHS} epochs x {SAMPLES_PER_EPOCH:,} samples at the exhaustive profile's "
           "choice (r_b = 1); share = profiling device time / run time")
     print("choices: same/noise-level/different/refused over r_b = 1 and B_noise = "

@@ -94,6 +94,8 @@ def test_a_three_client_fleet_is_planned_under_every_clients_cap(tmp_path: Path)
      "by index (class): 0 (0), 1 (1)"),
     ({"data": {"dataset": "nope"}}, "client nano-a: unknown dataset 'nope'"),
     ({"device": "nvml:0"}, "client nano-a: device 'nvml:0' needs its measured profile"),
+    ({"device": "emulated:jetson-nano:mean"}, "client nano-a: unknown board 'mean' of "
+     "emulated:jetson-nano:mean"),
 ])
 def test_a_bad_fleet_file_is_refused_in_one_line(tmp_path: Path, edit: dict,
                                                  message: str) -> None:
@@ -104,6 +106,23 @@ def test_a_bad_fleet_file_is_refused_in_one_line(tmp_path: Path, edit: dict,
     assert out.exit_code != 0
     flat = " ".join(out.output.split())
     assert message in flat and "Traceback" not in out.output
+
+
+def test_clients_on_boards_drawn_for_them_are_each_profiled_on_their_own(
+        tmp_path: Path) -> None:
+    """`emulated:SPEC:unkind=SEED` clients: each its own board, so each its own profile (as
+    each real board of a fleet is profiled on itself); the kind board's profile is apart."""
+    client = {"device": "emulated:jetson-nano", "power_cap": 4.0,
+              "data": {"dataset": "digits"}, "link": {"bandwidth_mbps": 10.0}}
+    path = _fleet(tmp_path, [{**client, "name": "a", "device": "emulated:jetson-nano:unkind=1"},
+                             {**client, "name": "b", "device": "emulated:jetson-nano:unkind=2"},
+                             {**client, "name": "c"}])
+    assert set(plan_fleet_file(path).plans) == {"uniform", "own", "fleet"}
+    profiles = sorted(p.name for p in (tmp_path / "fleet-profiles").iterdir())
+    assert len(profiles) == 3 and any("unkind1" in p for p in profiles) \
+        and any("unkind2" in p for p in profiles)
+    tables = [ProfileTable.load(tmp_path / "fleet-profiles" / p) for p in profiles]
+    assert len({t.points[0].peak_power_w for t in tables}) == 3  # three boards, three readings
 
 
 def test_a_fleet_file_in_yaml_and_a_malformed_one(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ model's size and its link, and returns the uniform, own and fleet plans
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,11 +45,15 @@ def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
 
     device = client.device
     if device.startswith("emulated:"):
-        spec = device.partition(":")[2]
-        if spec in list_specs() or (folder / spec).is_file():
-            return None
-        return (f"unknown emulated device {spec!r} (known: {', '.join(list_specs())}, or a "
-                "spec file)")
+        # emulated:SPEC, or emulated:SPEC:unkind[=SEED] (a board drawn for the client)
+        spec, _, board = device.partition(":")[2].partition(":")
+        if not (spec in list_specs() or (folder / spec).is_file()):
+            return (f"unknown emulated device {spec!r} (known: {', '.join(list_specs())}, or "
+                    "a spec file)")
+        if board not in ("", "kind") and re.fullmatch(r"unkind(=\d+)?", board) is None:
+            return (f"unknown board {board!r} of {device}: emulated:{spec} (the kind board), "
+                    f"emulated:{spec}:unkind or emulated:{spec}:unkind=SEED")
+        return None
     if device.startswith("trace:"):
         found = (folder / device.partition(":")[2]).is_file()
         return None if found else f"trace manifest {device.partition(':')[2]} not found"
@@ -155,7 +160,10 @@ def _profile(client: FleetClientSpec, model: str, folder: Path) -> ProfileTable:
     from wattcap.measure.profiling import Profiler
 
     device = get_device(client.device)
-    cache = folder / "fleet-profiles" / f"{device.name}-{model.replace('/', '_')}.json"
+    # a board drawn for the client is profiled on itself, as each real board of a fleet is
+    drawn = getattr(device, "board", None)
+    board = "" if drawn is None or drawn.kind else f"-unkind{drawn.seed}"
+    cache = folder / "fleet-profiles" / f"{device.name}{board}-{model.replace('/', '_')}.json"
     if cache.is_file():
         try:
             return ProfileTable.load(cache)
