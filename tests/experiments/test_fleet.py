@@ -96,6 +96,8 @@ def test_a_three_client_fleet_is_planned_under_every_clients_cap(tmp_path: Path)
     ({"device": "nvml:0"}, "client nano-a: device 'nvml:0' needs its measured profile"),
     ({"device": "emulated:jetson-nano:mean"}, "client nano-a: unknown board 'mean' of "
      "emulated:jetson-nano:mean"),
+    ({"device": "emulated:jetson-nano:unkind"}, "client nano-a: emulated:jetson-nano:unkind: "
+     "give each client its own board, emulated:jetson-nano:unkind=SEED"),
 ])
 def test_a_bad_fleet_file_is_refused_in_one_line(tmp_path: Path, edit: dict,
                                                  message: str) -> None:

@@ -60,6 +60,8 @@ def test_a_hotter_board_is_planned_for_once_its_level_is_known(profile: ProfileT
     # plan's (from there it would climb above the new plan, on power it learnt at the old
     # batch size), and it never stepped after the re-plan
     assert session._guard is not None and session._guard.ceiling_hz == session.frequency_hz
+    # the clocks the old plan had to leave do not bound the new one's (a re-measure's ceiling)
+    assert session._guard.lowest_infeasible_hz() is None
     assert [s for s in record.frequency_steps if s.time_s >= replanned_s] == []
 
 

@@ -11,7 +11,7 @@ from wattcap.core.profile import ProfileTable
 from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import DeviceError, EmulatedDevice, PowerReading, load_spec
 from wattcap.measure.profiling import Profiler
-from wattcap.runtime.watchdog import CapWatchdog
+from wattcap.runtime.watchdog import SETTLE_READINGS, CapWatchdog
 from wattcap.train.loop import TrainConfig, train_to_accuracy
 
 MODEL = "digits32-cnn"
@@ -122,7 +122,8 @@ def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -
     """Where the profile knows the point, the watchdog asks f*(b) for the cap scaled by what
     this board draws against the profile there: a board 15 % over the profile's 4.8 W gets
     the clock whose profiled peak is 15 % under the cap (one step, not one level per two
-    readings); the cap less the excess where that is lower, or without the point."""
+    readings); the cap less the excess where that is lower, without the point, or where the
+    readings may still carry power from before the last clock change."""
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
     asked: list[float] = []
@@ -131,22 +132,29 @@ def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -
         asked.append(cap_w)
         return freqs[2]
 
-    known = {freqs[-1]: 4.8}
+    known = {freqs[-1]: 4.8, freqs[2]: 3.0}
     guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar,
                         profile_power_at=known.get)
     sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.9] * SETTLE_READINGS)  # the clock has been where it is for a while
     sensor([5.52, 5.6])  # 15 % over the profile's 4.8 W at this clock: 4.35 W for the profile
     assert asked == [pytest.approx(5.0 * 4.8 / 5.52)]
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[2])]
-    # at a clock the profile has no point for: the cap less the excess, as without a profile
+    # right after the step the readings may still show the old clock's power (a sensor that
+    # averages and reports late): no ratio from them, the cap less the excess
     sensor([5.5, 5.6])
     assert asked[1] == pytest.approx(4.5)
     # a board close to the profile: the cap less the excess is the lower (the margin decides)
     device.set_frequency_hz(freqs[-1])
     guard.set_cap(5.0, ceiling_hz=freqs[-1])
-    known[freqs[-1]] = 5.4
-    sensor([5.5, 5.6])
+    known[freqs[-1]] = 4.98
+    sensor([4.9] * SETTLE_READINGS + [5.5, 5.6])
     assert asked[2] == pytest.approx(4.5)
+    # at a clock the profile has no point for: the cap less the excess, as without a profile
+    device.set_frequency_hz(freqs[-2])
+    guard.set_cap(5.0, ceiling_hz=freqs[-2])
+    sensor([4.9] * SETTLE_READINGS + [5.3, 5.4])
+    assert asked[3] == pytest.approx(4.7)
 
 
 def test_open_violation_is_closed_by_finish() -> None:

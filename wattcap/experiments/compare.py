@@ -80,9 +80,10 @@ class MethodResult(BaseModel):
     #: seed reached it); empty in files written before restarts were scored
     budget_time_s: list[float | None] = []
     budget_energy_j: list[float | None] = []
-    #: per seed, the batch size and knob value its run ended at: on unkind boards wattcap's run
-    #: may choose again for the board it trains on once it knows the board's level (the
-    #: choice above is the plan from the profile); empty where every seed ran at the choice
+    #: per seed, the batch size and knob value of the plan its run ended with: on unkind boards
+    #: wattcap's run may choose again for the board it trains on once it knows the board's
+    #: level (the choice above is the plan from the profile; the watchdog's clock steps under a
+    #: plan are counted in frequency_steps); empty where every seed ran at the choice
     seed_batch_sizes: list[int] = []
     seed_knob_values: list[int] = []
     #: seeds whose run re-planned for its board
@@ -546,9 +547,12 @@ def write_csv(comparison: Comparison, path: Path) -> None:
     for r in comparison.results:
         over = comparison.over_fastest_pct(r)
         for seed, (t, e) in enumerate(zip(r.time_s, r.energy_j, strict=True)):
+            # where the seed's run re-planned for its board, the configuration it ended at
+            b = r.seed_batch_sizes[seed] if r.seed_batch_sizes else r.batch_size
+            knob = r.seed_knob_values[seed] if r.seed_knob_values else r.knob_value
             writer.writerow([
                 r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
-                r.method, r.batch_size, export_knob_value(comparison.knob_kind, r.knob_value), seed,
+                r.method, b, export_knob_value(comparison.knob_kind, knob), seed,
                 "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
                 f"{r.peak_power_w:.3f}", format_known(r.predicted_time_s, ".4f", ""),
                 "" if over is None else f"{over:.2f}",

@@ -50,9 +50,14 @@ def _device_problem(client: FleetClientSpec, folder: Path) -> str | None:
         if not (spec in list_specs() or (folder / spec).is_file()):
             return (f"unknown emulated device {spec!r} (known: {', '.join(list_specs())}, or "
                     "a spec file)")
-        if board not in ("", "kind") and re.fullmatch(r"unkind(=\d+)?", board) is None:
-            return (f"unknown board {board!r} of {device}: emulated:{spec} (the kind board), "
-                    f"emulated:{spec}:unkind or emulated:{spec}:unkind=SEED")
+        if board == "unkind":
+            # a fleet's boards are drawn once each: without a seed every such client would
+            # be the same board
+            return (f"{device}: give each client its own board, emulated:{spec}:unkind=SEED "
+                    "(a seed per client)")
+        if board not in ("", "kind") and re.fullmatch(r"unkind=\d+", board) is None:
+            return (f"unknown board {board!r} of {device}: emulated:{spec} (the kind board) or "
+                    f"emulated:{spec}:unkind=SEED")
         return None
     if device.startswith("trace:"):
         found = (folder / device.partition(":")[2]).is_file()

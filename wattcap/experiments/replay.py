@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from wattcap.algorithms.restarts import expected_over_runs
 from wattcap.core.events import CapViolation, FrequencyStep
@@ -26,6 +26,7 @@ from wattcap.core.run import RunRecord
 from wattcap.core.schema import WattcapFileError
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.emulated_board import draw_board_state
+from wattcap.devices.errors import WatchError
 from wattcap.devices.spec import load_spec
 from wattcap.devices.workload import workload_for
 from wattcap.measure.profiling import Profiler
@@ -114,35 +115,21 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
     if not isinstance(planning.profile, ProfileTable):
         raise ValueError("a planned replay plans from a ProfileTable")
     meter = PowerMeter(device.sensor_period_s)
-    progress = 0.0
-    with device.sensor_ticks(meter), Session(
-            device, model=planning.profile.model, planning=planning,
-            cap=CapSettings(power_cap=power_cap_w),
-            device_handling=DeviceHandling(handle_signals=False)) as session:
-        start_s = device.now_s()
-        while True:
-            b = session.batch_size
-            run = runs.get((b, seed))
-            if run is None:
-                raise ValueError(f"the Session chose b={b}, which has no recorded run of seed "
-                                 f"{seed}")
-            every = run.config.eval_every_samples if run.config is not None else 256
-            needed = run.samples_to_target if run.samples_to_target is not None \
-                else float(run.samples_seen)
-            before_s, before_j = device.now_s(), meter.energy_j
-            with session.step():
-                pass  # the emulator models the step's time and power from its cost
-            gain = b / max(needed, 1.0)
-            if progress + gain >= 1.0:
-                # the way ends inside this step: time and energy up to there, not to its end
-                share = (1.0 - progress) / gain
-                end_s = before_s + share * (device.now_s() - before_s)
-                energy_j = before_j + share * (meter.energy_j - before_j)
-                reached = run.samples_to_target is not None
-                break
-            progress += gain
-            if session.samples // every > (session.samples - b) // every:
-                session.report(0.0)
+    reached, stopped = False, None
+    session = Session(
+        device, model=planning.profile.model, planning=planning,
+        cap=CapSettings(power_cap=power_cap_w),
+        device_handling=DeviceHandling(handle_signals=False))
+    start_s = device.now_s()
+    try:
+        with device.sensor_ticks(meter), session:
+            end_s, energy_j, reached = _steps_to_target(runs, seed, device, meter, session)
+    except WatchError as err:
+        # the run stopped with the cap unmet (the lowest clock draws more than the cap on this
+        # board, the Session's watchdog stops it): it never reaches the target, and what it
+        # trained until then is the price of trying (as a missed run's budget)
+        stopped = f"stopped: {err.message}"
+        end_s, energy_j = device.now_s(), meter.energy_j
     record = session.record
     assert record is not None
     elapsed_s = end_s - start_s
@@ -153,7 +140,39 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
                   budget_time_s=None if reached else elapsed_s,
                   budget_energy_j=None if reached else energy_j,
                   batch_size=record.batch_size, knob_value=session.frequency_hz,
-                  events=replanned)
+                  events=replanned + ([stopped] if stopped else []))
+
+
+def _steps_to_target(runs: dict[tuple[int, int], RunRecord], seed: int, device: EmulatedDevice,
+                     meter: PowerMeter, session: Any) -> tuple[float, float, bool]:
+    """Empty steps at the Session's batch size in use until the way to the target (or the
+    budget, for a run that missed it) is gone: the device time and energy where it ended, and
+    whether the run of the batch size it ended at reached the target. (A run that re-plans
+    between a batch size whose run reached the target and one whose run missed it counts the
+    share of the one's way as a share of the other's.)"""
+    progress = 0.0
+    while True:
+        b = session.batch_size
+        run = runs.get((b, seed))
+        if run is None:
+            raise ValueError(f"the Session chose b={b}, which has no recorded run of seed "
+                             f"{seed}")
+        every = run.config.eval_every_samples if run.config is not None else 256
+        needed = run.samples_to_target if run.samples_to_target is not None \
+            else float(run.samples_seen)
+        before_s, before_j = device.now_s(), meter.energy_j
+        with session.step():
+            pass  # the emulator models the step's time and power from its cost
+        gain = b / max(needed, 1.0)
+        if progress + gain >= 1.0:
+            # the way ends inside this step: time and energy up to there, not to its end
+            share = (1.0 - progress) / gain
+            return (before_s + share * (device.now_s() - before_s),
+                    before_j + share * (meter.energy_j - before_j),
+                    run.samples_to_target is not None)
+        progress += gain
+        if session.samples // every > (session.samples - b) // every:
+            session.report(0.0)
 
 
 def load_or_profile(out: Path, device: str, model: str, batch_sizes: tuple[int, ...],

@@ -49,13 +49,15 @@ def send_and_receive(grid: Grid, messages: list[Message], timeout_s: float) -> l
     waiting = set(grid.push_messages(messages))
     replies: list[Message] = []
     deadline = time.monotonic() + timeout_s
+    # the in-memory grid of a simulation has its own, shorter interval
+    poll_s = min(REPLY_POLL_S, float(getattr(grid, "pull_interval", REPLY_POLL_S)))
     while waiting:
         pulled = list(grid.pull_messages(waiting))
         replies += pulled
         waiting -= {reply.metadata.reply_to_message_id for reply in pulled}
         if not waiting or time.monotonic() >= deadline:
             break
-        time.sleep(REPLY_POLL_S)
+        time.sleep(poll_s)
     return replies
 
 
@@ -137,9 +139,11 @@ class FlowerTransport:
         out: dict[str, tuple[Weights | None, LocalReport] | None] = {
             task.client: None for task, _ in tasks}
         for reply in send_and_receive(self.grid, messages, ROUND_TIMEOUT_S):
-            name = client_of[reply.metadata.src_node_id]
-            if reply.has_error():  # a failed client is one whose update never came
+            # a failed client is one whose update never came (an error reply may come from the
+            # SuperLink itself, not from a node)
+            if reply.has_error():
                 continue
+            name = client_of[reply.metadata.src_node_id]
             report = LocalReport.model_validate_json(
                 str(reply.content.config_records["report"]["json"]))
             arrays = reply.content.array_records.get("arrays")

@@ -156,7 +156,7 @@ class DeviceGuard:
         if session._guard is not None:
             # another batch size, another clock: what the watchdog learnt of each level's power
             # was at the old one, and its ceiling is the new plan's clock (it may be higher)
-            session._guard.set_cap(session.power_cap_w, ceiling_hz=session.frequency_hz)
+            session._guard.restart(session.power_cap_w, ceiling_hz=session.frequency_hz)
         monitor.follow(session.batch_size, session.power_cap_w)
         session.events.append(
             f"re-planned for this board at t={session.device.now_s():.1f} s (it reads "

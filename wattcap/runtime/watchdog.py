@@ -34,6 +34,12 @@ __all__ = [
 ]
 
 
+#: readings after a clock change that may still carry power from before it: a sensor that
+#: averages two periods and reports one period late (the unkind emulator's; NVML's instant
+#: field reads about one period) holds the old clock's power for up to three readings
+SETTLE_READINGS = 3
+
+
 @dataclass
 class CapWatchdog:
     """Keeps the cap: steps the frequency down one level when power stays above the cap for
@@ -97,12 +103,20 @@ class CapWatchdog:
     _under: int = 0
     _wait: dict[int, int] = field(default_factory=dict)
     _held: str | None = None
+    #: readings since the clock last changed (by anyone), and the clock they were taken at
+    _since_change: int = 0
+    _last_hz: int | None = None
+    #: the steps before this index were of an earlier plan (`restart`)
+    _plan_steps_from: int = 0
 
     def __call__(self, reading: PowerReading) -> None:
         if self.power_cap_w is None:
             return
         with self._lock:
             current = self.device.run_frequency_hz()
+            if current != self._last_hz:
+                self._since_change, self._last_hz = 0, current
+            self._since_change += 1
             if self.ceiling_hz is None:
                 self.ceiling_hz = current
             self._history.setdefault(current, deque(maxlen=64)).append(reading.power_w)
@@ -216,7 +230,12 @@ class CapWatchdog:
         assert self.power_cap_w is not None
         excess_w = max(excess_w, 0.0)
         ask_w = self.power_cap_w - excess_w
-        expected_w = None if self.profile_power_at is None else self.profile_power_at(ran_hz)
+        # readings soon after a clock change still carry power from before it (a sensor that
+        # averages and reports late): their ratio to the new clock's profiled power would
+        # overstate the board; only readings all taken after it has settled scale the cap
+        settled = self._since_change >= SETTLE_READINGS + 2
+        expected_w = None if self.profile_power_at is None or not settled \
+            else self.profile_power_at(ran_hz)
         if expected_w is not None and expected_w > 0 and excess_w > 0:
             ask_w = min(ask_w, self.power_cap_w * expected_w / (self.power_cap_w + excess_w))
         return ask_w
@@ -299,6 +318,15 @@ class CapWatchdog:
             self._wait.clear()
             self._under = 0
 
+    def restart(self, power_cap_w: float | None, ceiling_hz: int) -> None:
+        """A new plan (another batch size: a re-plan for the board): what was learnt of each
+        clock's power, and which clocks had to be left, was of the old one; the violations
+        and steps stay in the record."""
+        self.set_cap(power_cap_w, ceiling_hz=ceiling_hz)
+        with self._lock:
+            self._history.clear()
+            self._plan_steps_from = len(self.steps)
+
     def hold(self, reason: str | None) -> None:
         """Record violations without changing the frequency (None: act again)."""
         with self._lock:
@@ -321,8 +349,9 @@ class CapWatchdog:
         """The lowest frequency this watchdog had to leave because of the cap and never got
         back to, if any."""
         with self._lock:
-            left = {s.from_hz for s in self.steps if not s.reason.startswith("headroom")}
-            regained = {s.to_hz for s in self.steps if s.reason.startswith("headroom")}
+            steps = self.steps[self._plan_steps_from:]
+            left = {s.from_hz for s in steps if not s.reason.startswith("headroom")}
+            regained = {s.to_hz for s in steps if s.reason.startswith("headroom")}
             return min(left - regained, default=None)
 
     def finish(self) -> None:
