@@ -322,6 +322,10 @@ def test_unkind_boards_replay_each_seed_on_its_own_draw_and_brute_force_the_fast
                 # plan's choice unless it re-planned for its board (then it may beat the best
                 # single configuration: it adapts to each board)
                 assert len(ours.seed_batch_sizes) == len(ours.seed_knob_values) == 2
+                ends = list(zip(ours.seed_batch_sizes, ours.seed_knob_values, strict=True))
+                # a seed ends elsewhere than the plan exactly where it re-planned
+                assert sum(end != (ours.batch_size, ours.knob_value) for end in ends) \
+                    == ours.board_replans
                 if ours.board_replans == 0:
                     assert set(zip(ours.seed_batch_sizes, ours.seed_knob_values, strict=True)) \
                         == {(ours.batch_size, ours.knob_value)}

@@ -78,8 +78,10 @@ def test_a_hotter_board_is_planned_for_and_goes_on_at_the_new_batch_size(
     assert event.startswith("re-planned for this board")
     assert planned.batch_size is not None and planned.knob_value is not None
     assert (planned.batch_size, planned.knob_value) != (choice.batch_size, choice.knob_value)
+    # the new choice fits the cap on this board's level, as the event states it
+    power_f = 1 + float(event.split(" in time and ")[1].split("%")[0]) / 100
     point = profile.lookup(planned.batch_size, planned.knob_value)
-    assert point is not None and point.peak_power_w * 1.1 <= CAP_W  # fits this board
+    assert power_f > 1.03 and point is not None and point.peak_power_w * power_f <= CAP_W
     # the fixed plan breaks the cap on this board until the watchdog has stepped its clock
     # down; the re-planned run until its board's level is known, then never again, and at
     # the best choice for this board it is faster (r_b = 1: time per sample decides)
@@ -99,6 +101,21 @@ def test_a_run_that_ends_at_a_batch_size_that_missed_pays_its_budget(
                              CAP_W)
     assert planned.time_s is None and planned.energy_j is None
     assert planned.budget_time_s is not None and planned.budget_time_s > 0
+
+
+def test_a_run_that_cannot_meet_the_cap_on_its_board_is_scored_as_missed(
+        profile: ProfileTable) -> None:
+    """A board drawing three times the power at a cap just above the profile's lowest peak:
+    the Session's watchdog stops the run at the lowest clock; the comparison goes on, the
+    seed scored as a run that missed (what it trained is the price), the stop in its events."""
+    runs = _runs({b: 16_384.0 for b in SIZES})
+    cap_w = min(p.peak_power_w for p in profile.points) + 0.15
+    hot = BoardState(power_factor=3.0)
+    planned = replay_planned(runs, SEED, EmulatedDevice("jetson-nano", seed=SEED, board=hot),
+                             PlanSettings(profile=profile, efficiency=_efficiency()), cap_w)
+    assert planned.time_s is None and planned.budget_time_s is not None
+    assert planned.violations and planned.events[-1].startswith("stopped: power")
+    assert "at the lowest frequency" in planned.events[-1]
 
 
 def test_a_choice_without_a_recorded_run_is_refused(profile: ProfileTable) -> None:

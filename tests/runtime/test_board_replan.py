@@ -71,3 +71,20 @@ def test_a_board_as_profiled_or_a_given_batch_size_is_not_planned_again(
         assert session.record is not None
         assert not any(e.startswith("re-planned for this board") for e in session.record.events)
         assert session.batch_size == 64
+
+
+def test_the_watchdog_reads_the_profile_between_its_clocks(profile: ProfileTable) -> None:
+    """What the watchdog compares a board's power with: the profile's peak at the run's batch
+    size, linear between measured clocks (a power limit holds a board between them), nothing
+    outside the row."""
+    session = Session(EmulatedDevice("jetson-nano"), model=MODEL,
+                      planning=PlanSettings(profile=profile, batch_size=64),
+                      cap=CapSettings(power_cap=CAP_W),
+                      device_handling=DeviceHandling(handle_signals=False))
+    row = profile.rows()[64]
+    low, high = row[3], row[4]
+    peak_at = session._guard_part.profile_peak_at
+    assert peak_at(low.knob_value) == pytest.approx(low.peak_power_w)
+    middle = (low.knob_value + high.knob_value) // 2
+    assert peak_at(middle) == pytest.approx((low.peak_power_w + high.peak_power_w) / 2, rel=1e-3)
+    assert peak_at(row[0].knob_value - 1) is None and peak_at(row[-1].knob_value + 1) is None
