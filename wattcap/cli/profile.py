@@ -198,7 +198,7 @@ def profile(
     if knob != "gpu-clock" and (few_points or refresh is not None or cap is not None):
         fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
              "--refresh or --power-cap")
-    _check_rounds(rounds, round_gap_s, few_points or refresh is not None or knob != "gpu-clock")
+    _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
     limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
@@ -267,13 +267,13 @@ def _power_limits(text: str | None) -> list[float] | None:
 
 
 def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool) -> None:
-    """--rounds is 1 or more, only for a clock profile that measures (not --few-points,
-    --refresh, another --knob); --round-gap-s only with rounds to separate, 0 s or more."""
+    """--rounds is 1 or more, only for a profile that measures every point it keeps (not
+    --few-points or --refresh); --round-gap-s only with rounds to separate, 0 s or more."""
     if rounds < 1:
         fail(f"--rounds must be 1 or more, not {rounds}")
     if rounds > 1 and single_round_only:
-        fail("--rounds measures an exhaustive or pruned clock profile: not with --few-points, "
-             "--refresh or another --knob")
+        fail("--rounds measures every point again: not with --few-points (most of its "
+             "points are predicted) or --refresh (it re-measures one frontier)")
     if round_gap_s is not None and (rounds < 2 or round_gap_s < 0):
         fail("--round-gap-s needs --rounds 2 or more and 0 seconds or more")
 
@@ -306,7 +306,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
              rounds: int = 1, round_gap_s: float | None = None) -> None:
     """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
     power mode or power limits; in `rounds` rounds) and write the table."""
-    from wattcap.measure.profile_rounds import profile_in_rounds
+    from wattcap.measure.profile_rounds import profile_in_rounds, sweep_in_rounds
     from wattcap.measure.profiling import Profiler
 
     if knob == "power-limit":
@@ -322,10 +322,12 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
                 int(update.done), _point_detail(update.item, update.detail, cap)),
         )
         try:
-            if knob == "power-mode":
-                table = profiler.run_power_modes()
-            elif knob == "power-limit":
-                table = profiler.run_power_limits(limits_w)
+            if knob in ("power-mode", "power-limit"):
+                result = sweep_in_rounds(dev, (lambda: profiler.run_power_modes())
+                                         if knob == "power-mode"
+                                         else (lambda: profiler.run_power_limits(limits_w)),
+                                         rounds, round_gap_s)
+                table = result.table
             elif rounds > 1:
                 result = profile_in_rounds(profiler, rounds, power_cap_w=cap,
                                            exhaustive=exhaustive, round_gap_s=round_gap_s)
@@ -354,7 +356,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
-    if result is not None:
+    if result is not None and len(result.round_device_s) > 1:
         _print_rounds(result)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)

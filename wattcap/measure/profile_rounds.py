@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wattcap.core.profile import ProfilePoint, ProfileTable
@@ -79,6 +80,35 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
     table = merge_rounds(first, later).model_copy(update={
         "rounds": rounds,
         "profiling_device_s": first.profiling_device_s + sum(round_device_s[1:])})
+    return RoundsResult(table, round_device_s, gap_s)
+
+
+def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: int,
+                    round_gap_s: float | None = None) -> RoundsResult:
+    """A knob profile (every power limit or power mode: `sweep`, which measures every
+    (batch size, knob value) and puts the device back) in `rounds` rounds, the device idle
+    for `round_gap_s` (default `default_round_gap_s`) between them, merged point by point
+    (`merge_rounds`). A sweep is exhaustive, so each round measures the same points."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    gap_s = default_round_gap_s(device) if round_gap_s is None else round_gap_s
+    if gap_s < 0:
+        raise ValueError(f"the gap between rounds must be 0 s or more, not {gap_s:g} s")
+    tables: list[ProfileTable] = []
+    round_device_s: list[float] = []
+    with device.claimed():  # no other run takes the device in a gap
+        for index in range(rounds):
+            if index and gap_s > 0:
+                device.idle(gap_s)
+            start_s = device.now_s()
+            tables.append(sweep())
+            round_device_s.append(device.now_s() - start_s)
+    first = tables[0]
+    if rounds == 1:
+        return RoundsResult(first, round_device_s, gap_s)
+    table = merge_rounds(first, [list(t.points) for t in tables[1:]]).model_copy(update={
+        "rounds": rounds,
+        "profiling_device_s": sum(t.profiling_device_s for t in tables)})
     return RoundsResult(table, round_device_s, gap_s)
 
 
