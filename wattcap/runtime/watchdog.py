@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 
-#: readings after a clock change that may still carry power from before it: a sensor that
+#: readings after a clock drop that may still carry power from before it: a sensor that
 #: averages two periods and reports one period late (the unkind emulator's; NVML's instant
 #: field reads about one period) holds the old clock's power for up to three readings
 SETTLE_READINGS = 3
@@ -103,8 +103,9 @@ class CapWatchdog:
     _under: int = 0
     _wait: dict[int, int] = field(default_factory=dict)
     _held: str | None = None
-    #: readings since the clock last changed (by anyone), and the clock they were taken at
-    _since_change: int = 0
+    #: readings since the clock last went down (by anyone; None: it never did), and the clock
+    #: the last reading was taken at
+    _since_drop: int | None = None
     _last_hz: int | None = None
     #: the steps before this index were of an earlier plan (`restart`)
     _plan_steps_from: int = 0
@@ -114,9 +115,11 @@ class CapWatchdog:
             return
         with self._lock:
             current = self.device.run_frequency_hz()
-            if current != self._last_hz:
-                self._since_change, self._last_hz = 0, current
-            self._since_change += 1
+            if self._last_hz is not None and current < self._last_hz:
+                self._since_drop = 0
+            self._last_hz = current
+            if self._since_drop is not None:
+                self._since_drop += 1
             if self.ceiling_hz is None:
                 self.ceiling_hz = current
             self._history.setdefault(current, deque(maxlen=64)).append(reading.power_w)
@@ -230,10 +233,12 @@ class CapWatchdog:
         assert self.power_cap_w is not None
         excess_w = max(excess_w, 0.0)
         ask_w = self.power_cap_w - excess_w
-        # readings soon after a clock change still carry power from before it (a sensor that
-        # averages and reports late): their ratio to the new clock's profiled power would
-        # overstate the board; only readings all taken after it has settled scale the cap
-        settled = self._since_change >= SETTLE_READINGS + 2
+        # readings soon after the clock went down still carry the higher power from before it
+        # (a sensor that averages and reports late): their ratio to the new clock's profiled
+        # power would overstate the board; only readings all taken after the drop has settled
+        # scale the cap (after a rise, or at the start, stale readings understate it: a ratio
+        # from them asks too little, never too much)
+        settled = self._since_drop is None or self._since_drop >= SETTLE_READINGS + 2
         expected_w = None if self.profile_power_at is None or not settled \
             else self.profile_power_at(ran_hz)
         if expected_w is not None and expected_w > 0 and excess_w > 0:
