@@ -157,6 +157,39 @@ def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -
     assert asked[3] == pytest.approx(4.7)
 
 
+def test_the_ratio_waits_for_the_readings_after_a_drop_or_a_new_plan() -> None:
+    """After the clock went down (or a new plan began) the next readings may carry the power
+    from before: the ratio to the profile is taken only from violations whose two readings both
+    came after `SETTLE_READINGS` more; until then the cap less the excess."""
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    asked: list[float] = []
+
+    def fstar(cap_w: float) -> int:
+        asked.append(cap_w)
+        return freqs[-2]
+
+    guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar,
+                        profile_power_at={freqs[-1]: 4.8, freqs[-2]: 4.0}.get)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([5.52, 5.6])  # at the start: nothing dropped, the ratio
+    assert asked == [pytest.approx(5.0 * 4.8 / 5.52)] and device.run_frequency_hz() == freqs[-2]
+    # the drop to freqs[-2]: its first readings may be stale; a violation within them is
+    # answered by the cap less the excess ...
+    sensor([4.9] * (SETTLE_READINGS - 1) + [5.5, 5.6])
+    assert asked[1] == pytest.approx(4.5)
+    # ... and one whose readings both come after them by the ratio
+    device.set_frequency_hz(freqs[-2])
+    guard.set_cap(5.0, ceiling_hz=freqs[-2])
+    sensor([4.9] * (SETTLE_READINGS + 2) + [5.5, 5.6])
+    assert asked[2] == pytest.approx(5.0 * 4.0 / 5.5)
+    # a new plan (a re-plan for the board) starts the wait again, whatever its clock
+    device.set_frequency_hz(freqs[-2])
+    guard.restart(5.0, ceiling_hz=freqs[-2])
+    sensor([5.5, 5.6])
+    assert asked[3] == pytest.approx(4.5)
+
+
 def test_open_violation_is_closed_by_finish() -> None:
     device = EmulatedDevice("jetson-nano")
     guard = CapWatchdog(device, power_cap_w=3.0)

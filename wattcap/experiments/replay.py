@@ -127,7 +127,12 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
     except WatchError as err:
         # the run stopped with the cap unmet (the lowest clock draws more than the cap on this
         # board, the Session's watchdog stops it): it never reaches the target, and what it
-        # trained until then is the price of trying (as a missed run's budget)
+        # trained until then is the price of trying (as a missed run's budget). Any other
+        # failure of the watch (a callback that raised, a silent sensor) is a fault, not a
+        # result.
+        guard = session._guard  # the watchdog whose unmet violation stopped the run
+        if guard is None or err is not guard.unmet:
+            raise
         stopped = f"stopped: {err.message}"
         end_s, energy_j = device.now_s(), meter.energy_j
     record = session.record

@@ -108,7 +108,9 @@ def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: i
         return RoundsResult(first, round_device_s, gap_s)
     table = merge_rounds(first, [list(t.points) for t in tables[1:]]).model_copy(update={
         "rounds": rounds,
-        "profiling_device_s": sum(t.profiling_device_s for t in tables)})
+        # the first round's own count (its sensor-noise window included) and the later
+        # rounds' measuring, as `profile_in_rounds` counts
+        "profiling_device_s": first.profiling_device_s + sum(round_device_s[1:])})
     return RoundsResult(table, round_device_s, gap_s)
 
 

@@ -52,6 +52,8 @@ class Checkpointing:
             extra = {**extra, "gns_vector": session._gns.vector.model_dump(mode="json")}
         if monitor is not None and monitor.board is not None:
             extra = {**extra, "drift_board": monitor.board}
+        if guard is not None and guard.plan_steps_from:
+            extra = {**extra, "watch_plan_steps_from": guard.plan_steps_from}
         return SessionState(
             identity=session.identity, samples=session.samples, steps=session.steps,
             curve=session.curve, device_time_s=session.device_time_s,
@@ -100,7 +102,9 @@ class Checkpointing:
             session._energy_before_j = session._meter.energy_j
         if session._guard is not None:
             session._guard.violations += state.cap_violations
-            session._guard.steps += state.frequency_steps
+            # the steps of plans before a re-plan for the board do not bound this one's
+            session._guard.resume_steps(state.frequency_steps,
+                                        int(state.extra.get("watch_plan_steps_from", 0)))
         session._guard_part.clamps_before = list(state.clock_clamps)
         if session._monitor is not None:
             session._monitor.events += state.drift_events

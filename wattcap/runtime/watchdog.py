@@ -115,9 +115,12 @@ class CapWatchdog:
             return
         with self._lock:
             current = self.device.run_frequency_hz()
-            if self._last_hz is not None and current < self._last_hz:
+            # the clock the board ran this reading at: the one set, or lower where a power
+            # limit or a clamp held it (the readings' power lags behind either)
+            ran_hz = min(current, reading.clock_hz or current)
+            if self._last_hz is not None and ran_hz < self._last_hz:
                 self._since_drop = 0
-            self._last_hz = current
+            self._last_hz = ran_hz
             if self._since_drop is not None:
                 self._since_drop += 1
             if self.ceiling_hz is None:
@@ -315,22 +318,28 @@ class CapWatchdog:
         """A new cap (and the plan's frequency for it): what was learnt about levels under the
         old cap no longer says whether they fit."""
         with self._lock:
-            if self._run:
-                self._close_run()
-            self.power_cap_w = power_cap_w
-            self.ceiling_hz = ceiling_hz
-            self._typical_w.clear()
-            self._wait.clear()
-            self._under = 0
+            self._set_cap_locked(power_cap_w, ceiling_hz)
+
+    def _set_cap_locked(self, power_cap_w: float | None, ceiling_hz: int | None) -> None:
+        if self._run:
+            self._close_run()
+        self.power_cap_w = power_cap_w
+        self.ceiling_hz = ceiling_hz
+        self._typical_w.clear()
+        self._wait.clear()
+        self._under = 0
 
     def restart(self, power_cap_w: float | None, ceiling_hz: int) -> None:
         """A new plan (another batch size: a re-plan for the board): what was learnt of each
         clock's power, and which clocks had to be left, was of the old one; the violations
         and steps stay in the record."""
-        self.set_cap(power_cap_w, ceiling_hz=ceiling_hz)
         with self._lock:
+            self._set_cap_locked(power_cap_w, ceiling_hz)
             self._history.clear()
             self._plan_steps_from = len(self.steps)
+            # the next readings still carry the old batch size's power, which the profile's
+            # points at the new one do not explain: no power ratio until they have passed
+            self._since_drop = 0
 
     def hold(self, reason: str | None) -> None:
         """Record violations without changing the frequency (None: act again)."""
@@ -349,6 +358,17 @@ class CapWatchdog:
         with self._lock:
             self.ceiling_hz = ceiling_hz
             self._under = 0
+
+    @property
+    def plan_steps_from(self) -> int:
+        """How many of `steps` were of earlier plans (a run's checkpoint keeps it)."""
+        return self._plan_steps_from
+
+    def resume_steps(self, steps: list[FrequencyStep], plan_steps_from: int) -> None:
+        """A resumed run's earlier steps, and how many of them were of earlier plans."""
+        with self._lock:
+            self.steps += steps
+            self._plan_steps_from = plan_steps_from
 
     def lowest_infeasible_hz(self) -> int | None:
         """The lowest frequency this watchdog had to leave because of the cap and never got
