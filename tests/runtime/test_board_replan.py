@@ -88,3 +88,34 @@ def test_the_watchdog_reads_the_profile_between_its_clocks(profile: ProfileTable
     middle = (low.knob_value + high.knob_value) // 2
     assert peak_at(middle) == pytest.approx((low.peak_power_w + high.peak_power_w) / 2, rel=1e-3)
     assert peak_at(row[0].knob_value - 1) is None and peak_at(row[-1].knob_value + 1) is None
+
+
+def test_a_resumed_run_keeps_its_new_plans_watch(profile: ProfileTable, tmp_path) -> None:
+    """A checkpoint written after the re-plan for the board: the resumed run's watchdog counts
+    the old plan's clock steps as the old plan's (they do not bound the new one's clocks)."""
+    import torch
+
+    def run(seconds: float) -> Session:
+        device = EmulatedDevice("jetson-nano", board=BoardState(power_factor=HOT))
+        model = torch.nn.Linear(2, 2)
+        session = Session(device, model=MODEL, planning=PlanSettings(profile=profile),
+                          cap=CapSettings(power_cap=CAP_W), checkpoint=tmp_path / "ckpt",
+                          device_handling=DeviceHandling(handle_signals=False))
+        with session:
+            session.attach(model, torch.optim.SGD(model.parameters(), lr=0.1))
+            while device.now_s() < seconds:
+                with session.step():
+                    pass
+                if session.steps % 50 == 0:
+                    session.report(0.0)  # a re-plan happens at a report; so does a checkpoint
+            session.save_checkpoint()
+        return session
+
+    first = run(10.0)
+    assert first.record is not None and first.record.frequency_steps  # the old plan's
+    assert any(e.startswith("re-planned for this board") for e in first.record.events)
+    assert first._guard is not None and first._guard.plan_steps_from > 0
+    resumed = run(12.0)
+    assert resumed._guard is not None
+    assert resumed._guard.plan_steps_from == first._guard.plan_steps_from
+    assert resumed._guard.lowest_infeasible_hz() is None
