@@ -40,6 +40,12 @@ __all__ = [
 SETTLE_READINGS = 3
 
 
+def _ran_hz(set_hz: int, reading: PowerReading) -> int:
+    """The clock the board ran a reading at: the one set, or the lower one it reported (a
+    power limit or a clamp holding it)."""
+    return min(set_hz, reading.clock_hz or set_hz)
+
+
 @dataclass
 class CapWatchdog:
     """Keeps the cap: steps the frequency down one level when power stays above the cap for
@@ -117,7 +123,7 @@ class CapWatchdog:
             current = self.device.run_frequency_hz()
             # the clock the board ran this reading at: the one set, or lower where a power
             # limit or a clamp held it (the readings' power lags behind either)
-            ran_hz = min(current, reading.clock_hz or current)
+            ran_hz = _ran_hz(current, reading)
             if self._last_hz is not None and ran_hz < self._last_hz:
                 self._since_drop = 0
             self._last_hz = ran_hz
@@ -185,8 +191,7 @@ class CapWatchdog:
             if self.frequency_for_cap is not None:
                 # where the board ran under the clock set (a hardware power limit holding
                 # it, a throttle), its power is compared with the profile at the clock it ran
-                ran_hz = reading.clock_hz if reading.clock_hz is not None \
-                    and reading.clock_hz < current else current
+                ran_hz = _ran_hz(current, reading)
                 target = self.frequency_for_cap(self._cap_to_ask(ran_hz, excess_w))
             jump = target is not None and target < current and target in lower
             to_hz = target if jump and target is not None else lower[-1]
