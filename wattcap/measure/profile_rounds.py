@@ -38,6 +38,17 @@ def default_round_gap_s(device: Device) -> float:
     return DEFAULT_ROUND_GAP_S if device.timing_needs_real_work else 0.0
 
 
+def _checked_gap_s(device: Device, rounds: int, round_gap_s: float | None) -> float:
+    """The gap between rounds (`default_round_gap_s` unless given); ValueError for fewer than
+    one round or a negative gap."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    gap_s = default_round_gap_s(device) if round_gap_s is None else round_gap_s
+    if gap_s < 0:
+        raise ValueError(f"the gap between rounds must be 0 s or more, not {gap_s:g} s")
+    return gap_s
+
+
 @dataclass(frozen=True)
 class RoundsResult:
     """A profile measured in rounds, and how long each round took."""
@@ -57,12 +68,8 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
     the rounds point by point (`merge_rounds`). One round is `Profiler.run` itself. The device
     stays claimed from the first round to the last; the merged table's `profiling_device_s`
     counts the rounds' measuring, not the idle gaps."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, not {rounds}")
     device = profiler.device
-    gap_s = default_round_gap_s(device) if round_gap_s is None else round_gap_s
-    if gap_s < 0:
-        raise ValueError(f"the gap between rounds must be 0 s or more, not {gap_s:g} s")
+    gap_s = _checked_gap_s(device, rounds, round_gap_s)
     later: list[list[ProfilePoint]] = []
     with device.claimed():  # no other run takes the device in a gap
         start_s = device.now_s()
@@ -89,11 +96,7 @@ def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: i
     (batch size, knob value) and puts the device back) in `rounds` rounds, the device idle
     for `round_gap_s` (default `default_round_gap_s`) between them, merged point by point
     (`merge_rounds`). A sweep is exhaustive, so each round measures the same points."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1, not {rounds}")
-    gap_s = default_round_gap_s(device) if round_gap_s is None else round_gap_s
-    if gap_s < 0:
-        raise ValueError(f"the gap between rounds must be 0 s or more, not {gap_s:g} s")
+    gap_s = _checked_gap_s(device, rounds, round_gap_s)
     tables: list[ProfileTable] = []
     round_device_s: list[float] = []
     with device.claimed():  # no other run takes the device in a gap
