@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from wattcap.devices import get_device
+from wattcap.devices import get_device, load_spec
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.emulated_board import (
     HOST_SPREAD,
@@ -100,6 +100,39 @@ def test_a_lagging_windowed_sensor_reads_the_past() -> None:
     assert idle_w + 0.2 < readings["lagging"][then] < readings["kind"][then] - 0.2
     # under steady load both read the same level
     assert readings["lagging"][1.9] == pytest.approx(readings["kind"][1.9], abs=0.3)
+
+
+def test_the_ground_truth_is_the_power_of_each_period_without_lag_or_noise() -> None:
+    """`true_period_w` (the benches' ground truth) reads the load from its first period, where
+    the lagging sensor still reads idle, and equals a noise-free kind sensor's readings."""
+    state = BoardState(sensor_window_periods=2.0, sensor_lag_periods=1.0, label="test")
+    quiet = load_spec("jetson-nano").model_copy(update={"sensor_noise_w": 0.0})
+    truths: dict[str, list[tuple[float, float]]] = {}
+    kind_readings: dict[float, float] = {}
+    for name, board in (("kind", None), ("lagging", state)):
+        device = EmulatedDevice(quiet, board=board)
+        device.true_period_w = []
+        def keep(reading, record=board is None) -> None:  # noqa: ANN001
+            if record:
+                kind_readings[round(reading.time_s, 3)] = reading.power_w
+
+        with device.sensor_ticks(keep):
+            device.idle(1.0)
+            cost = _cost(device, "digits32-cnn", 32)
+            while device.now_s() < 2.0:
+                _step_s(device, cost)
+        truths[name] = device.true_period_w
+    assert truths["kind"] and len(truths["kind"]) == len(kind_readings)
+    for tick_s, power_w in truths["kind"]:
+        assert power_w == pytest.approx(kind_readings[round(tick_s, 3)], rel=1e-9)
+    # the truth does not lag: the first period of load reads as load on the lagging board too
+    period_s = EmulatedDevice("jetson-nano").sensor_period_s
+    lagging = {round(t, 3): w for t, w in truths["lagging"]}
+    first = round(1.0 + period_s, 3)
+    assert lagging[first] == pytest.approx(kind_readings[first], rel=0.05)
+    assert lagging[first] > kind_readings[1.0] + 0.5
+    # nothing is recorded unless asked for
+    assert EmulatedDevice("jetson-nano").true_period_w is None
 
 
 def test_a_power_limit_is_overshot_by_an_unkind_board() -> None:

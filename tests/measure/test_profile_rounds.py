@@ -16,8 +16,10 @@ from wattcap.core.progress import JobProgress
 from wattcap.devices import EmulatedDevice
 from wattcap.devices.emulated import Drift
 from wattcap.measure.profile_rounds import (
+    DEFAULT_REAL_ROUNDS,
     DEFAULT_ROUND_GAP_S,
     default_round_gap_s,
+    default_rounds,
     merge_point,
     profile_in_rounds,
 )
@@ -134,6 +136,29 @@ def test_a_steady_board_has_no_spread_between_rounds_and_no_default_gap() -> Non
         profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 0)
 
 
+class MeasuredInRealTime(EmulatedDevice):
+    """The emulated Nano as a device whose time is measured, not modelled (only what decides
+    the default rounds reads this flag)."""
+
+    timing_needs_real_work = True
+
+
+def test_real_hardware_measures_two_rounds_by_default_the_emulator_one() -> None:
+    assert default_rounds(EmulatedDevice("jetson-nano")) == 1
+    assert default_rounds(MeasuredInRealTime("jetson-nano")) == DEFAULT_REAL_ROUNDS >= 2
+
+
+def test_later_rounds_are_left_out_where_the_first_took_longer_than_allowed() -> None:
+    device = EmulatedDevice("jetson-nano")
+    long = profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 2, exhaustive=True,
+                             max_first_round_s=1e-3)
+    assert len(long.round_device_s) == 1 and long.table.rounds == 1
+    assert long.skipped is not None and "--rounds 2 measures them anyway" in long.skipped
+    short = profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 2, exhaustive=True,
+                              max_first_round_s=1e6)
+    assert len(short.round_device_s) == 2 and short.table.rounds == 2 and short.skipped is None
+
+
 runner = CliRunner()
 
 
@@ -149,6 +174,33 @@ def test_the_cli_profiles_in_rounds_and_says_how_long_they_took(tmp_path: Path) 
     assert "2 rounds took" in result.output and "0 s idle between rounds" in result.output
     table = ProfileTable.load(out)
     assert table.rounds == 2 and all(p.rounds == 2 for p in table.points)
+
+
+def test_the_cli_measures_one_round_on_the_emulator_unless_told(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    result = _invoke("--power-cap", "4", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "rounds" not in result.output
+    assert ProfileTable.load(out).rounds == 1
+
+
+def test_the_cli_says_when_the_default_measures_rounds_and_when_it_leaves_one_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default's wording, on the emulator standing in for real hardware (its default made
+    real hardware's): it says it measures two rounds, and says so when the first took long."""
+    import wattcap.measure.profile_rounds as rounds_module
+
+    monkeypatch.setattr(rounds_module, "default_rounds", lambda device: 2)
+    result = _invoke("--power-cap", "4", "--out", tmp_path / "two.json")
+    assert result.exit_code == 0, result.output
+    assert "measuring every point in 2 rounds" in " ".join(result.output.split())
+    assert "2 rounds took" in result.output
+    assert ProfileTable.load(tmp_path / "two.json").rounds == 2
+    monkeypatch.setattr(rounds_module, "DEFAULT_ROUNDS_MAX_FIRST_S", 1e-3)
+    result = _invoke("--power-cap", "4", "--out", tmp_path / "one.json")
+    assert result.exit_code == 0, result.output
+    assert "one round only" in " ".join(result.output.split())
+    assert ProfileTable.load(tmp_path / "one.json").rounds == 1
 
 
 def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path: Path) -> None:

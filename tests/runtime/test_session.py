@@ -357,16 +357,20 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
     original = {name: board.read(name) for name in SETTINGS}
     out = tmp_path / "jetson.json"
     # The fake rail reads 2 W at every frequency: under a 5 W cap the pruned search climbs
-    # the whole row of the one batch size.
+    # the whole row of the one batch size; real hardware measures 2 rounds by default (here
+    # without the minute between them)
     result = CliRunner().invoke(app, ["profile", "--device", "jetson", "--model", "digits-cnn",
                                       "--batch-sizes", "4", "--power-cap", "5",
-                                      "--out", str(out)])
+                                      "--round-gap-s", "0", "--out", str(out)],
+                                env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
+    assert "measuring every point in 2 rounds, 0 s apart" in result.output
     profile = ProfileTable.load(out)
+    assert profile.rounds == 2 and all(p.rounds == 2 for p in profile.points)
     assert profile.device == "jetson-nano" and profile.device_kind == "jetson"
     assert profile.power_mode == "MAXN" and profile.sensor_rail == "POM_5V_IN"
     assert [p.knob_value for p in profile.points] == NANO_FREQUENCIES_HZ
-    assert spy.modules == ["cuda"]
+    assert spy.modules == ["cuda", "cuda"]  # each round builds its steps on the GPU
     assert {name: board.read(name) for name in SETTINGS} == original
 
 

@@ -11,7 +11,7 @@ from wattcap.core.profile import ProfileTable
 from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import DeviceError, EmulatedDevice, PowerReading, load_spec
 from wattcap.measure.profiling import Profiler
-from wattcap.runtime.watchdog import SETTLE_READINGS, CapWatchdog
+from wattcap.runtime.watchdog import SETTLE_READINGS, SINGLE_READING_SIGMAS, CapWatchdog
 from wattcap.train.loop import TrainConfig, train_to_accuracy
 
 MODEL = "digits32-cnn"
@@ -94,6 +94,34 @@ def test_two_consecutive_readings_make_one_decision_each() -> None:
     assert violation.readings == 4
     assert violation.duration_s == pytest.approx(3 * period_s)
     assert violation.max_power_w == 5.6
+
+
+def test_one_reading_beyond_the_sensors_noise_is_decided_at_once() -> None:
+    """A reading over the cap by more than SINGLE_READING_SIGMAS of the sensor's noise is not
+    noise: waiting for a second reading (which a lagging sensor fills with the old power) would
+    leave the board over the cap a period longer. Within the noise, the second still decides."""
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    noise_w = 0.05
+    guard = CapWatchdog(device, power_cap_w=5.0, sensor_noise_w=noise_w)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.0, 5.0 + 0.9 * SINGLE_READING_SIGMAS * noise_w])  # within the noise: waits
+    assert guard.steps == [] and device.run_frequency_hz() == freqs[-1]
+    sensor([4.0, 5.0 + 1.1 * SINGLE_READING_SIGMAS * noise_w])  # beyond it: at once
+    assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[-2])]
+    # the readings right after the step may still carry the old power: they do not decide
+    # alone (no second step from a stale reading), two in a row still do
+    sensor([5.3])
+    assert len(guard.steps) == 1
+    sensor([5.3])
+    assert [(s.from_hz, s.to_hz) for s in guard.steps][-1] == (freqs[-2], freqs[-3])
+    # once the drop has settled, one reading beyond the noise decides again
+    sensor([4.0] * (SETTLE_READINGS + 1) + [5.3])
+    assert [(s.from_hz, s.to_hz) for s in guard.steps][-1] == (freqs[-3], freqs[-4])
+    # without the sensor's noise every violation waits for its second reading, as before
+    quiet = CapWatchdog(EmulatedDevice("jetson-nano"), power_cap_w=5.0)
+    Sensor(quiet, device.sensor_period_s)([4.0, 6.0])
+    assert quiet.steps == []
 
 
 def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:

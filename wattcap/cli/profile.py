@@ -160,12 +160,13 @@ def profile(
     input_shape: InputShapeOpt = None,
     num_classes: NumClassesOpt = None,
     vocab_size: VocabSizeOpt = None,
-    rounds: Annotated[int, typer.Option(
+    rounds: Annotated[int | None, typer.Option(
         help="Measure every point in this many rounds, apart in time, and merge them: time "
         "per sample the mean, its spread the larger of one window's error and the spread "
         "between rounds (what plans read for their margin and near ties), peak power the "
-        "largest. On real hardware at least 2 rounds are recommended where the time allows. "
-        "Not with --few-points, --refresh or another --knob.")] = 1,
+        "largest. Default: 2 on real hardware (1 where the first round took over 15 minutes, "
+        "said so), 1 on an emulated device. Not with --few-points or --refresh.",
+        show_default=False)] = None,
     round_gap_s: Annotated[float | None, typer.Option(
         help="With --rounds: seconds the device idles between rounds (default 60 on real "
         "hardware; 0 on an emulated device, whose virtual clock changes nothing while it "
@@ -198,7 +199,8 @@ def profile(
     if knob != "gpu-clock" and (few_points or refresh is not None or cap is not None):
         fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
              "--refresh or --power-cap")
-    _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
+    if rounds is not None:
+        _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
     limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
@@ -208,6 +210,12 @@ def profile(
                          drift=parse_drift(drift))
     except (KeyError, ValueError, DeviceError) as err:
         fail(str(err).strip("'\""))
+    rounds_by_default = rounds is None
+    if rounds is None:
+        from wattcap.measure.profile_rounds import default_rounds
+
+        rounds = 1 if few_points or refresh is not None else default_rounds(dev)
+        _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
     if previous is not None:
         from wattcap.models import model_fingerprint
 
@@ -222,7 +230,8 @@ def profile(
     else:
         assert out is not None
         _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points,
-                 knob=knob, limits_w=limits_w, rounds=rounds, round_gap_s=round_gap_s)
+                 knob=knob, limits_w=limits_w, rounds=rounds, round_gap_s=round_gap_s,
+                 rounds_by_default=rounds_by_default)
 
 
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
@@ -303,11 +312,27 @@ def _what_is_measured(dev: Device, sizes: tuple[int, ...], cap: float | None,
 def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: float | None,
              exhaustive: bool, few_points: bool, max_points: int | None,
              knob: str = "gpu-clock", limits_w: list[float] | None = None,
-             rounds: int = 1, round_gap_s: float | None = None) -> None:
+             rounds: int = 1, round_gap_s: float | None = None,
+             rounds_by_default: bool = False) -> None:
     """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
-    power mode or power limits; in `rounds` rounds) and write the table."""
-    from wattcap.measure.profile_rounds import profile_in_rounds, sweep_in_rounds
+    power mode or power limits; in `rounds` rounds, the later ones left out where the default
+    asked for them and the first took long) and write the table."""
+    from wattcap.measure.profile_rounds import (
+        DEFAULT_ROUNDS_MAX_FIRST_S,
+        default_round_gap_s,
+        profile_in_rounds,
+        sweep_in_rounds,
+    )
     from wattcap.measure.profiling import Profiler
+
+    max_first_s = DEFAULT_ROUNDS_MAX_FIRST_S if rounds_by_default else None
+    if rounds_by_default and rounds > 1:
+        gap_s = default_round_gap_s(dev) if round_gap_s is None else round_gap_s
+        console.print(f"measuring every point in {rounds} rounds, {gap_s:g} s apart: the "
+                      "default on real hardware (the spread between rounds sets the plans' "
+                      "margin and what they call within noise; one round only where the first "
+                      f"takes over {DEFAULT_ROUNDS_MAX_FIRST_S / 60:.0f} min); --rounds 1 "
+                      "measures one", highlight=False)
 
     if knob == "power-limit":
         emulate_power_limit(dev)
@@ -326,11 +351,12 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
                 result = sweep_in_rounds(dev, (lambda: profiler.run_power_modes())
                                          if knob == "power-mode"
                                          else (lambda: profiler.run_power_limits(limits_w)),
-                                         rounds, round_gap_s)
+                                         rounds, round_gap_s, max_first_s)
                 table = result.table
             elif rounds > 1:
                 result = profile_in_rounds(profiler, rounds, power_cap_w=cap,
-                                           exhaustive=exhaustive, round_gap_s=round_gap_s)
+                                           exhaustive=exhaustive, round_gap_s=round_gap_s,
+                                           max_first_round_s=max_first_s)
                 table = result.table
             else:
                 table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
@@ -358,6 +384,8 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
     )
     if result is not None and len(result.round_device_s) > 1:
         _print_rounds(result)
+    if result is not None and result.skipped is not None:
+        console.print(f"[yellow]note:[/] {escape(result.skipped)}", highlight=False)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()

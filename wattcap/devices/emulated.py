@@ -116,6 +116,10 @@ class EmulatedDevice(Device):
         self._segments: deque[tuple[float, float, float]] = deque()
         self._last_reading: PowerReading | None = None
         self.true_energy_j = 0.0
+        #: where set to a list, each sensor tick appends (tick time, the power the board really
+        #: drew over the period that ends there): no noise, no window, no lag. Ground truth for
+        #: benches (how long a cap was really exceeded); nothing in wattcap reads it
+        self.true_period_w: list[tuple[float, float]] | None = None
         self.frequency_log: list[tuple[float, int]] = []
 
     @property
@@ -438,21 +442,28 @@ class EmulatedDevice(Device):
         self._clock_s += seconds
         self.true_energy_j += seconds * power_w
 
+    def _true_average_w(self, start_s: float, end_s: float) -> float:
+        """The board's mean power over [start_s, end_s] (the segments still held)."""
+        energy = covered = 0.0
+        for seg_start, seg_end, power in self._segments:
+            overlap = min(seg_end, end_s) - max(seg_start, start_s)
+            if overlap > 0:
+                energy += overlap * power
+                covered += overlap
+        return energy / covered if covered > 0 else self.idle_power_w()
+
     def _tick(self) -> None:
         tick_s = self._next_tick_s
         period_s = self.spec.sensor_period_s
         # the reading averages its window, which ends `lag` before the tick (kind: the period)
         window_end = tick_s - self.board.sensor_lag_periods * period_s
         window_start = window_end - self.board.sensor_window_periods * period_s
-        while self._segments and self._segments[0][1] <= window_start:
+        keep_from_s = min(window_start, tick_s - period_s)  # the ground truth's period too
+        while self._segments and self._segments[0][1] <= keep_from_s:
             self._segments.popleft()
-        energy = covered = 0.0
-        for start, end, power in self._segments:
-            overlap = min(end, window_end) - max(start, window_start)
-            if overlap > 0:
-                energy += overlap * power
-                covered += overlap
-        average_w = energy / covered if covered > 0 else self.idle_power_w()
+        average_w = self._true_average_w(window_start, window_end)
+        if self.true_period_w is not None:
+            self.true_period_w.append((tick_s, self._true_average_w(tick_s - period_s, tick_s)))
         noisy_w = max(0.0, average_w + self._rng.gauss(0.0, self.spec.sensor_noise_w))
         if self.heat is not None:
             self.heat.on_period(tick_s)

@@ -32,6 +32,23 @@ from wattcap.measure.profiling import Profiler
 DEFAULT_ROUND_GAP_S = 60.0
 
 
+#: rounds a profile measures on real hardware when --rounds is not given: a second round is
+#: what shows a point's spread between windows minutes apart (1 on the emulator, whose board
+#: is the same draw in every round of one profile)
+DEFAULT_REAL_ROUNDS = 2
+
+#: device seconds of a first round beyond which the default's later rounds are left out (said
+#: so): a profile that took longer is already a visible share of most training runs, and a
+#: second round doubles it; `--rounds 2` still asks for it
+DEFAULT_ROUNDS_MAX_FIRST_S = 900.0
+
+
+def default_rounds(device: Device) -> int:
+    """The rounds a profile measures on `device` unless told: `DEFAULT_REAL_ROUNDS` on real
+    hardware, 1 on a device whose time is modelled (the emulator)."""
+    return DEFAULT_REAL_ROUNDS if device.timing_needs_real_work else 1
+
+
 def default_round_gap_s(device: Device) -> float:
     """The gap between rounds on `device`: 0 where its time is modelled on a virtual clock (the
     emulator: idling changes nothing), `DEFAULT_ROUND_GAP_S` on real hardware."""
@@ -58,16 +75,28 @@ class RoundsResult:
     round_device_s: list[float]
     #: idle seconds between consecutive rounds
     gap_s: float
+    #: why later rounds were left out (the first took longer than the caller allowed), or None
+    skipped: str | None = None
+
+
+def _later_rounds_skipped(rounds: int, first_s: float, max_first_s: float | None) -> str | None:
+    """Why the rounds after the first are left out: it took longer than `max_first_s`."""
+    if rounds < 2 or max_first_s is None or first_s <= max_first_s:
+        return None
+    return (f"one round only: it took {first_s / 60:.1f} min of device time, more than the "
+            f"{max_first_s / 60:.0f} min a default second round is measured after (it would "
+            f"double the profile's cost); --rounds {rounds} measures them anyway")
 
 
 def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None = None,
                       exhaustive: bool = False, round_gap_s: float | None = None,
-                      ) -> RoundsResult:
+                      max_first_round_s: float | None = None) -> RoundsResult:
     """Profile (exhaustive, or pruned for `power_cap_w`, as `Profiler.run`) in `rounds` rounds,
     the device idle for `round_gap_s` (default `default_round_gap_s`) between them, and merge
     the rounds point by point (`merge_rounds`). One round is `Profiler.run` itself. The device
     stays claimed from the first round to the last; the merged table's `profiling_device_s`
-    counts the rounds' measuring, not the idle gaps."""
+    counts the rounds' measuring, not the idle gaps. Where the first round took longer than
+    `max_first_round_s` of device time the later ones are left out (`RoundsResult.skipped`)."""
     device = profiler.device
     gap_s = _checked_gap_s(device, rounds, round_gap_s)
     later: list[list[ProfilePoint]] = []
@@ -75,6 +104,9 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
         start_s = device.now_s()
         first = profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive)
         round_device_s = [device.now_s() - start_s]
+        skipped = _later_rounds_skipped(rounds, round_device_s[0], max_first_round_s)
+        if skipped is not None:
+            return RoundsResult(first, round_device_s, gap_s, skipped)
         measured = [p for p in first.points if not p.predicted]
         for _ in range(rounds - 1):
             if gap_s > 0:
@@ -91,14 +123,17 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
 
 
 def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: int,
-                    round_gap_s: float | None = None) -> RoundsResult:
+                    round_gap_s: float | None = None, max_first_round_s: float | None = None,
+                    ) -> RoundsResult:
     """A knob profile (every power limit or power mode: `sweep`, which measures every
     (batch size, knob value) and puts the device back) in `rounds` rounds, the device idle
     for `round_gap_s` (default `default_round_gap_s`) between them, merged point by point
-    (`merge_rounds`). A sweep is exhaustive, so each round measures the same points."""
+    (`merge_rounds`). A sweep is exhaustive, so each round measures the same points. Where the
+    first round took longer than `max_first_round_s` the later ones are left out."""
     gap_s = _checked_gap_s(device, rounds, round_gap_s)
     tables: list[ProfileTable] = []
     round_device_s: list[float] = []
+    skipped = None
     with device.claimed():  # no other run takes the device in a gap
         for index in range(rounds):
             if index and gap_s > 0:
@@ -106,9 +141,12 @@ def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: i
             start_s = device.now_s()
             tables.append(sweep())
             round_device_s.append(device.now_s() - start_s)
+            skipped = _later_rounds_skipped(rounds, round_device_s[0], max_first_round_s)
+            if skipped is not None:
+                break
     first = tables[0]
-    if rounds == 1:
-        return RoundsResult(first, round_device_s, gap_s)
+    if len(tables) == 1:
+        return RoundsResult(first, round_device_s, gap_s, skipped)
     table = merge_rounds(first, [list(t.points) for t in tables[1:]]).model_copy(update={
         "rounds": rounds,
         # the first round's own count (its sensor-noise window included) and the later

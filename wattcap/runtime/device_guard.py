@@ -236,6 +236,8 @@ class DeviceGuard:
             session._guard = CapWatchdog(device, session.power_cap_w,
                                          frequency_for_cap=self.fstar_for_cap,
                                          profile_power_at=self.profile_peak_at,
+                                         sensor_noise_w=None if session.profile is None
+                                         else session.profile.power_noise_w,
                                          knob_for_cap=None if session.knob_kind == "gpu_clock"
                                          else self.knob_for_cap,
                                          stop_at_floor=session.cap_source is None)

@@ -5,7 +5,8 @@ It is a sensor-tick callback (`Device.sensor_ticks`), so it acts on every backen
 included: from a polling thread on real hardware, from the virtual clock on the emulator.
 
 * `CapWatchdog` keeps the cap: two consecutive readings above it (power above the cap for
-  longer than one sensor period) step the GPU frequency down one level, and every run of
+  longer than one sensor period), or one above it by more than the sensor's noise explains,
+  step the GPU frequency down, and every run of
   readings above the cap is recorded as a `CapViolation`. Where it cannot step down (the
   lowest clock already, or the device refuses) the run stops (`unmet`) rather than go on
   over the cap.
@@ -39,6 +40,13 @@ __all__ = [
 #: field reads about one period) holds the old clock's power for up to three readings
 SETTLE_READINGS = 3
 
+#: a single reading over the cap by more than this many standard deviations of the sensor's own
+#: noise (the profile's `power_noise_w`) is not noise: it is decided at once instead of waiting
+#: for the next reading, which on a sensor that averages and lags would still show the old
+#: power (three readings over the cap where two suffice); 3 sigma: one reading in ~740 of pure
+#: noise, and the plan keeps its margin below the cap besides
+SINGLE_READING_SIGMAS = 3.0
+
 
 def _ran_hz(set_hz: int, reading: PowerReading) -> int:
     """The clock the board ran a reading at: the one set, or the lower one it reported (a
@@ -51,8 +59,10 @@ class CapWatchdog:
     """Keeps the cap: steps the frequency down one level when power stays above the cap for
     longer than one sensor period (two consecutive readings), and records every violation. A
     single reading over the cap is noise until the next one confirms it, but it is still
-    recorded: the cap is never exceeded silently. Each further reading above the cap steps down
-    one more level, so a violation lasts one sensor period per level needed to get back under.
+    recorded: the cap is never exceeded silently; one over the cap by more than
+    `SINGLE_READING_SIGMAS` of the sensor's noise (`sensor_noise_w`) is decided at once. Each
+    further confirmed violation steps down again, so a violation lasts one or two sensor
+    periods per decision needed to get back under.
 
     Hysteresis: a step-down caused by a transient (a noise spike, a burst of work) should not
     slow the rest of the run. After `recovery_readings` consecutive readings under the cap, the
@@ -94,6 +104,10 @@ class CapWatchdog:
     #: (less the excess seen) where it draws less than the value in force, and says what it
     #: did (None: nothing to move to; the clock then steps down a level)
     knob_for_cap: Callable[[float], str | None] | None = None
+    #: the sensor's noise (one standard deviation, W; the profile's): a single reading over the
+    #: cap by more than `SINGLE_READING_SIGMAS` of it is a confirmed violation (None: every
+    #: violation waits for a second reading)
+    sensor_noise_w: float | None = None
     #: a confirmed violation at the lowest clock stops the run (False under a moving cap,
     #: whose follower pauses the run where the cap falls below every configuration)
     stop_at_floor: bool = True
@@ -136,12 +150,15 @@ class CapWatchdog:
                 self._under = 0
                 self._run.append(reading)
                 # confirmed: two readings in a row over the cap since the last decision (one
-                # decision per violation; a clock that still breaks it needs two new readings)
-                if len(self._run) - self._decided >= 2:
-                    # what both confirming readings were over by: the plan's choice for the
-                    # cap less that much is what draws little enough (a single spike in the run
-                    # does not count)
-                    excess_w = min(r.power_w for r in self._run[-2:]) - self.power_cap_w
+                # decision per violation; a clock that still breaks it needs two new readings),
+                # or one reading beyond the sensor's noise (`_beyond_noise`)
+                new_readings = len(self._run) - self._decided
+                if new_readings >= 2 or (new_readings == 1 and self._beyond_noise(reading)):
+                    # what the confirming readings were over by: the plan's choice for the cap
+                    # less that much is what draws little enough (a single spike in a run of
+                    # two does not count)
+                    excess_w = min(r.power_w for r in self._run[-new_readings:][-2:]) \
+                        - self.power_cap_w
                     self._decided = len(self._run)
                     if self._held is None:
                         self._step_down(reading, excess_w)
@@ -154,6 +171,17 @@ class CapWatchdog:
             self._under += 1
             if self._held is None:
                 self._maybe_step_up(reading, current)
+
+    def _beyond_noise(self, reading: PowerReading) -> bool:
+        """Whether one reading is over the cap by more than the sensor's noise explains, and
+        was taken after the last clock drop settled (a reading that may still carry the power
+        from before a step down waits for a second, as before: one step per violation)."""
+        if self.sensor_noise_w is None or self.sensor_noise_w <= 0:
+            return False
+        assert self.power_cap_w is not None
+        settled = self._since_drop is None or self._since_drop > SETTLE_READINGS
+        return settled and reading.power_w > \
+            self.power_cap_w + SINGLE_READING_SIGMAS * self.sensor_noise_w
 
     def _step_down(self, reading: PowerReading, excess_w: float = 0.0) -> None:
         assert self.power_cap_w is not None
