@@ -88,11 +88,13 @@ def true_violations(outcome: Outcome, cap_w: float) -> list[tuple[float, int]]:
 
 
 def unreported(outcome: Outcome, cap_w: float) -> int:
-    """True over-cap runs with no violation recorded from their start to three periods after
-    their end (the readings may lag that far)."""
-    starts = [v.start_s for v in outcome.record.cap_violations]
-    return sum(not any(start_s - outcome.period_s <= s <= start_s + (periods + 3)
-                       * outcome.period_s for s in starts)
+    """True over-cap runs that no recorded violation overlaps, from a period before their
+    first period to three after their last (the readings may lag that far; one run of readings
+    over the cap may cover two true runs a short dip apart)."""
+    period_s = outcome.period_s
+    spans = [(v.start_s, v.start_s + v.duration_s) for v in outcome.record.cap_violations]
+    return sum(not any(first_s <= start_s + (periods + 3) * period_s
+                       and last_s >= start_s - period_s for first_s, last_s in spans)
                for start_s, periods in true_violations(outcome, cap_w))
 
 

@@ -109,7 +109,9 @@ def test_the_ground_truth_is_the_power_of_each_period_without_lag_or_noise() -> 
     quiet = load_spec("jetson-nano").model_copy(update={"sensor_noise_w": 0.0})
     truths: dict[str, list[tuple[float, float]]] = {}
     kind_readings: dict[float, float] = {}
-    for name, board in (("kind", None), ("lagging", state)):
+    # a sensor whose window is shorter than its period keeps less of the past than the truth
+    short = BoardState(sensor_window_periods=0.5, sensor_lag_periods=0.0, label="short")
+    for name, board in (("kind", None), ("lagging", state), ("short", short)):
         device = EmulatedDevice(quiet, board=board)
         device.true_period_w = []
         def keep(reading, record=board is None) -> None:  # noqa: ANN001
@@ -131,6 +133,8 @@ def test_the_ground_truth_is_the_power_of_each_period_without_lag_or_noise() -> 
     first = round(1.0 + period_s, 3)
     assert lagging[first] == pytest.approx(kind_readings[first], rel=0.05)
     assert lagging[first] > kind_readings[1.0] + 0.5
+    # the sensor's window changes the readings, never the truth
+    assert [w for _, w in truths["short"]] == pytest.approx([w for _, w in truths["kind"]])
     # nothing is recorded unless asked for
     assert EmulatedDevice("jetson-nano").true_period_w is None
 

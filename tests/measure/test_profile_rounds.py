@@ -22,6 +22,7 @@ from wattcap.measure.profile_rounds import (
     default_rounds,
     merge_point,
     profile_in_rounds,
+    sweep_in_rounds,
 )
 from wattcap.measure.profiling import Profiler
 
@@ -153,10 +154,19 @@ def test_later_rounds_are_left_out_where_the_first_took_longer_than_allowed() ->
     long = profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 2, exhaustive=True,
                              max_first_round_s=1e-3)
     assert len(long.round_device_s) == 1 and long.table.rounds == 1
-    assert long.skipped is not None and "--rounds 2 measures them anyway" in long.skipped
+    assert long.skipped is not None and "--rounds 2` measures them anyway" in long.skipped
     short = profile_in_rounds(Profiler(device, MODEL, batch_sizes=SIZES), 2, exhaustive=True,
                               max_first_round_s=1e6)
     assert len(short.round_device_s) == 2 and short.table.rounds == 2 and short.skipped is None
+
+
+def test_a_knob_sweep_leaves_its_later_rounds_out_where_the_first_took_long() -> None:
+    device = EmulatedDevice("jetson-nano")
+    profiler = Profiler(device, MODEL, batch_sizes=SIZES)
+    long = sweep_in_rounds(device, profiler.run_power_modes, 3, max_first_round_s=1e-3)
+    assert len(long.round_device_s) == 1 and long.table.rounds == 1 and long.skipped
+    short = sweep_in_rounds(device, profiler.run_power_modes, 2, max_first_round_s=1e6)
+    assert len(short.round_device_s) == 2 and short.table.rounds == 2 and not short.skipped
 
 
 runner = CliRunner()
@@ -201,6 +211,11 @@ def test_the_cli_says_when_the_default_measures_rounds_and_when_it_leaves_one_ou
     assert result.exit_code == 0, result.output
     assert "one round only" in " ".join(result.output.split())
     assert ProfileTable.load(tmp_path / "one.json").rounds == 1
+    # rounds asked for are measured whatever the first took
+    result = _invoke("--power-cap", "4", "--rounds", "2", "--out", tmp_path / "asked.json")
+    assert result.exit_code == 0, result.output
+    assert "one round only" not in " ".join(result.output.split())
+    assert ProfileTable.load(tmp_path / "asked.json").rounds == 2
 
 
 def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path: Path) -> None:

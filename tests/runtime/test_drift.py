@@ -16,6 +16,7 @@ from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.drift_monitor import DriftMonitor
+from wattcap.runtime.watchdog import CapWatchdog
 from wattcap.train.loop import RunRecord, TrainConfig, train_to_accuracy
 
 MODEL = "digits32-cnn"
@@ -204,6 +205,40 @@ def test_monitor_compares_only_readings_taken_during_steps(
     assert event.time_change == pytest.approx(0.0, abs=1e-6)
     assert event.readings == 3 * 8 and event.steps == 3 * 2
     assert monitor.notes == []  # the board read as profiled: nothing to say about it
+
+
+def test_the_re_measure_holds_the_watchdog_and_gives_back_its_earlier_hold(
+    profiles: tuple[ProfileTable, ProfileTable],
+) -> None:
+    """While the drift re-plan measures points (setting their clocks), the cap watchdog only
+    records: a clock it moved mid-window would label a point with a clock it did not run. Its
+    own hold (a moving cap's) is what it has after."""
+    before = profiles[0]
+    for earlier in (None, "a moving cap below every configuration"):
+        device = quiet_nano()
+        f = before.knob_values[-3]
+        device.set_frequency_hz(f)
+        guard = CapWatchdog(device, power_cap_w=10.0)
+        guard.hold(earlier)
+        held_while_measuring: list[str | None] = []
+        profiler = Profiler(device, MODEL, batch_sizes=(B,))
+        measure = profiler.measure
+
+        def spy(*args, seen=held_while_measuring, guard=guard, measure=measure,  # noqa: ANN002, ANN003, ANN202, ANN001
+                **kwargs):
+            seen.append(guard.held)
+            return measure(*args, **kwargs)
+
+        profiler.measure = spy  # type: ignore[method-assign]
+        monitor = DriftMonitor(device, before, B, tolerance=0.1, min_readings=4, min_steps=2,
+                               watchdog=guard, profiler=profiler)
+        point = before.lookup(B, f)
+        assert point is not None
+        _steps_at_power(monitor, point, device.sensor_period_s, [1.0] * 9 + [1.2] * 4)
+        assert monitor.pending is not None
+        assert monitor.replan_if_due() is not None
+        assert held_while_measuring and all(held_while_measuring)
+        assert guard.held == earlier
 
 
 def test_a_board_that_reads_off_the_profile_from_the_start_is_not_drift(

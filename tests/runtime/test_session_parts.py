@@ -160,3 +160,23 @@ def test_a_config_is_checked_when_it_is_made(part: str, settings: dict, message:
     kind = {"cap": CapSettings, "goal": Goal, "planning": PlanSettings}[part]
     with pytest.raises(SessionError, match=message):
         kind(**settings)
+
+
+def test_profile_auto_measures_in_rounds_where_the_device_calls_for_them(
+        spies, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """profile="auto" on real hardware measures 2 rounds (the emulator standing in, its
+    default made real hardware's), and says so in the run's events; where the first round
+    took longer than allowed, one round, also said."""
+    import wattcap.measure.profile_rounds as rounds_module
+
+    monkeypatch.setattr(rounds_module, "default_rounds", lambda device: 2)
+    with _session() as session:
+        assert session.profile is not None and session.profile.rounds == 2
+        assert any("2 rounds" in event for event in session.events)
+    monkeypatch.setattr(rounds_module, "DEFAULT_ROUNDS_MAX_FIRST_S", 0.0)
+    # a cache of its own: the profile above must not be reused
+    monkeypatch.setenv("WATTCAP_CACHE_DIR", str(tmp_path_factory.mktemp("one-round")))
+    with _session() as session:
+        assert session.profile is not None and session.profile.rounds == 1
+        assert any("one round only" in event for event in session.events), session.events

@@ -62,6 +62,10 @@ def test_a_violation_at_the_planned_clock_moves_to_the_plans_clock_for_the_lower
     # exactly the plan's choice for the lower cap, more than one level down in one step
     expected = row_profile.frontier(cap_w - excess_w)[B].knob_value
     assert first.to_hz == expected < freqs[-2]
+    # 30 % over is far beyond the profile's sensor noise: decided at its first reading
+    assert row_profile.power_noise_w is not None
+    assert "standard deviations of the sensor's noise" in first.reason
+    assert first.time_s == record.cap_violations[0].start_s
 
 
 def test_without_the_excess_the_old_rule_would_have_stayed_one_level_down(

@@ -115,9 +115,17 @@ def test_one_reading_beyond_the_sensors_noise_is_decided_at_once() -> None:
     assert len(guard.steps) == 1
     sensor([5.3])
     assert [(s.from_hz, s.to_hz) for s in guard.steps][-1] == (freqs[-2], freqs[-3])
-    # once the drop has settled, one reading beyond the noise decides again
-    sensor([4.0] * (SETTLE_READINGS + 1) + [5.3])
-    assert [(s.from_hz, s.to_hz) for s in guard.steps][-1] == (freqs[-3], freqs[-4])
+    assert "standard deviations of the sensor's noise" in guard.steps[0].reason
+    assert "for more than one sensor period" in guard.steps[1].reason
+    # the SETTLE_READINGS-th reading after a step may still be stale: alone it waits ...
+    sensor([4.0] * (SETTLE_READINGS - 1) + [5.3])
+    assert len(guard.steps) == 2
+    # ... the one after it decides alone again
+    settled = CapWatchdog(EmulatedDevice("jetson-nano"), power_cap_w=5.0,
+                          sensor_noise_w=noise_w)
+    Sensor(settled, device.sensor_period_s)([4.0, 5.3] + [4.0] * SETTLE_READINGS + [5.3])
+    assert [(s.from_hz, s.to_hz) for s in settled.steps] == [(freqs[-1], freqs[-2]),
+                                                             (freqs[-2], freqs[-3])]
     # without the sensor's noise every violation waits for its second reading, as before
     quiet = CapWatchdog(EmulatedDevice("jetson-nano"), power_cap_w=5.0)
     Sensor(quiet, device.sensor_period_s)([4.0, 6.0])
@@ -417,6 +425,9 @@ def test_a_transient_step_down_is_undone_after_headroom() -> None:
     assert guard.lowest_infeasible_hz() is None  # it was regained
     sensor([4.1] * 30)
     assert device.current_frequency_hz() == freqs[-2]  # never above the plan's frequency
+    sensor([5.3, 5.4])  # left again after it was regained: infeasible again
+    assert device.current_frequency_hz() == freqs[-3]
+    assert guard.lowest_infeasible_hz() == freqs[-2]
 
 
 def test_a_level_that_really_breaks_the_cap_is_not_retried() -> None:

@@ -512,7 +512,8 @@ def run_comparison(
                         predicted = choice.predicted_time_s
                         replays = [replay_on_device(math[target][(b, seed)],
                                                     run_device(scenario.device, seed, board),
-                                                    knob_value, cap) for seed in range(seeds)]
+                                                    knob_value, cap, profile.power_noise_w)
+                                   for seed in range(seeds)]
                     results.append(MethodResult(
                         device=scenario.device, power_cap_w=cap, target=target, method=method,
                         batch_size=b, knob_value=knob_value, predicted_time_s=predicted,

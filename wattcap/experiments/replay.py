@@ -71,15 +71,17 @@ class Replay:
 
 
 def replay_on_device(
-    record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None
+    record: RunRecord, device: EmulatedDevice, frequency_hz: int, power_cap_w: float | None,
+    sensor_noise_w: float | None = None,
 ) -> Replay:
     """Run a recorded run's steps on an emulated device at a frequency: up to its target, or,
-    for a run that missed it, every sample it trained (the budget a restart pays)."""
+    for a run that missed it, every sample it trained (the budget a restart pays). The
+    watchdog decides on one reading beyond `sensor_noise_w` (the profile's), as a run's."""
     b = record.batch_size
     reached = record.samples_to_target
     cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
     meter = PowerMeter(device.sensor_period_s)
-    guard = CapWatchdog(device, power_cap_w)
+    guard = CapWatchdog(device, power_cap_w, sensor_noise_w=sensor_noise_w)
     device.set_frequency_hz(frequency_hz)
     start = device.now_s()
     steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
@@ -227,7 +229,8 @@ def fastest_by_replay(profile: ProfileTable, power_cap_w: float | None,
                    if power_cap_w is None or p.peak_power_w <= power_cap_w]
         for knob_value in sorted(allowed)[-FASTEST_CLOCKS_PER_BATCH_SIZE:]:
             replays = [replay_on_device(runs[(b, seed)], run_device(device, seed, board),
-                                        knob_value, power_cap_w) for seed in range(seeds)]
+                                        knob_value, power_cap_w, profile.power_noise_w)
+                       for seed in range(seeds)]
             expected = expected_time_s(replays)
             if expected is not None and (best is None or expected < best[0]):
                 best = (expected, b, knob_value, replays)

@@ -85,7 +85,8 @@ def _later_rounds_skipped(rounds: int, first_s: float, max_first_s: float | None
         return None
     return (f"one round only: it took {first_s / 60:.1f} min of device time, more than the "
             f"{max_first_s / 60:.0f} min a default second round is measured after (it would "
-            f"double the profile's cost); --rounds {rounds} measures them anyway")
+            f"double the profile's cost); `wattcap profile --rounds {rounds}` measures them "
+            "anyway")
 
 
 def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None = None,

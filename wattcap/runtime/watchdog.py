@@ -157,11 +157,11 @@ class CapWatchdog:
                     # what the confirming readings were over by: the plan's choice for the cap
                     # less that much is what draws little enough (a single spike in a run of
                     # two does not count)
-                    excess_w = min(r.power_w for r in self._run[-new_readings:][-2:]) \
-                        - self.power_cap_w
+                    used = min(new_readings, 2)
+                    excess_w = min(r.power_w for r in self._run[-used:]) - self.power_cap_w
                     self._decided = len(self._run)
                     if self._held is None:
-                        self._step_down(reading, excess_w)
+                        self._step_down(reading, excess_w, used)
                     else:
                         self._note(f"held: {self._held}", f"power above the cap, frequency "
                                    f"held: {self._held}")
@@ -183,8 +183,13 @@ class CapWatchdog:
         return settled and reading.power_w > \
             self.power_cap_w + SINGLE_READING_SIGMAS * self.sensor_noise_w
 
-    def _step_down(self, reading: PowerReading, excess_w: float = 0.0) -> None:
+    def _step_down(self, reading: PowerReading, excess_w: float = 0.0, used: int = 2) -> None:
+        """Answer a confirmed violation (`used` readings confirmed it, their least excess
+        `excess_w`): the plan's knob value or clock for a lower cap, else a level down."""
         assert self.power_cap_w is not None
+        why = ("for more than one sensor period" if used >= 2 else
+               f"by more than {SINGLE_READING_SIGMAS:g} standard deviations of the sensor's "
+               "noise")
         with self.device.clock_lock:
             current = self.device.run_frequency_hz()
             if self.knob_for_cap is not None:
@@ -193,10 +198,11 @@ class CapWatchdog:
                     self.steps.append(FrequencyStep(
                         time_s=reading.time_s, from_hz=current, to_hz=current,
                         reason=f"power {reading.power_w:.2f} W above the cap "
-                               f"{self.power_cap_w:.2f} W for more than one sensor period: "
+                               f"{self.power_cap_w:.2f} W {why}: "
                                f"{moved} (the plan's for the cap less the {excess_w:.2f} W "
                                "over it)"))
                     self._under = 0
+                    self._since_drop = 0  # the next readings may carry the power from before
                     return
             lower = [f for f in self.device.frequencies_hz() if f < current]
             if not lower:
@@ -220,7 +226,7 @@ class CapWatchdog:
                 # where the board ran under the clock set (a hardware power limit holding
                 # it, a throttle), its power is compared with the profile at the clock it ran
                 ran_hz = _ran_hz(current, reading)
-                target = self.frequency_for_cap(self._cap_to_ask(ran_hz, excess_w))
+                target = self.frequency_for_cap(self._cap_to_ask(ran_hz, excess_w, used))
             jump = target is not None and target < current and target in lower
             to_hz = target if jump and target is not None else lower[-1]
             try:
@@ -251,15 +257,16 @@ class CapWatchdog:
             self._wait[current] = min(2 * self._wait.get(current, self.recovery_readings),
                                       self.max_recovery_readings)
         self._under = 0
+        self._since_drop = 0  # the next readings may still carry the power from before it
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"power {reading.power_w:.2f} W above the cap {self.power_cap_w:.2f} W "
-                   "for more than one sensor period"
+                   + why
                    + (f"; straight to the plan's clock for the cap less the {excess_w:.2f} W "
                       "over it" if jump else ""),
         ))
 
-    def _cap_to_ask(self, ran_hz: int, excess_w: float) -> float:
+    def _cap_to_ask(self, ran_hz: int, excess_w: float, used: int = 2) -> float:
         """The cap, in the profile's watts, whose f*(b) a confirmed violation goes to: the cap
         less the excess seen, or, where the profile knows the clock the board ran at
         (`ran_hz`), the cap scaled by the profile's power there over the power seen (a board
@@ -274,7 +281,7 @@ class CapWatchdog:
         # power would overstate the board; only readings all taken after the drop has settled
         # scale the cap (after a rise, or at the start, stale readings understate it: a ratio
         # from them asks too little, never too much)
-        settled = self._since_drop is None or self._since_drop >= SETTLE_READINGS + 2
+        settled = self._since_drop is None or self._since_drop >= SETTLE_READINGS + used
         expected_w = None if self.profile_power_at is None or not settled \
             else self.profile_power_at(ran_hz)
         if expected_w is not None and expected_w > 0 and excess_w > 0:
@@ -318,6 +325,7 @@ class CapWatchdog:
                            f"({up / 1e6:.1f} MHz): its ceiling for now"))
             return
         self._under = 0
+        self._since_drop = 0  # the next readings may still carry the power from before it
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"headroom: {self._wait.get(up, self.recovery_readings)} readings under the "
@@ -380,6 +388,11 @@ class CapWatchdog:
             self._held = reason
             self._under = 0
 
+    @property
+    def held(self) -> str | None:
+        """Why the frequency is held (`hold`), or None."""
+        return self._held
+
     def update_cap(self, power_cap_w: float | None) -> None:
         """The cap moved a little but the plan stays (a battery draining): judge the next
         readings against it, keeping what was learnt about each level."""
@@ -404,13 +417,16 @@ class CapWatchdog:
             self._plan_steps_from = plan_steps_from
 
     def lowest_infeasible_hz(self) -> int | None:
-        """The lowest frequency this watchdog had to leave because of the cap and never got
-        back to, if any."""
+        """The lowest frequency this watchdog had to leave because of the cap and did not get
+        back to since it last left it, if any."""
         with self._lock:
-            steps = self.steps[self._plan_steps_from:]
-            left = {s.from_hz for s in steps if not s.reason.startswith("headroom")}
-            regained = {s.to_hz for s in steps if s.reason.startswith("headroom")}
-            return min(left - regained, default=None)
+            left: set[int] = set()
+            for step in self.steps[self._plan_steps_from:]:  # in order: regained, then left
+                if step.reason.startswith("headroom"):
+                    left.discard(step.to_hz)
+                else:
+                    left.add(step.from_hz)
+            return min(left, default=None)
 
     def finish(self) -> None:
         """Close a violation still open at the end of the run."""
