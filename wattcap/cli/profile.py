@@ -317,23 +317,11 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
     """Profile the model on the device (pruned for the cap, exhaustive, a few points, every
     power mode or power limits; in `rounds` rounds, the later ones left out where the default
     asked for them and the first took long) and write the table."""
-    from wattcap.measure.profile_rounds import (
-        DEFAULT_ROUNDS_MAX_FIRST_S,
-        default_round_gap_s,
-        profile_in_rounds,
-        sweep_in_rounds,
-    )
+    from wattcap.measure.profile_rounds import profile_in_rounds, sweep_in_rounds
     from wattcap.measure.profiling import Profiler
 
-    max_first_s = DEFAULT_ROUNDS_MAX_FIRST_S if rounds_by_default else None
-    if rounds_by_default and rounds > 1:
-        gap_s = default_round_gap_s(dev) if round_gap_s is None else round_gap_s
-        console.print(f"measuring every point in {rounds} rounds, {gap_s:g} s apart: the "
-                      "default on real hardware (the spread between rounds sets the plans' "
-                      "margin and what they call within noise; one round only where the first "
-                      f"takes over {DEFAULT_ROUNDS_MAX_FIRST_S / 60:.0f} min); --rounds 1 "
-                      "measures one", highlight=False)
-
+    max_first_s = _announce_default_rounds(dev, rounds, round_gap_s) \
+        if rounds_by_default else None
     if knob == "power-limit":
         emulate_power_limit(dev)
     what, grid = _what_is_measured(dev, sizes, cap, exhaustive, few_points, knob, limits_w,
@@ -367,25 +355,14 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         report.update(total=report.completed)  # a pruned search measures fewer points
     table.save(out)
     if table.mode == "model":
-        fit = table.model_fit
-        console.print(f"{table.points_predicted} points predicted from the {table.points_measured}"
-                      " measured" + ("" if fit.get("settled", True) else
-                                     f"; frontier not settled within {fit.get('max_points')} "
-                                     f"points for batch sizes {fit.get('undecided_batch_sizes')}"
-                                     " (predicted values carry their uncertainty, and plans"
-                                     " stay further below the cap there: a larger --max-points"
-                                     " or a pruned profile measures them)")
-                      + (f"; {fit['feasibility_points']} more measured to decide whether the "
-                         "cap can be met" if fit.get("feasibility_points") else ""))
+        _print_model_fit(table)
     console.print(
         f"wrote {out}: {table.points_measured} points ({table.mode}), "
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
-    if result is not None and len(result.round_device_s) > 1:
+    if result is not None:
         _print_rounds(result)
-    if result is not None and result.skipped is not None:
-        console.print(f"[yellow]note:[/] {escape(result.skipped)}", highlight=False)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()
@@ -393,9 +370,44 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         console.print(f"[yellow]warning:[/] {escape(clock_note)}", highlight=False)
 
 
+def _announce_default_rounds(dev: Device, rounds: int, round_gap_s: float | None) -> float:
+    """Say that the default measures `rounds` rounds (where more than one); the first round's
+    device seconds beyond which the later ones are left out."""
+    from wattcap.measure.profile_rounds import DEFAULT_ROUNDS_MAX_FIRST_S, default_round_gap_s
+
+    if rounds > 1:
+        gap_s = default_round_gap_s(dev) if round_gap_s is None else round_gap_s
+        console.print(f"measuring every point in {rounds} rounds, {gap_s:g} s apart: the "
+                      "default on real hardware (the spread between rounds sets the plans' "
+                      "margin and what they call within noise; one round only where the first "
+                      f"takes over {DEFAULT_ROUNDS_MAX_FIRST_S / 60:.0f} min); --rounds 1 "
+                      "measures one", highlight=False)
+    return DEFAULT_ROUNDS_MAX_FIRST_S
+
+
+def _print_model_fit(table: ProfileTable) -> None:
+    """What a few-point profile predicted, and where its frontier is not settled."""
+    fit = table.model_fit
+    console.print(f"{table.points_predicted} points predicted from the {table.points_measured}"
+                  " measured" + ("" if fit.get("settled", True) else
+                                 f"; frontier not settled within {fit.get('max_points')} "
+                                 f"points for batch sizes {fit.get('undecided_batch_sizes')}"
+                                 " (predicted values carry their uncertainty, and plans"
+                                 " stay further below the cap there: a larger --max-points"
+                                 " or a pruned profile measures them)")
+                  + (f"; {fit['feasibility_points']} more measured to decide whether the "
+                     "cap can be met" if fit.get("feasibility_points") else ""))
+
+
 def _print_rounds(result: RoundsResult) -> None:
-    """How long each round took, and the point whose rounds differed most."""
+    """How long each round took, the point whose rounds differed most, and why later rounds
+    were left out (if they were)."""
     from wattcap.measure.profile_rounds import largest_round_spread
+
+    if result.skipped is not None:
+        console.print(f"[yellow]note:[/] {escape(result.skipped)}", highlight=False)
+    if len(result.round_device_s) < 2:
+        return
 
     console.print(f"{len(result.round_device_s)} rounds took "
                   + ", ".join(f"{s:.1f}" for s in result.round_device_s)
