@@ -218,6 +218,36 @@ def test_the_cli_says_when_the_default_measures_rounds_and_when_it_leaves_one_ou
     assert ProfileTable.load(tmp_path / "asked.json").rounds == 2
 
 
+def test_a_few_point_profile_in_rounds_predicts_again_from_its_merged_points() -> None:
+    """Later rounds measure the few points the first chose again; the predicted points come
+    from a model fitted to the merged points (a board slower in the second round: every
+    prediction slower than the first round's alone), not from the first round's fit."""
+    one = profile_in_rounds(Profiler(ChangingBoard(), MODEL, batch_sizes=SIZES), 1,
+                            power_cap_w=4.0, few_points=True, round_gap_s=5.0).table
+    two = profile_in_rounds(Profiler(ChangingBoard(), MODEL, batch_sizes=SIZES), 2,
+                            power_cap_w=4.0, few_points=True, round_gap_s=5.0).table
+    assert one.mode == two.mode == "model" and two.rounds == 2
+    measured = [p for p in two.points if not p.predicted]
+    assert measured and all(p.rounds == 2 and len(p.round_seconds_per_sample) == 2
+                            for p in measured)
+    assert [(p.batch_size, p.knob_value) for p in measured] == \
+        [(p.batch_size, p.knob_value) for p in one.points if not p.predicted]
+    first = {(p.batch_size, p.knob_value): p for p in one.points if p.predicted}
+    again = {(p.batch_size, p.knob_value): p for p in two.points if p.predicted}
+    assert again and again.keys() == first.keys()
+    assert all(again[key].seconds_per_sample > first[key].seconds_per_sample * 1.05
+               for key in again)
+    assert two.model_fit["parameters"] != one.model_fit["parameters"]
+
+
+def test_a_refresh_is_measured_once(tmp_path: Path) -> None:
+    profile = tmp_path / "p.json"
+    assert _invoke("--power-cap", "4", "--out", profile).exit_code == 0
+    result = _invoke("--refresh", profile, "--power-cap", "4", "--rounds", "2")
+    assert result.exit_code != 0
+    assert "not with --refresh" in " ".join(result.output.split())
+
+
 def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path: Path) -> None:
     """A knob sweep in rounds: every (batch size, knob value) measured in each round and merged
     as a clock profile's points are (the emulated A100's unkind board: power read differently
@@ -247,7 +277,6 @@ def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path
 @pytest.mark.parametrize(("args", "message"), [
     (("--rounds", "0"), "--rounds must be 1 or more"),
     (("--rounds", "-3"), "--rounds must be 1 or more"),
-    (("--rounds", "2", "--few-points"), "not with --few-points"),
     (("--round-gap-s", "10"), "--round-gap-s needs --rounds 2"),
     (("--rounds", "2", "--round-gap-s", "-1"), "0 seconds or more"),
 ])

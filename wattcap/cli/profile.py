@@ -164,8 +164,9 @@ def profile(
         help="Measure every point in this many rounds, apart in time, and merge them: time "
         "per sample the mean, its spread the larger of one window's error and the spread "
         "between rounds (what plans read for their margin and near ties), peak power the "
-        "largest. Default: 2 on real hardware (1 where the first round took over 15 minutes, "
-        "said so), 1 on an emulated device. Not with --few-points or --refresh.",
+        "largest; a few-point profile measures its measured points again and predicts the rest "
+        "from them all. Default: 2 on real hardware (1 where the first round took over 15 "
+        "minutes, said so), 1 on an emulated device. Not with --refresh.",
         show_default=False)] = None,
     round_gap_s: Annotated[float | None, typer.Option(
         help="With --rounds: seconds the device idles between rounds (default 60 on real "
@@ -200,7 +201,7 @@ def profile(
         fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
              "--refresh or --power-cap")
     if rounds is not None:
-        _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
+        _check_rounds(rounds, round_gap_s, refresh is not None)
     limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
@@ -214,8 +215,8 @@ def profile(
     if rounds is None:
         from wattcap.measure.profile_rounds import default_rounds
 
-        rounds = 1 if few_points or refresh is not None else default_rounds(dev)
-        _check_rounds(rounds, round_gap_s, few_points or refresh is not None)
+        rounds = 1 if refresh is not None else default_rounds(dev)
+        _check_rounds(rounds, round_gap_s, refresh is not None)
     if previous is not None:
         from wattcap.models import model_fingerprint
 
@@ -276,13 +277,13 @@ def _power_limits(text: str | None) -> list[float] | None:
 
 
 def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool) -> None:
-    """--rounds is 1 or more, only for a profile that measures every point it keeps (not
-    --few-points or --refresh); --round-gap-s only with rounds to separate, 0 s or more."""
+    """--rounds is 1 or more, not for --refresh (`single_round_only`); --round-gap-s only with
+    rounds to separate, 0 s or more."""
     if rounds < 1:
         fail(f"--rounds must be 1 or more, not {rounds}")
     if rounds > 1 and single_round_only:
-        fail("--rounds measures every point again: not with --few-points (most of its "
-             "points are predicted) or --refresh (it re-measures one frontier)")
+        fail("--rounds measures every point of a profile again: not with --refresh (it "
+             "re-measures one frontier once)")
     if round_gap_s is not None and (rounds < 2 or round_gap_s < 0):
         fail("--round-gap-s needs --rounds 2 or more and 0 seconds or more")
 
@@ -344,7 +345,8 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
             elif rounds > 1:
                 result = profile_in_rounds(profiler, rounds, power_cap_w=cap,
                                            exhaustive=exhaustive, round_gap_s=round_gap_s,
-                                           max_first_round_s=max_first_s)
+                                           max_first_round_s=max_first_s,
+                                           few_points=few_points, max_points=max_points)
                 table = result.table
             else:
                 table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,

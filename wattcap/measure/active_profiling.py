@@ -231,18 +231,8 @@ class ActiveProfiler:
         return True
 
     def _fit(self, fits: list[int], frequencies: list[int]) -> DeviceModel:
-        profiler = self.profiler
-        assert profiler.workload is not None
-        window = MeasurementWindow(profiler.device.sensor_period_s, profiler.min_steps,
-                                   profiler.min_readings)
-        observations = [
-            Observation(p.batch_size, p.knob_value, p.seconds_per_sample, p.peak_power_w,
-                        p.avg_power_w, p.readings)
-            for p in self._measured.values() if p.batch_size in fits
-        ]
-        model = DeviceModel(profiler.workload, frequencies, window,
-                            reading_noise_w(self._readings))
-        return model.fit(observations)
+        return fit_device_model(self.profiler, list(self._measured.values()), fits,
+                                frequencies, reading_noise_w(self._readings))
 
     @staticmethod
     def _predictions(
@@ -326,6 +316,36 @@ def first_measured_over(measured: dict[tuple[int, int], ProfilePoint], batch_siz
     return next((i for i, f in enumerate(frequencies_hz)
                  if (point := measured.get((batch_size, f))) is not None
                  and point.peak_power_w > line_w), len(frequencies_hz))
+
+
+def fit_device_model(profiler: PointMeasurer, measured: list[ProfilePoint], fits: list[int],
+                     frequencies: list[int], noise_w: float) -> DeviceModel:
+    """The device model fitted to the measured points of the batch sizes in `fits` (`noise_w`:
+    one reading's noise)."""
+    assert profiler.workload is not None
+    window = MeasurementWindow(profiler.device.sensor_period_s, profiler.min_steps,
+                               profiler.min_readings)
+    observations = [
+        Observation(p.batch_size, p.knob_value, p.seconds_per_sample, p.peak_power_w,
+                    p.avg_power_w, p.readings)
+        for p in measured if p.batch_size in fits
+    ]
+    return DeviceModel(profiler.workload, frequencies, window, noise_w).fit(observations)
+
+
+def refit_predictions(profiler: PointMeasurer, table: ProfileTable) -> ProfileTable:
+    """A few-point profile whose measured points changed (merged over rounds) with its
+    predicted points made again: the device model fitted anew to the measured points as they
+    are now (the reading noise taken as the profile's sensor noise), every predicted point
+    replaced, the fit's parameters updated."""
+    fits, frequencies = list(table.batch_sizes), list(table.knob_values)
+    measured = {(p.batch_size, p.knob_value): p for p in table.points if not p.predicted}
+    model = fit_device_model(profiler, list(measured.values()), fits, frequencies,
+                             table.power_noise_w or 0.0)
+    predictions = ActiveProfiler._predictions(model, fits, frequencies)
+    points = [measured.get(key) or _predicted_point(p) for key, p in sorted(predictions.items())]
+    return table.model_copy(update={"points": points, "model_fit": {
+        **(table.model_fit or {}), "parameters": model.parameters()}})
 
 
 def _predicted_point(p: Prediction) -> ProfilePoint:

@@ -91,19 +91,23 @@ def _later_rounds_skipped(rounds: int, first_s: float, max_first_s: float | None
 
 def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None = None,
                       exhaustive: bool = False, round_gap_s: float | None = None,
-                      max_first_round_s: float | None = None) -> RoundsResult:
-    """Profile (exhaustive, or pruned for `power_cap_w`, as `Profiler.run`) in `rounds` rounds,
-    the device idle for `round_gap_s` (default `default_round_gap_s`) between them, and merge
-    the rounds point by point (`merge_rounds`). One round is `Profiler.run` itself. The device
-    stays claimed from the first round to the last; the merged table's `profiling_device_s`
-    counts the rounds' measuring, not the idle gaps. Where the first round took longer than
-    `max_first_round_s` of device time the later ones are left out (`RoundsResult.skipped`)."""
+                      max_first_round_s: float | None = None, few_points: bool = False,
+                      max_points: int | None = None) -> RoundsResult:
+    """Profile (exhaustive, pruned for `power_cap_w`, or a few points, as `Profiler.run`) in
+    `rounds` rounds, the device idle for `round_gap_s` (default `default_round_gap_s`) between
+    them, and merge the rounds point by point (`merge_rounds`); a few-point profile's predicted
+    points are then predicted again from its merged measured points. One round is
+    `Profiler.run` itself. The device stays claimed from the first round to the last; the
+    merged table's `profiling_device_s` counts the rounds' measuring, not the idle gaps. Where
+    the first round took longer than `max_first_round_s` of device time the later ones are
+    left out (`RoundsResult.skipped`)."""
     device = profiler.device
     gap_s = _checked_gap_s(device, rounds, round_gap_s)
     later: list[list[ProfilePoint]] = []
     with device.claimed():  # no other run takes the device in a gap
         start_s = device.now_s()
-        first = profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive)
+        first = profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive,
+                             mode="model" if few_points else None, max_points=max_points)
         round_device_s = [device.now_s() - start_s]
         skipped = _later_rounds_skipped(rounds, round_device_s[0], max_first_round_s)
         if skipped is not None:
@@ -120,6 +124,10 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
     table = merge_rounds(first, later).model_copy(update={
         "rounds": rounds,
         "profiling_device_s": first.profiling_device_s + sum(round_device_s[1:])})
+    if table.mode == "model":
+        from wattcap.measure.active_profiling import refit_predictions
+
+        table = refit_predictions(profiler, table)
     return RoundsResult(table, round_device_s, gap_s)
 
 
