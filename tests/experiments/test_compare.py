@@ -285,6 +285,15 @@ def test_a_missed_run_replays_its_whole_budget_as_the_price_of_a_restart() -> No
     # 1024 samples cost twice what 512 do, at the same clock and batch size
     assert missed.budget_time_s == pytest.approx(2 * half.time_s, rel=0.02)
     assert half.budget_time_s is None
+    # a replay's watchdog is a run's: with the profile's sensor noise, a reading far over the
+    # cap is answered at once; without it, at the second reading
+    cap_w = 0.5 * missed.peak_w
+    with_noise = replay_on_device(record(512.0), EmulatedDevice("jetson-nano", seed=0), f_hz,
+                                  cap_w, sensor_noise_w=0.01)
+    without = replay_on_device(record(512.0), EmulatedDevice("jetson-nano", seed=0), f_hz,
+                               cap_w)
+    assert "standard deviations of the sensor's noise" in with_noise.frequency_steps[0].reason
+    assert "for more than one sensor period" in without.frequency_steps[0].reason
 
 
 def test_unkind_boards_replay_each_seed_on_its_own_draw_and_brute_force_the_fastest(

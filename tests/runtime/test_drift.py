@@ -239,6 +239,11 @@ def test_the_re_measure_holds_the_watchdog_and_gives_back_its_earlier_hold(
         assert monitor.replan_if_due() is not None
         assert held_while_measuring and all(held_while_measuring)
         assert guard.held == earlier
+    # a re-measure that fails gives the watchdog back all the same
+    with pytest.raises(RuntimeError), guard.measuring("a re-measure that fails"):
+        assert guard.held is not None
+        raise RuntimeError("lost the device")
+    assert guard.held == earlier
 
 
 def test_a_board_that_reads_off_the_profile_from_the_start_is_not_drift(

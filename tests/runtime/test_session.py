@@ -364,7 +364,7 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
                                       "--round-gap-s", "0", "--out", str(out)],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "measuring every point in 2 rounds, 0 s apart" in result.output
+    assert "measuring in 2 rounds, 0 s apart" in result.output
     profile = ProfileTable.load(out)
     assert profile.rounds == 2 and all(p.rounds == 2 for p in profile.points)
     assert profile.device == "jetson-nano" and profile.device_kind == "jetson"

@@ -132,6 +132,47 @@ def test_one_reading_beyond_the_sensors_noise_is_decided_at_once() -> None:
     assert quiet.steps == []
 
 
+def test_a_one_reading_decision_scales_the_cap_once_that_reading_has_settled() -> None:
+    """The board/profile ratio needs the readings a decision used to come after the settle
+    wait: one reading beyond the noise, SETTLE_READINGS + 1 readings after a drop, has."""
+    device = EmulatedDevice("jetson-nano")
+    freqs = device.frequencies_hz()
+    asked: list[float] = []
+
+    def fstar(cap_w: float) -> int:
+        asked.append(cap_w)
+        return freqs[-3]
+
+    guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar, sensor_noise_w=0.05,
+                        profile_power_at={freqs[-2]: 4.0, freqs[-3]: 3.5}.get)
+    device.set_frequency_hz(freqs[-1])
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.0])
+    device.set_frequency_hz(freqs[-2])  # a drop (the plan's, a re-plan's)
+    sensor([4.0] * SETTLE_READINGS + [5.5])
+    assert asked == [pytest.approx(5.0 * 4.0 / 5.5)]
+
+
+def test_after_a_knob_move_a_stale_reading_does_not_decide_alone() -> None:
+    """A power limit or power mode moved for the cap changes no clock the readings report: the
+    readings right after it may still carry the old power all the same."""
+    device = EmulatedDevice("jetson-nano")
+    moves: list[float] = []
+
+    def knob_for_cap(cap_w: float) -> str:
+        moves.append(cap_w)
+        return f"power limit {cap_w:.2f} W"
+
+    guard = CapWatchdog(device, power_cap_w=5.0, knob_for_cap=knob_for_cap, sensor_noise_w=0.05)
+    sensor = Sensor(guard, device.sensor_period_s)
+    sensor([4.0, 5.5])  # beyond the noise: the knob moves at once
+    assert len(moves) == 1
+    sensor([5.5])  # stale: waits for a second
+    assert len(moves) == 1
+    sensor([5.5])
+    assert len(moves) == 2
+
+
 def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()

@@ -379,7 +379,7 @@ def _announce_default_rounds(dev: Device, rounds: int, round_gap_s: float | None
 
     if rounds > 1:
         gap_s = default_round_gap_s(dev) if round_gap_s is None else round_gap_s
-        console.print(f"measuring every point in {rounds} rounds, {gap_s:g} s apart: the "
+        console.print(f"measuring in {rounds} rounds, {gap_s:g} s apart: the "
                       "default on real hardware (the spread between rounds sets the plans' "
                       "margin and what they call within noise; one round only where the first "
                       f"takes over {DEFAULT_ROUNDS_MAX_FIRST_S / 60:.0f} min); --rounds 1 "

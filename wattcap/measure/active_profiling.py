@@ -336,16 +336,23 @@ def fit_device_model(profiler: PointMeasurer, measured: list[ProfilePoint], fits
 def refit_predictions(profiler: PointMeasurer, table: ProfileTable) -> ProfileTable:
     """A few-point profile whose measured points changed (merged over rounds) with its
     predicted points made again: the device model fitted anew to the measured points as they
-    are now (the reading noise taken as the profile's sensor noise), every predicted point
-    replaced, the fit's parameters updated."""
+    are now (with the first fit's reading noise; the profile's sensor noise where the file has
+    none), every predicted point replaced, the fit's parameters and whether each row's frontier
+    is settled (against the cap less the profiler's margin) updated."""
     fits, frequencies = list(table.batch_sizes), list(table.knob_values)
     measured = {(p.batch_size, p.knob_value): p for p in table.points if not p.predicted}
-    model = fit_device_model(profiler, list(measured.values()), fits, frequencies,
-                             table.power_noise_w or 0.0)
+    fit = dict(table.model_fit or {})
+    first_noise_w = (fit.get("parameters") or {}).get("reading_noise_w")
+    noise_w = float(first_noise_w) if first_noise_w is not None else table.power_noise_w or 0.0
+    model = fit_device_model(profiler, list(measured.values()), fits, frequencies, noise_w)
     predictions = ActiveProfiler._predictions(model, fits, frequencies)
     points = [measured.get(key) or _predicted_point(p) for key, p in sorted(predictions.items())]
-    return table.model_copy(update={"points": points, "model_fit": {
-        **(table.model_fit or {}), "parameters": model.parameters()}})
+    line_w = None if table.power_cap_w is None else table.power_cap_w - profiler.margin_w
+    state = frontier_state(measured, predictions, fits, frequencies, line_w,
+                           float(fit.get("z", DEFAULT_Z)))
+    fit.update(parameters=model.parameters(), settled=not state.undecided,
+               undecided_batch_sizes=sorted({b for b, _ in state.undecided}))
+    return table.model_copy(update={"points": points, "model_fit": fit})
 
 
 def _predicted_point(p: Prediction) -> ProfilePoint:

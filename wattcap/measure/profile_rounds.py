@@ -7,9 +7,11 @@ and merging the rounds gives each point the spread a later measurement would sho
 planner reads it where it keeps its margin and says which choices are within noise
 (`seconds_per_sample_std`).
 
-The first round is an ordinary profile (exhaustive, or pruned for the cap); each later round
-measures exactly the points the first one measured, in the same order, so a pruned search
-that would climb a row differently in another round still gives every point all its rounds.
+The first round is an ordinary profile (exhaustive, pruned for the cap, or a few points); each
+later round measures exactly the points the first one measured, in the table's order, each
+after a lead-in step at its own point, so a pruned search that would climb a row differently
+in another round still gives every point all its rounds; a few-point profile's predicted
+points are then made again from the merged measured points (`refit_predictions`).
 Between rounds the device idles for the gap (on the emulator's virtual clock nothing changes
 while it idles, so the default gap there is 0).
 """
@@ -166,10 +168,14 @@ def sweep_in_rounds(device: Device, sweep: Callable[[], ProfileTable], rounds: i
 
 def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[ProfilePoint]:
     """One later round: each of `points` measured again at its (batch size, clock), in the
-    first round's order; a batch size that no longer fits is left out of this round. The
-    device is put back after, also on a signal."""
+    table's order, each after a lead-in step at its own point (a few-point profile's points lie
+    far apart, and a lagging sensor's first reading would carry the previous point's power,
+    which the merge's largest peak would keep); a batch size that no longer fits is left out of
+    this round. The device is put back after, also on a signal."""
     again: list[ProfilePoint] = []
     out_of_memory: set[int] = set()
+    lead_in = profiler.lead_in_steps
+    profiler.lead_in_steps = max(lead_in, 1)
     with exit_cleanly_on_signals():
         try:
             for point in points:
@@ -181,6 +187,7 @@ def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[Profi
                     out_of_memory.add(point.batch_size)
                     profiler.release_steps()
         finally:
+            profiler.lead_in_steps = lead_in
             profiler.release_steps()
             profiler.device.restore()
     return again

@@ -299,19 +299,16 @@ class DriftMonitor:
         cap = None if self.power_cap_w is None else self.power_cap_w - self.margin_w
         # the re-measure sets the clocks it measures: a watchdog moving the clock under it would
         # label a point with a clock it did not run (violations are still recorded; the climb
-        # stops at the first point over the cap)
-        held = None if self.watchdog is None else self.watchdog.held
-        if self.watchdog is not None:
-            self.watchdog.hold(held or "the drift re-plan re-measures the row")
-        with self.offload() if self.offload is not None else nullcontext():
+        # stops at the first point over the cap, one measuring window)
+        pause = self.watchdog.measuring("the drift re-plan re-measures the row") \
+            if self.watchdog is not None else nullcontext()
+        with pause, self.offload() if self.offload is not None else nullcontext():
             try:
                 points = refresh_row(self.profiler, self.batch_size, from_hz, cap,
                                      ceiling_hz=max(from_hz, self._ceiling_hz(from_hz)),
                                      by="drift re-plan")
             finally:
                 self.profiler.release_steps()  # its copy leaves before the model comes back
-                if self.watchdog is not None:
-                    self.watchdog.hold(held)
         feasible = [p for p in points if cap is None or p.peak_power_w <= cap]
         best = max(feasible, key=lambda p: p.knob_value) if feasible else None
         to_hz = best.knob_value if best is not None else frequencies[0]

@@ -20,7 +20,8 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from wattcap.core.events import CapViolation, FrequencyStep
@@ -123,6 +124,8 @@ class CapWatchdog:
     _under: int = 0
     _wait: dict[int, int] = field(default_factory=dict)
     _held: str | None = None
+    #: a re-measure that sets the clocks itself is in progress (`measuring`)
+    _measuring: str | None = None
     #: readings since the clock last went down (by anyone; None: it never did), and the clock
     #: the last reading was taken at
     _since_drop: int | None = None
@@ -160,16 +163,16 @@ class CapWatchdog:
                     used = min(new_readings, 2)
                     excess_w = min(r.power_w for r in self._run[-used:]) - self.power_cap_w
                     self._decided = len(self._run)
-                    if self._held is None:
+                    if self.held is None:
                         self._step_down(reading, excess_w, used)
                     else:
-                        self._note(f"held: {self._held}", f"power above the cap, frequency "
-                                   f"held: {self._held}")
+                        self._note(f"held: {self.held}", f"power above the cap, frequency "
+                                   f"held: {self.held}")
                 return
             if self._run:
                 self._close_run()
             self._under += 1
-            if self._held is None:
+            if self.held is None:
                 self._maybe_step_up(reading, current)
 
     def _beyond_noise(self, reading: PowerReading) -> bool:
@@ -325,7 +328,6 @@ class CapWatchdog:
                            f"({up / 1e6:.1f} MHz): its ceiling for now"))
             return
         self._under = 0
-        self._since_drop = 0  # the next readings may still carry the power from before it
         self.steps.append(FrequencyStep(
             time_s=reading.time_s, from_hz=current, to_hz=applied,
             reason=f"headroom: {self._wait.get(up, self.recovery_readings)} readings under the "
@@ -390,8 +392,23 @@ class CapWatchdog:
 
     @property
     def held(self) -> str | None:
-        """Why the frequency is held (`hold`), or None."""
-        return self._held
+        """Why the frequency is held (`hold`, or a re-measure in progress), or None."""
+        return self._held or self._measuring
+
+    @contextmanager
+    def measuring(self, reason: str) -> Iterator[None]:
+        """For the block, record violations without changing the frequency: a re-measure sets
+        the clocks it measures (a step under it would label a point with a clock it did not
+        run). Apart from `hold`: a moving cap's hold, set or released meanwhile, stays its
+        own."""
+        with self._lock:
+            self._measuring = reason
+            self._under = 0
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._measuring = None
 
     def update_cap(self, power_cap_w: float | None) -> None:
         """The cap moved a little but the plan stays (a battery draining): judge the next
