@@ -89,6 +89,13 @@ def test_profile_dry_run_reads_and_writes_nothing(tmp_path: Path) -> None:
     assert "12 GPU frequencies" in result.output
     assert "batch sizes that fit [4, 8, 16, 32, 64, 128]" in result.output
     assert "dry run: no setting changed, no file written" in result.output
+    assert "rounds" not in result.output  # one round on an emulated device
+    assert not out.exists()
+    rounds = runner.invoke(app, ["profile", "--model", "digits32-cnn", "--power-cap", "6",
+                                 "--rounds", "2", "--out", str(out), "--dry-run"],
+                           env={"COLUMNS": "200"})
+    assert rounds.exit_code == 0, rounds.output
+    assert "in 2 rounds" in " ".join(rounds.output.split())
     assert not out.exists()
 
 

@@ -224,7 +224,7 @@ def profile(
                                architecture_fingerprint=model_fingerprint(model))
     if dry_run:
         _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh,
-                       max_points if few_points else None, few_points)
+                       max_points if few_points else None, few_points, rounds)
     elif previous is not None:
         assert refresh is not None
         _refresh(dev, model, previous, refresh, out or refresh, cap)
@@ -424,7 +424,8 @@ def _print_rounds(result: RoundsResult) -> None:
 
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,
                    exhaustive: bool, previous: ProfileTable | None, refresh: Path | None,
-                   max_points: int | None = None, few_points: bool = False) -> None:
+                   max_points: int | None = None, few_points: bool = False,
+                   rounds: int = 1) -> None:
     """What `profile --dry-run` reads and would measure; changes nothing."""
     print_device_readout(dev)
     if previous is not None:
@@ -451,7 +452,9 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
                    f"pruned for {cap:g} W: at most ") + f"{points} points"
         console.print(f"{model}: batch sizes that fit {fits}"
                       + (f", too big for memory {too_big}" if too_big else "")
-                      + f"; would measure {how}")
+                      + f"; would measure {how}"
+                      + (f", in {rounds} rounds (each later round measures the first's points "
+                         "again)" if rounds > 1 else ""))
     console.print("dry run: no setting changed, no file written")
 
 
