@@ -148,7 +148,7 @@ def test_a_session_status_is_a_progress_update() -> None:
                            frequency_hz=614_400_000, batch_size=32, sample_budget=2048)
     assert (status.done, status.total, status.unit, status.item) == (512, 2048, "samples",
                                                                      status)
-    assert status.detail == ("accuracy 80.0% (target 90%), 4.50 W (cap 5 W), 614 MHz, "
+    assert status.detail == ("accuracy 80.0% (target 90%), 4.50 W (cap 5 W), b=32 at 614 MHz, "
                              "3.2 s of device time")
     piped = Console(file=io.StringIO(), force_terminal=False, width=200)
     with make_progress(piped, "training", 2048, "samples") as report:

@@ -412,7 +412,7 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
         stops = resumable(f"the checkpoint in {checkpoint_dir} (written at every evaluation) "
                           "is kept") if checkpoint_dir else exit_cleanly_on_signals()
         with stops, dev, progress(
-            f"training {label} (b={choice.batch_size}, target "
+            f"training {label} (planned b={choice.batch_size}, target "
             f"{config.target_metric.value_text(config.target_accuracy)})",
             config.sample_budget, "samples",
         ) as report:

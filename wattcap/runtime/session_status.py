@@ -55,7 +55,8 @@ class SessionStatus:
 
     @property
     def detail(self) -> str:
-        """Accuracy against the target, power against the cap, clock, device time."""
+        """Accuracy against the target, power against the cap, the batch size and clock in use
+        (a re-plan may change either), device time."""
         parts = ["paused: the cap is below every configuration"] if self.paused else []
         if self.resumed_from_samples is not None:
             parts.append(f"resumed from the checkpoint at {self.resumed_from_samples} samples")
@@ -70,8 +71,8 @@ class SessionStatus:
         if self.power_w is not None:
             parts.append(f"{self.power_w:.2f} W"
                          + (f" (cap {self.power_cap_w:g} W)" if self.power_cap_w else ""))
-        if self.frequency_hz is not None:
-            parts.append(f"{self.frequency_hz / 1e6:.0f} MHz")
+        parts.append(f"b={self.batch_size}" + (f" at {self.frequency_hz / 1e6:.0f} MHz"
+                                               if self.frequency_hz is not None else ""))
         parts.append(f"{self.device_time_s:.1f} s of device time")
         return ", ".join(parts)
 
