@@ -84,15 +84,19 @@ def test_two_consecutive_readings_make_one_decision_each() -> None:
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[-2])]
     assert guard.steps[0].time_s == pytest.approx(3 * period_s)
     assert "above the cap" in guard.steps[0].reason
-    sensor([5.2])  # one reading above at the new level: not yet confirmed, no new decision
+    # the first reading after the step still shows the power from before it (any sensor that
+    # reports late): recorded, never a confirmation
+    sensor([5.2])
+    assert device.current_frequency_hz() == freqs[-2] and len(guard.steps) == 1
+    sensor([5.3])  # one new reading at the new level: not yet confirmed
     assert device.current_frequency_hz() == freqs[-2] and len(guard.steps) == 1
     sensor([5.3])  # two in a row at the new level: one more decision
     assert device.current_frequency_hz() == freqs[-3] and len(guard.steps) == 2
     assert guard.violations == []  # still open
     sensor([4.9])
     (violation,) = guard.violations
-    assert violation.readings == 4
-    assert violation.duration_s == pytest.approx(3 * period_s)
+    assert violation.readings == 5
+    assert violation.duration_s == pytest.approx(4 * period_s)
     assert violation.max_power_w == 5.6
 
 
@@ -109,9 +113,9 @@ def test_one_reading_beyond_the_sensors_noise_is_decided_at_once() -> None:
     assert guard.steps == [] and device.run_frequency_hz() == freqs[-1]
     sensor([4.0, 5.0 + 1.1 * SINGLE_READING_SIGMAS * noise_w])  # beyond it: at once
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[-2])]
-    # the readings right after the step may still carry the old power: they do not decide
-    # alone (no second step from a stale reading), two in a row still do
-    sensor([5.3])
+    # the readings right after the step may still carry the old power: the first never counts,
+    # the next do not decide alone (no second step from a stale reading), two in a row do
+    sensor([5.3, 5.3])
     assert len(guard.steps) == 1
     sensor([5.3])
     assert [(s.from_hz, s.to_hz) for s in guard.steps][-1] == (freqs[-2], freqs[-3])
@@ -167,7 +171,7 @@ def test_after_a_knob_move_a_stale_reading_does_not_decide_alone() -> None:
     sensor = Sensor(guard, device.sensor_period_s)
     sensor([4.0, 5.5])  # beyond the noise: the knob moves at once
     assert len(moves) == 1
-    sensor([5.5])  # stale: waits for a second
+    sensor([5.5, 5.5])  # stale: the first never counts, the second waits for another
     assert len(moves) == 1
     sensor([5.5])
     assert len(moves) == 2
@@ -189,8 +193,9 @@ def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
     # asked for the cap less what both confirming readings were over by (5.5 - 5.0)
     assert asked == [pytest.approx(4.5)] and "straight to the plan's clock" in \
         guard.steps[0].reason
-    # still over at f*(b) (the device drifted): one level down, as without a profile
-    sensor([5.5, 5.6])
+    # still over at f*(b) (the device drifted): one level down, as without a profile (the
+    # first reading after the step is the old clock's power and never counts)
+    sensor([5.5, 5.5, 5.6])
     assert [s.to_hz for s in guard.steps] == [freqs[2], freqs[1]]
     assert "straight" not in guard.steps[1].reason
 
@@ -218,8 +223,9 @@ def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -
     assert asked == [pytest.approx(5.0 * 4.8 / 5.52)]
     assert [(s.from_hz, s.to_hz) for s in guard.steps] == [(freqs[-1], freqs[2])]
     # right after the step the readings may still show the old clock's power (a sensor that
-    # averages and reports late): no ratio from them, the cap less the excess
-    sensor([5.5, 5.6])
+    # averages and reports late): the first never counts; no ratio from the next, the cap less
+    # the excess
+    sensor([5.5, 5.5, 5.6])
     assert asked[1] == pytest.approx(4.5)
     # a board close to the profile: the cap less the excess is the lower (the margin decides)
     device.set_frequency_hz(freqs[-1])
@@ -263,7 +269,7 @@ def test_the_ratio_waits_for_the_readings_after_a_drop_or_a_new_plan() -> None:
     # a new plan (a re-plan for the board) starts the wait again, whatever its clock
     device.set_frequency_hz(freqs[-2])
     guard.restart(5.0, ceiling_hz=freqs[-2])
-    sensor([5.5, 5.6])
+    sensor([5.5, 5.5, 5.6])
     assert asked[3] == pytest.approx(4.5)
 
 

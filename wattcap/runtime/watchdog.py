@@ -61,9 +61,10 @@ class CapWatchdog:
     longer than one sensor period (two consecutive readings), and records every violation. A
     single reading over the cap is noise until the next one confirms it, but it is still
     recorded: the cap is never exceeded silently; one over the cap by more than
-    `SINGLE_READING_SIGMAS` of the sensor's noise (`sensor_noise_w`) is decided at once. Each
-    further confirmed violation steps down again, so a violation lasts one or two sensor
-    periods per decision needed to get back under.
+    `SINGLE_READING_SIGMAS` of the sensor's noise (`sensor_noise_w`) is decided at once. The
+    first reading after a clock drop (or the watchdog's own step or knob move) carries the
+    power from before it on a sensor that reports late: recorded, it never confirms. Each
+    further confirmed violation steps down again.
 
     Hysteresis: a step-down caused by a transient (a noise spike, a burst of work) should not
     slow the rest of the run. After `recovery_readings` consecutive readings under the cap, the
@@ -152,6 +153,11 @@ class CapWatchdog:
             if reading.power_w > self.power_cap_w:
                 self._under = 0
                 self._run.append(reading)
+                if self._since_drop == 1:
+                    # the first reading after a drop (or the watchdog's own step or knob move)
+                    # still shows the power from before it on any sensor that reports late:
+                    # recorded, never a confirmation
+                    self._decided = len(self._run)
                 # confirmed: two readings in a row over the cap since the last decision (one
                 # decision per violation; a clock that still breaks it needs two new readings),
                 # or one reading beyond the sensor's noise (`_beyond_noise`)
