@@ -327,7 +327,6 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         emulate_power_limit(dev)
     what, grid = _what_is_measured(dev, sizes, cap, exhaustive, few_points, knob, limits_w,
                                    rounds)
-    result: RoundsResult | None = None
     with resumable(_NOTHING_KEPT), dev, progress(f"profiling {model} on {dev.name} ({what})",
                                                  grid, "points") as report:
         profiler = Profiler(
@@ -341,17 +340,12 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
                                          if knob == "power-mode"
                                          else (lambda: profiler.run_power_limits(limits_w)),
                                          rounds, round_gap_s, max_first_s)
-                table = result.table
-            elif rounds > 1:
+            else:  # one round is `Profiler.run` itself
                 result = profile_in_rounds(profiler, rounds, power_cap_w=cap,
                                            exhaustive=exhaustive, round_gap_s=round_gap_s,
                                            max_first_round_s=max_first_s,
                                            few_points=few_points, max_points=max_points)
-                table = result.table
-            else:
-                table = profiler.run(power_cap_w=cap, exhaustive=exhaustive,
-                                     mode="model" if few_points else None,
-                                     max_points=max_points)
+            table = result.table
         except ValueError as err:
             fail(str(err))
         report.update(total=report.completed)  # a pruned search measures fewer points
@@ -363,8 +357,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
-    if result is not None:
-        _print_rounds(result)
+    _print_rounds(result)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()

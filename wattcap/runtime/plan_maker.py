@@ -163,15 +163,13 @@ class PlanMaker:
                 pass  # stale or corrupt: measure again
         profiler = Profiler(device, session.model_name, batch_sizes=tuple(sizes),
                             workload=workload, step_factory=session._step_factory)
-        rounds = default_rounds(device)  # 2 on real hardware: the spread between rounds
-        if rounds > 1:
-            result = profile_in_rounds(profiler, rounds, power_cap_w=session.power_cap_w,
-                                       max_first_round_s=DEFAULT_ROUNDS_MAX_FIRST_S)
-            table = result.table
-            if result.skipped is not None:
-                session.events.append(result.skipped)
-        else:
-            table = profiler.run(power_cap_w=session.power_cap_w)
+        # 2 rounds on real hardware (the spread between them), 1 on the emulator
+        result = profile_in_rounds(profiler, default_rounds(device),
+                                   power_cap_w=session.power_cap_w,
+                                   max_first_round_s=DEFAULT_ROUNDS_MAX_FIRST_S)
+        table = result.table
+        if result.skipped is not None:
+            session.events.append(result.skipped)
         table.save(path)
         session.events.append(
             f"profiled {session.model_name} on {device.name}: {table.points_measured} points "

@@ -127,8 +127,9 @@ class CapWatchdog:
     _held: str | None = None
     #: a re-measure that sets the clocks itself is in progress (`measuring`)
     _measuring: str | None = None
-    #: readings since the clock last went down (by anyone; None: it never did), and the clock
-    #: the last reading was taken at
+    #: readings since the clock last went down (by anyone), the watchdog last acted (a step or
+    #: a knob move) or a new plan began; None: none of these yet. And the clock the last
+    #: reading was taken at
     _since_drop: int | None = None
     _last_hz: int | None = None
     #: the steps before this index were of an earlier plan (`restart`)
