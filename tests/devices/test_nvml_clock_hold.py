@@ -9,6 +9,7 @@ import json
 import pytest
 from pynvml import NVML_ERROR_FUNCTION_NOT_FOUND
 
+from tests.fakes.fake_cuda import FakeCuda
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from wattcap.devices.found_state import state_files
 from wattcap.devices.nvml import NvmlDevice
@@ -185,3 +186,37 @@ def test_a_stock_application_clock_below_the_top_is_not_taken_for_a_lock() -> No
         clock_reasons=pynvml.nvmlClocksEventReasonApplicationsClocksSetting))
     with pytest.raises(ClockHeldError):
         held.set_frequency_hz(1500 * MHZ)
+
+
+def test_an_idle_gpu_s_lock_is_seen_under_a_short_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle GPU may report only GpuIdle over a lock: with torch's CUDA there, the reasons
+    are read again while a spin kernel keeps the GPU busy, and the lock shows."""
+    gpu = FakeGpu(admin_lock_mhz=1410, lock_reason_at_idle=False, applications_clock_mhz=None,
+                  default_applications_clock_mhz=None)
+    cuda = FakeCuda({0: gpu}).install(monkeypatch)
+    device, nvml = open_device(gpu)
+    with pytest.raises(ClockHeldError, match="user-defined clock"):
+        device.set_frequency_hz(1500 * MHZ)
+    assert ("spin", 0) in cuda.calls  # the probe ran on this GPU ...
+    assert not gpu.busy  # ... and was waited for: no work left running
+    device.restore()
+    assert clock_setters(nvml) == [] and gpu.locked_mhz == (1410, 1410)
+
+
+def test_the_probe_finds_no_lock_where_none_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = FakeGpu(lock_reason_at_idle=False)
+    cuda = FakeCuda({0: gpu}).install(monkeypatch)
+    device, _ = open_device(gpu)
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    assert ("spin", 0) in cuda.calls
+    device.restore()
+    assert gpu.locked_mhz is None
+
+
+def test_without_cuda_an_idle_gpu_s_lock_stays_unseen() -> None:
+    """The limit of what NVML alone can tell (said in the docs): no CUDA, no probe."""
+    gpu = FakeGpu(admin_lock_mhz=1410, lock_reason_at_idle=False, applications_clock_mhz=None,
+                  default_applications_clock_mhz=None)
+    device, _ = open_device(gpu)
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    device.restore()

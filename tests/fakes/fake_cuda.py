@@ -38,7 +38,7 @@ class FakeCuda:
     """What the fake CUDA saw; `gpus` maps a CUDA index to the fake NVML GPU behind it."""
 
     gpus: dict[int, FakeGpu] = field(default_factory=dict)
-    #: ("record" | "event-sync" | "device-sync", CUDA index) in order
+    #: ("record" | "event-sync" | "device-sync" | "spin" | "empty-cache", CUDA index) in order
     calls: list[tuple[str, int]] = field(default_factory=list)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
@@ -82,6 +82,10 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
         monkeypatch.setattr(torch.cuda, "get_device_properties", self._properties)
         monkeypatch.setattr(torch.cuda, "device", self._device)
+        # the spin kernel (`torch.cuda._sleep`): work queued on the current device; the GPU is
+        # busy from the event recorded before it until one recorded after it is waited for
+        monkeypatch.setattr(torch.cuda, "_sleep",
+                            lambda cycles: cuda.calls.append(("spin", cuda.current)))
         monkeypatch.setattr(torch.cuda, "empty_cache",
                             lambda: cuda.calls.append(("empty-cache", cuda.current)))
         return self

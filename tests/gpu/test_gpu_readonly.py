@@ -40,6 +40,25 @@ def test_on_the_gpu_read_only() -> None:
     assert "on cuda:0 reached=True" in report and "the run stops rather than go on" in report
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_gpu(), reason="needs CUDA and NVML")
+def test_the_clock_hold_probe_loads_the_gpu() -> None:
+    """The spin kernel of the idle-lock probe must make the GPU leave idle, or the probe reads
+    the idle reasons again and proves nothing. Reads only."""
+    import torch
+
+    from wattcap.devices.nvml import NvmlDevice
+    from wattcap.devices.nvml_clock_hold import reasons_under_load
+
+    device = NvmlDevice(0)
+    try:
+        under_load = reasons_under_load(torch.cuda, device.torch_device,
+                                        device.clock_event_reasons)
+    finally:
+        device.close()
+    assert under_load is not None and "GpuIdle" not in under_load, under_load
+
+
 @pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
 def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from wattcap.devices.errors import (
 from wattcap.devices.nvml_clock_hold import (
     clock_held_error,
     find_clock_hold,
+    reasons_under_load,
     replace_clock_lock_allowed,
     replaced_event,
 )
@@ -451,9 +452,8 @@ class NvmlDevice(Device):
         wattcap locks none (and a restore after a kill resets none) unless told to replace
         it. Raises where the limit cannot be read: the change is refused."""
         limit_mw = self._limit_to_keep_mw()
-        self._clock_hold = find_clock_hold(self._nvml, self._handle,
-                                           self.clock_event_reasons(), self.gpu_name,
-                                           max(self.frequencies_hz()) // 1_000_000)
+        self._clock_hold = find_clock_hold(self._nvml, self._handle, self._reasons_to_judge(),
+                                           self.gpu_name, max(self.frequencies_hz()) // 1_000_000)
         self._replace_hold = replace_clock_lock_allowed()
         if self._clock_hold is None:
             clocks = "reset (NVML cannot read a lock)"
@@ -462,6 +462,16 @@ class NvmlDevice(Device):
         else:
             clocks = f"keep (a setting found holds the clock: {self._clock_hold})"
         return {"power_limit_mw": limit_mw, "locked_clocks": clocks}
+
+    def _reasons_to_judge(self) -> list[str]:
+        """The clock event reasons to look for a held clock in: read now, and where the GPU
+        idles (a lock need not show idle) also under a short load when torch's CUDA is here."""
+        reasons = self.clock_event_reasons()
+        cuda = cuda_of(self.torch_device) if "GpuIdle" in reasons else None
+        if cuda is None:
+            return reasons
+        under_load = reasons_under_load(cuda, self.torch_device, self.clock_event_reasons)
+        return sorted(set(reasons) | set(under_load or []))
 
     def _limit_to_keep_mw(self) -> int | None:
         """The power limit now (mW), for the state written before the first change; None only

@@ -8,7 +8,9 @@ unless `WATTCAP_REPLACE_CLOCK_LOCK=1` says to replace it. The signals NVML gives
 
 * the clock event reason "clocks limited by applications clocks or locked clocks setting"
   (UserDefinedClocks, a.k.a. ApplicationsClocksSetting) set before wattcap locked anything.
-  An idle GPU may report only GpuIdle, so its absence proves nothing;
+  An idle GPU may report only GpuIdle, so where the reasons read idle they are read again
+  while a small kernel keeps the GPU busy (`reasons_under_load`: torch's CUDA spin kernel, a
+  second at most); without torch's CUDA an idle GPU's lock stays unseen;
 * application clocks (`nvidia-smi -ac`) other than the default application clocks. GPUs
   without application clocks answer NOT_SUPPORTED: that signal is skipped.
 """
@@ -16,6 +18,8 @@ unless `WATTCAP_REPLACE_CLOCK_LOCK=1` says to replace it. The signals NVML gives
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +34,38 @@ HELD_REASONS = frozenset({"UserDefinedClocks", "ApplicationsClocksSetting"})
 
 class ClockHeldError(DeviceError):
     """The clock is held off the driver's default by a setting wattcap could not put back."""
+
+
+#: GPU clock cycles one probe kernel spins (`torch.cuda._sleep`), and how many are queued:
+#: 8 x 1e8 cycles keep a GPU busy 0.4 s at a 1980 MHz boost clock, 2.3 s at a 345 MHz idle one
+PROBE_SPIN_CYCLES = 100_000_000
+PROBE_KERNELS = 8
+#: host wait before the reasons are read: the clock leaves idle within a few driver ticks
+PROBE_RAMP_S = 0.25
+
+
+def reasons_under_load(cuda: Any, torch_device: str,
+                       read_reasons: Callable[[], list[str]]) -> list[str] | None:
+    """The clock event reasons read while a spin kernel keeps `torch_device` busy: a lock
+    shows its reason bit under work, where an idle GPU may report only GpuIdle. None where
+    this torch has no spin kernel (nothing probed). `cuda` is torch.cuda; the kernel is waited
+    for before this returns, so no work is left running."""
+    spin = getattr(cuda, "_sleep", None)
+    if spin is None:
+        return None
+    with cuda.device(torch_device):
+        stream = cuda.current_stream(torch_device)
+        start = cuda.Event()
+        start.record(stream)
+        for _ in range(PROBE_KERNELS):
+            spin(PROBE_SPIN_CYCLES)
+        try:
+            time.sleep(PROBE_RAMP_S)
+            return read_reasons()
+        finally:
+            end = cuda.Event()
+            end.record(stream)
+            end.synchronize()
 
 
 def replace_clock_lock_allowed() -> bool:
