@@ -18,7 +18,6 @@ choice marked on it or not.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 from wattcap.algorithms.efficiency import (
     doublings_outside,
@@ -33,7 +32,8 @@ from wattcap.algorithms.power_margin import (
     monotone_peaks,
     with_power_margin,
 )
-from wattcap.algorithms.restarts import planned_samples_with_restarts
+from wattcap.algorithms.ratio_adjustments import at_risk, with_restarts
+from wattcap.algorithms.transfer import TransferRule
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_unit
@@ -137,43 +137,6 @@ def _most_powerful_safe_mode(reference_profiles: list[ProfileTable], cap_w: floa
     return best
 
 
-def _at_risk(efficiency: EfficiencyVector, ratios: dict[int, float | None],
-             samples: dict[int, float], risk: float) -> str:
-    """r_b (and samples to target) at its `risk` quantile over its uncertainty, in place; the
-    note that says so."""
-    z = NormalDist().inv_cdf(risk)
-    for b, ratio in ratios.items():
-        if ratio is not None:
-            factor = math.exp(z * ratio_log_spread(efficiency, b))
-            ratios[b], samples[b] = ratio * factor, samples[b] * factor
-    return (f"r_b at its {risk:.0%} quantile over its uncertainty (--risk {risk:g}): the plan "
-            "minimises that quantile of the time to target, not its median")
-
-
-def _with_restarts(efficiency: EfficiencyVector, ratios: dict[int, float | None],
-                   samples: dict[int, float]) -> str | None:
-    """Where some of the proxy's seeds missed the target within their budget, r_b (and
-    samples) become the expected cost with restarts, in place: the reaching seeds' mean plus
-    (1 - p) / p missed budgets, never below the estimate it replaces. The note that says so."""
-    changed = []
-    reference = efficiency.entry(efficiency.reference_batch_size)
-    for entry in efficiency.entries:
-        b = entry.batch_size
-        expected = planned_samples_with_restarts(entry.samples_per_seed, entry.budget_per_seed)
-        ratio = ratios.get(b)
-        if (expected is None or ratio is None or reference is None or samples[b] <= 0
-                or expected <= samples[b]):
-            continue
-        ratios[b], samples[b] = ratio * expected / samples[b], expected
-        reached = sum(s is not None for s in entry.samples_per_seed)
-        changed.append(f"b={b} ({reached}/{len(entry.samples_per_seed)} seeds)")
-    if not changed:
-        return None
-    return ("r_b with restarts where some proxy seeds missed the target within their budget: "
-            f"{', '.join(changed)} — the expected cost is the reaching seeds' mean plus "
-            "(1 - p)/p budgets, as a run that misses is restarted")
-
-
 def _ratios(
     profile: ProfileTable, efficiency: EfficiencyVector | None, extrapolate: bool = True,
     predict: bool = True, risk: float | None = None,
@@ -195,11 +158,11 @@ def _ratios(
     if predict:
         ratios, samples, predicted = ratios_for_batch_sizes(efficiency, profile.batch_sizes,
                                                             extrapolate)
-        restarts = _with_restarts(efficiency, ratios, samples)
+        restarts = with_restarts(efficiency, ratios, samples)
         if restarts is not None:
             predicted.append(restarts)
         if risk is not None:
-            predicted.append(_at_risk(efficiency, ratios, samples, risk))
+            predicted.append(at_risk(efficiency, ratios, samples, risk))
         return ratios, samples, notes + predicted
     ratios = {b: efficiency.ratio(b) for b in profile.batch_sizes}
     samples = {b: efficiency.samples(b) or 0.0 for b in profile.batch_sizes}
@@ -236,7 +199,7 @@ class Replanner:
     def __init__(self, profile: ProfileTable, efficiency: EfficiencyVector | None = None,
                  objective: Objective | None = None,
                  margin_sigmas: float = DEFAULT_MARGIN_SIGMAS, extrapolate: bool = True,
-                 risk: float | None = None) -> None:
+                 risk: float | None = None, transfer_factor: float | None = None) -> None:
         if not profile.points:
             raise ValueError("the profile has no measured points")
         if risk is not None and not 0 < risk < 1:
@@ -256,6 +219,14 @@ class Replanner:
         self.ratios, self.samples, self.ratio_notes = _ratios(profile, efficiency, extrapolate,
                                                               risk=risk)
         objective = objective or Objective()
+        rule = TransferRule.of(efficiency, self.ratios, transfer_factor)
+        if isinstance(rule, TransferRule) and not objective.is_paper_time:
+            rule = ("transfer factor ignored: it applies to the time objective, not "
+                    f"{objective.name}")
+        if isinstance(rule, str):
+            self.ratio_notes.append(rule)
+        #: minimax regret over a target B_noise within --transfer-factor (None: r_b as it is)
+        self.transfer = rule if isinstance(rule, TransferRule) else None
         #: where the cost's P_max came from when the user gave none (None: the user's)
         self.cost_power_source: str | None = None
         if objective.name == "cost" and objective.cost_power_w is None:
@@ -376,7 +347,10 @@ class Replanner:
         """wattcap's choice under the cap. Raises `InfeasibleCapError` (pause: nothing fits) or
         `InfeasibleObjectiveError` (nothing meets the maximum energy or deadline)."""
         self.check_cap(power_cap_w)
-        if self.objective.is_paper_time:
+        if self.transfer is not None:
+            robust = self.transfer.choose(self.selector.frontier(power_cap_w))
+            best = None if robust is None else robust.point
+        elif self.objective.is_paper_time:
             best = self.selector.select(power_cap_w, self.ratios)
         else:
             best = self.candidates.best(self.objective, power_cap_w,
@@ -404,6 +378,7 @@ def plan(
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
     extrapolate: bool = True,
     risk: float | None = None,
+    transfer_factor: float | None = None,
 ) -> Plan:
     """Choose (b, f) for every method under a cap (None: no cap).
 
@@ -418,7 +393,9 @@ def plan(
     them from the large-batch relation (`extrapolate` False keeps to them; baseline-2, the best
     proxy batch, always does; the oracle uses the target's measured runs only). `risk` q plans on
     r_b's q quantile over its uncertainty instead of its value (q = 0.9: guard against a batch
-    size whose r_b is poorly known). The notes name the batch sizes whose predicted time is
+    size whose r_b is poorly known). `transfer_factor` K chooses by minimax regret over a
+    target whose B_noise lies within K times the proxy's either way (time objective;
+    `algorithms.transfer`). The notes name the batch sizes whose predicted time is
     within r_b's uncertainty of wattcap's choice.
 
     Raises `InfeasibleCapError` when nothing fits under the cap, and `InfeasibleObjectiveError`
@@ -434,7 +411,8 @@ def plan(
         target_efficiency.check_matches(
             model=profile.model, input_shape=profile.input_shape,
             architecture_fingerprint=profile.architecture_fingerprint)
-    replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate, risk)
+    replanner = Replanner(profile, efficiency, objective, margin_sigmas, extrapolate, risk,
+                          transfer_factor)
     objective = replanner.objective
     margined = replanner.profile
     notes.append(replanner.margin_note)
@@ -469,6 +447,10 @@ def plan(
     if tie_note:
         notes.append(tie_note)
     chosen = choices["wattcap"]
+    robust = None if replanner.transfer is None else replanner.transfer.choose(
+        replanner.selector.frontier(power_cap_w))
+    if robust is not None and replanner.transfer is not None:
+        notes.append(replanner.transfer.note(robust))
     if chosen.batch_size in replanner.extrapolated and efficiency is not None:
         notes.append(f"wattcap's choice b={chosen.batch_size} lies "
                      f"{doublings_outside(efficiency, chosen.batch_size):g} doubling(s) beyond the "

@@ -225,6 +225,12 @@ CapOnOpt = Annotated[CapOn | None, typer.Option(
 RiskOpt = Annotated[float | None, typer.Option(
     help="Plan on this quantile of r_b over its uncertainty (e.g. 0.9: guard against a "
     "batch size whose r_b is poorly known) instead of its value.", rich_help_panel=PLAN_INPUTS)]
+TransferFactorOpt = Annotated[float | None, typer.Option(
+    min=1.0, help="Choose robustly to a target whose critical batch size (B_noise) lies up to "
+    "this factor from the proxy's either way (e.g. 3): the choice with the least worst-case "
+    "regret over that range, by the large-batch relation; the notes say what each choice "
+    "risks. Time objective only. Default: plan on the proxy's r_b as it is.",
+    rich_help_panel=PLAN_INPUTS)]
 ProfilePowerModeOpt = Annotated[str | None, typer.Option(
     "--power-mode", help="The nvpmodel power mode (e.g. MAXN) the emulated device runs in "
     "while it is measured.", rich_help_panel=CAP_AND_DEVICE)]

@@ -41,6 +41,7 @@ from wattcap.cli.options import (
     TargetEfficiencyOpt,
     TargetFilterOpt,
     TokenOpt,
+    TransferFactorOpt,
 )
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
 from wattcap.core.knob import knob_number, knob_unit
@@ -61,12 +62,13 @@ def make_plan(
     cap_on: str = "peak",
     extrapolate: bool = True,
     risk: float | None = None,
+    transfer_factor: float | None = None,
 ) -> Plan:
     """Load files and plan, turning every expected problem into a clear exit. `cap_on`
     "average": the cap holds average power (the references' too), not peak power."""
     (result,) = make_plans(profile_path, efficiency_path, [cap], reference_profiles,
                            target_efficiency_path, objective, margin_sigmas, cap_on,
-                           extrapolate, risk).values()
+                           extrapolate, risk, transfer_factor).values()
     if isinstance(result, str):
         fail(result)
     return result
@@ -83,6 +85,7 @@ def make_plans(
     cap_on: str = "peak",
     extrapolate: bool = True,
     risk: float | None = None,
+    transfer_factor: float | None = None,
 ) -> dict[float | None, Plan | str]:
     """`make_plan` for several caps, the files read once: each cap's plan, or why nothing
     runs under it (a cap below every configuration is an answer here, not an exit)."""
@@ -112,7 +115,8 @@ def make_plans(
         try:
             plans[cap] = plan(table, cap, efficiency=eff, reference_profiles=refs,
                               target_efficiency=target, objective=objective,
-                              extrapolate=extrapolate, risk=risk, **margin)
+                              extrapolate=extrapolate, risk=risk,
+                              transfer_factor=transfer_factor, **margin)
         except InfeasibleCapError as err:
             plans[cap] = str(err)
         except (WattcapFileError, ValueError) as err:
@@ -315,6 +319,7 @@ def plan_command(
         "uncertainty that widens with the distance (flagged in the notes); --no-extrapolate "
         "keeps to the batch sizes it ran.", rich_help_panel=PLAN_INPUTS)] = True,
     risk: RiskOpt = None,
+    transfer_factor: TransferFactorOpt = None,
     server: ServerUrlOpt = None,
     device_name: PlanDeviceNameOpt = None,
     model: Annotated[str | None, typer.Option(
@@ -348,7 +353,7 @@ def plan_command(
         plans = make_plans(profile, efficiency, caps, reference_profiles, target_efficiency,
                            objective=goal, margin_sigmas=margin_sigmas,
                            cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
-                           risk=risk)
+                           risk=risk, transfer_factor=transfer_factor)
         fail_if_none_feasible(plans)
         if as_json:
             print(json.dumps([plan_to_json(r) if not isinstance(r, str)
@@ -360,7 +365,7 @@ def plan_command(
     result = make_plan(profile, efficiency, caps[0], reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
                        cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
-                       risk=risk)
+                       risk=risk, transfer_factor=transfer_factor)
     if out:
         result.save(out)
     if plot:
