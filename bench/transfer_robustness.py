@@ -65,6 +65,9 @@ def main() -> None:
                 choice = rule.choose(frontier)
                 assert choice is not None
                 b = choice.point.batch_size
+                if b not in time_s:  # a seed of the target missed at b: no mean time
+                    cells.append(f"{b:>9} {'missed':>8}")
+                    continue
                 ratios[factor].append(time_s[b] / fastest_s)
                 cells.append(f"{b:>9} {time_s[b] / fastest_s:>8.3f}")
             cap_text = "none" if cap is None else f"{cap:g} W"

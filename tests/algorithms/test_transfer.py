@@ -89,8 +89,14 @@ def test_a_factor_of_one_is_algorithm_1() -> None:
         points = frontier(seconds)
         robust = minimax_regret_choice(points, transfer_scenarios(ratios, 40.0, REF, 1.0))
         assert robust is not None
-        cost = {b: seconds[b] * ratios[b] for b in sizes}  # type: ignore[operator]
-        assert robust.point.batch_size == min(sizes, key=lambda b: (cost[b], -b))
+        table = ProfileTable(device="d", device_kind="emulated", sensor_rail="VDD_IN",
+                             sensor_period_s=0.05, model="m", input_shape=[],
+                             batch_sizes=sizes, knob_values=[F_HZ], max_batch_size=128,
+                             mode="exhaustive", points=list(points.values()),
+                             points_measured=len(points), profiling_device_s=1.0,
+                             power_noise_w=0.0)
+        algorithm_1 = Selector(table).select(None, ratios)
+        assert algorithm_1 is not None and robust.point.batch_size == algorithm_1.batch_size
         assert robust.worst_regret == pytest.approx(1.0)
 
 
@@ -170,7 +176,9 @@ def test_the_factor_is_said_ignored_where_it_cannot_apply() -> None:
     assert any(n.startswith("robust to") for n in means.notes)
     energy = plan(profile, None, efficiency=_vector(), margin_sigmas=0, transfer_factor=3.0,
                   objective=Objective(name="energy"))
-    assert any("applies to the time objective, not energy" in n for n in energy.notes)
+    assert any("applies to the plain time objective, not energy" in n for n in energy.notes)
+    no_vector = plan(profile, None, margin_sigmas=0, transfer_factor=3.0)
+    assert any("no efficiency vector" in n for n in no_vector.notes)
     assert not any(n.startswith("robust to") for n in energy.notes)
 
 
@@ -188,3 +196,17 @@ def test_plan_on_the_command_line(tmp_path) -> None:
     assert "instead of the proxy's own b=128" in result.output
     refused = CliRunner().invoke(app, [*base, "--transfer-factor", "0.5"])
     assert refused.exit_code != 0 and "transfer-factor" in refused.output
+
+
+def test_under_a_cap_only_feasible_points_are_chosen() -> None:
+    """b=128 draws over the cap: the robust choice is made among the others, at their f*(b)."""
+    vector = _vector()
+    profile = _profile()
+    hot = [p.model_copy(update={"peak_power_w": 5.0}) if p.batch_size == 128 else p
+           for p in profile.points]
+    capped = profile.model_copy(update={"points": hot})
+    robust = plan(capped, 4.0, efficiency=vector, margin_sigmas=0, transfer_factor=3.0)
+    chosen = robust.choices["wattcap"]
+    assert chosen.batch_size != 128 and chosen.peak_power_w <= 4.0
+    (note,) = [n for n in robust.notes if n.startswith("robust to")]
+    assert "b=128" not in note

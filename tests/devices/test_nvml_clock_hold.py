@@ -28,6 +28,11 @@ def clock_setters(nvml: FakeNvml) -> list[str]:
     return [c for c in nvml.setter_calls if c in LOCK_CALLS]
 
 
+def events(device: NvmlDevice) -> list[str]:
+    """The run record's events but the idle-lock probe's (said where it could not run)."""
+    return [e for e in device.events if not e.startswith("clock-lock probe")]
+
+
 @pytest.fixture(autouse=True)
 def _no_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(REPLACE_CLOCK_LOCK_ENV, raising=False)
@@ -96,7 +101,7 @@ def test_the_flag_replaces_the_lock_and_says_so(monkeypatch: pytest.MonkeyPatch)
     device, nvml = open_device(gpu)
     assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
     assert gpu.locked_mhz == (1500, 1500)
-    (event,) = device.events
+    (event,) = events(device)
     assert "replaced the clock setting found" in event and REPLACE_CLOCK_LOCK_ENV in event
     assert "does not put that setting back" in event and "nvidia-smi -lgc" in event
     (state,) = state_files()
@@ -104,7 +109,7 @@ def test_the_flag_replaces_the_lock_and_says_so(monkeypatch: pytest.MonkeyPatch)
     device.set_frequency_hz(1200 * MHZ)  # the second change: no second event
     device.restore()
     assert gpu.locked_mhz is None  # the driver's default, as the flag said
-    assert len(device.events) == 1
+    assert len(events(device)) == 1
     assert clock_setters(nvml) == ["nvmlDeviceSetGpuLockedClocks"] * 2 \
         + ["nvmlDeviceResetGpuLockedClocks"]
 
@@ -123,7 +128,7 @@ def test_wattcap_own_lock_is_not_taken_for_someone_elses() -> None:
     second = NvmlDevice(0, pynvml_module=nvml)  # another run, another object
     second.set_frequency_hz(1200 * MHZ)
     second.restore()
-    assert device.events == [] and second.events == []
+    assert events(device) == [] and events(second) == []
     assert gpu.locked_mhz is None and state_files() == []
 
 
@@ -213,10 +218,41 @@ def test_the_probe_finds_no_lock_where_none_is(monkeypatch: pytest.MonkeyPatch) 
     assert gpu.locked_mhz is None
 
 
-def test_without_cuda_an_idle_gpu_s_lock_stays_unseen() -> None:
-    """The limit of what NVML alone can tell (said in the docs): no CUDA, no probe."""
+def test_without_cuda_an_idle_gpu_s_lock_stays_unseen_and_the_record_says_so() -> None:
+    """The limit of what NVML alone can tell: no CUDA, no probe, said in the run record."""
     gpu = FakeGpu(admin_lock_mhz=1410, lock_reason_at_idle=False, applications_clock_mhz=None,
                   default_applications_clock_mhz=None)
     device, _ = open_device(gpu)
     assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ
+    (said,) = [e for e in device.events if e.startswith("clock-lock probe")]
+    assert "no CUDA device" in said and "could go unseen" in said
     device.restore()
+
+
+def test_a_probe_that_fails_or_sees_nothing_says_so_and_the_run_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    gpu = FakeGpu(lock_reason_at_idle=False)
+    cuda = FakeCuda({0: gpu}).install(monkeypatch)
+
+    def failing_spin(cycles: int) -> None:
+        cuda.calls.append(("spin", cuda.current))
+        gpu.busy = True
+        raise RuntimeError("CUDA error: all CUDA-capable devices are busy or unavailable")
+
+    monkeypatch.setattr(torch.cuda, "_sleep", failing_spin)
+    device, _ = open_device(gpu)
+    assert device.set_frequency_hz(1500 * MHZ) == 1500 * MHZ  # the change still happens
+    (said,) = [e for e in device.events if e.startswith("clock-lock probe")]
+    assert "failed on cuda:0" in said and "busy or unavailable" in said
+    assert not gpu.busy  # the kernels were waited for after the error
+    device.restore()
+    # a GPU that reads idle under the spin kernel too: the probe proved nothing, said so
+    idle = FakeGpu(lock_reason_at_idle=False)
+    FakeCuda({0: idle}).install(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)  # no work reaches it
+    other, _ = open_device(idle)
+    other.set_frequency_hz(1500 * MHZ)
+    assert any("still read idle under the spin kernel" in e for e in other.events)
+    other.restore()

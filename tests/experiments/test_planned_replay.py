@@ -122,3 +122,23 @@ def test_a_choice_without_a_recorded_run_is_refused(profile: ProfileTable) -> No
     planning = PlanSettings(profile=profile, efficiency=_efficiency())
     with pytest.raises(ValueError, match="no recorded run"):
         replay_planned({}, SEED, EmulatedDevice("jetson-nano", seed=SEED), planning, CAP_W)
+
+
+def test_every_replayed_configuration_runs_under_the_sessions_backstop() -> None:
+    """A Session under a constant cap sets the board's power limit to it; the replays of the
+    other methods (the baselines, the brute force) run under the same hold, or a board whose
+    limit slows wattcap's run would leave theirs unslowed."""
+    device = EmulatedDevice("a100-sxm4", seed=SEED)
+    found_w = device.power_limit_w()
+    top_hz = device.frequencies_hz()[-1]
+    record = _record(128, 60_000.0, seen=65_536)
+    free = replay_on_device(record, EmulatedDevice("a100-sxm4", seed=SEED), top_hz, None)
+    cap_w = 0.6 * free.peak_w
+    held = replay_on_device(record, device, top_hz, cap_w)
+    assert held.time_s is not None and free.time_s is not None
+    assert held.time_s > 1.1 * free.time_s  # the limit held the clock down
+    assert device.power_limit_w() == found_w  # and was put back
+    # a board without a power limit (a Jetson) replays as before
+    nano = replay_on_device(_record(64, 16_384.0), EmulatedDevice("jetson-nano", seed=SEED),
+                            EmulatedDevice("jetson-nano").frequencies_hz()[-1], CAP_W)
+    assert nano.time_s is not None

@@ -82,10 +82,14 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
         monkeypatch.setattr(torch.cuda, "get_device_properties", self._properties)
         monkeypatch.setattr(torch.cuda, "device", self._device)
-        # the spin kernel (`torch.cuda._sleep`): work queued on the current device; the GPU is
-        # busy from the event recorded before it until one recorded after it is waited for
-        monkeypatch.setattr(torch.cuda, "_sleep",
-                            lambda cycles: cuda.calls.append(("spin", cuda.current)))
+        # the spin kernel (`torch.cuda._sleep`): work queued on the current device
+        def spin(cycles: int) -> None:
+            cuda.calls.append(("spin", cuda.current))
+            gpu = cuda.gpus.get(cuda.current)
+            if gpu is not None:
+                gpu.busy = True  # until an event recorded after it is waited for
+
+        monkeypatch.setattr(torch.cuda, "_sleep", spin)
         monkeypatch.setattr(torch.cuda, "empty_cache",
                             lambda: cuda.calls.append(("empty-cache", cuda.current)))
         return self

@@ -221,8 +221,8 @@ class Replanner:
         objective = objective or Objective()
         rule = TransferRule.of(efficiency, self.ratios, transfer_factor)
         if isinstance(rule, TransferRule) and not objective.is_paper_time:
-            rule = ("transfer factor ignored: it applies to the time objective, not "
-                    f"{objective.name}")
+            rule = ("transfer factor ignored: it applies to the plain time objective, not "
+                    f"{objective.describe()}")
         if isinstance(rule, str):
             self.ratio_notes.append(rule)
         #: minimax regret over a target B_noise within --transfer-factor (None: r_b as it is)

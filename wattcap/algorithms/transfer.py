@@ -134,8 +134,10 @@ class TransferRule:
             return None
         if factor < 1:
             raise ValueError(f"the transfer factor is a ratio >= 1, got {factor:g}")
-        b_noise = None if efficiency is None else proxy_b_noise(efficiency)
-        if efficiency is None or b_noise is None:
+        if efficiency is None:
+            return "transfer factor ignored: no efficiency vector (r_b = 1 has no B_noise)"
+        b_noise = proxy_b_noise(efficiency)
+        if b_noise is None:
             return ("transfer factor ignored: the efficiency vector has no B_noise (no "
                     "large-batch fit, no noise scale) to move")
         return cls(factor=factor, b_noise=b_noise, dataset=efficiency.dataset,

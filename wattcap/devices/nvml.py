@@ -27,7 +27,7 @@ from wattcap.devices.errors import (
 from wattcap.devices.nvml_clock_hold import (
     clock_held_error,
     find_clock_hold,
-    reasons_under_load,
+    reasons_with_load_probe,
     replace_clock_lock_allowed,
     replaced_event,
 )
@@ -464,14 +464,19 @@ class NvmlDevice(Device):
         return {"power_limit_mw": limit_mw, "locked_clocks": clocks}
 
     def _reasons_to_judge(self) -> list[str]:
-        """The clock event reasons to look for a held clock in: read now, and where the GPU
-        idles (a lock need not show idle) also under a short load when torch's CUDA is here."""
+        """The clock event reasons read now and, on an idle GPU, under a short load on the
+        CUDA device at its PCI bus (`reasons_with_load_probe`; what it could not tell: an
+        event)."""
         reasons = self.clock_event_reasons()
-        cuda = cuda_of(self.torch_device) if "GpuIdle" in reasons else None
-        if cuda is None:
+        if "GpuIdle" not in reasons:
             return reasons
-        under_load = reasons_under_load(cuda, self.torch_device, self.clock_event_reasons)
-        return sorted(set(reasons) | set(under_load or []))
+        index = cuda_index_for_pci_bus(self.pci_bus_id())
+        device = None if index is None else f"cuda:{index}"
+        reasons, said = reasons_with_load_probe(reasons, device and cuda_of(device), device,
+                                                self.clock_event_reasons)
+        if said:
+            self.events.append(said)
+        return reasons
 
     def _limit_to_keep_mw(self) -> int | None:
         """The power limit now (mW), for the state written before the first change; None only

@@ -9,8 +9,9 @@ unless `WATTCAP_REPLACE_CLOCK_LOCK=1` says to replace it. The signals NVML gives
 * the clock event reason "clocks limited by applications clocks or locked clocks setting"
   (UserDefinedClocks, a.k.a. ApplicationsClocksSetting) set before wattcap locked anything.
   An idle GPU may report only GpuIdle, so where the reasons read idle they are read again
-  while a small kernel keeps the GPU busy (`reasons_under_load`: torch's CUDA spin kernel, a
-  second at most); without torch's CUDA an idle GPU's lock stays unseen;
+  while a small kernel keeps the GPU busy (`reasons_under_load`: torch's CUDA spin kernel,
+  0.4 s at a 1980 MHz clock, 2.3 s under a lock at 345 MHz); without torch's CUDA an idle GPU's
+  lock stays unseen, and the run record says so;
 * application clocks (`nvidia-smi -ac`) other than the default application clocks. GPUs
   without application clocks answer NOT_SUPPORTED: that signal is skipped.
 """
@@ -37,7 +38,8 @@ class ClockHeldError(DeviceError):
 
 
 #: GPU clock cycles one probe kernel spins (`torch.cuda._sleep`), and how many are queued:
-#: 8 x 1e8 cycles keep a GPU busy 0.4 s at a 1980 MHz boost clock, 2.3 s at a 345 MHz idle one
+#: 8 x 1e8 cycles keep a GPU busy 0.4 s at a 1980 MHz boost clock (longer than the ramp wait
+#: below, so the reasons are read under work), 2.3 s under a lock at a 345 MHz clock
 PROBE_SPIN_CYCLES = 100_000_000
 PROBE_KERNELS = 8
 #: host wait before the reasons are read: the clock leaves idle within a few driver ticks
@@ -48,24 +50,46 @@ def reasons_under_load(cuda: Any, torch_device: str,
                        read_reasons: Callable[[], list[str]]) -> list[str] | None:
     """The clock event reasons read while a spin kernel keeps `torch_device` busy: a lock
     shows its reason bit under work, where an idle GPU may report only GpuIdle. None where
-    this torch has no spin kernel (nothing probed). `cuda` is torch.cuda; the kernel is waited
-    for before this returns, so no work is left running."""
+    this torch has no spin kernel (nothing probed). `cuda` is torch.cuda; the kernels are waited
+    for before this returns (also after an error), so no work is left running."""
     spin = getattr(cuda, "_sleep", None)
     if spin is None:
         return None
     with cuda.device(torch_device):
         stream = cuda.current_stream(torch_device)
-        start = cuda.Event()
-        start.record(stream)
-        for _ in range(PROBE_KERNELS):
-            spin(PROBE_SPIN_CYCLES)
         try:
+            for _ in range(PROBE_KERNELS):
+                spin(PROBE_SPIN_CYCLES)
             time.sleep(PROBE_RAMP_S)
             return read_reasons()
         finally:
             end = cuda.Event()
             end.record(stream)
             end.synchronize()
+
+
+def reasons_with_load_probe(
+    idle_reasons: list[str], cuda: Any, torch_device: str | None,
+    read_reasons: Callable[[], list[str]],
+) -> tuple[list[str], str | None]:
+    """The reasons to judge a held clock by, for a GPU whose reasons read idle: those read
+    under a short load (`reasons_under_load`) added to them where the probe could run on the
+    CUDA device at this GPU's PCI bus (`torch_device`, None: none matched). Also what the run
+    record should say where the probe told nothing: no CUDA device of this GPU, a CUDA error,
+    or a GPU still reading idle under the spin kernel (a lock there stays unseen)."""
+    unseen = "a clock lock on this idle GPU could go unseen"
+    if cuda is None or torch_device is None:
+        return idle_reasons, (f"clock-lock probe skipped: no CUDA device of torch at this "
+                              f"GPU's PCI bus; {unseen}")
+    try:
+        under_load = reasons_under_load(cuda, torch_device, read_reasons)
+    except Exception as exc:  # noqa: BLE001 - any CUDA failure: the probe only adds evidence
+        return idle_reasons, (f"clock-lock probe failed on {torch_device} ({exc}); {unseen}")
+    if under_load is None:
+        return idle_reasons, f"clock-lock probe skipped: this torch has no spin kernel; {unseen}"
+    said = None if "GpuIdle" not in under_load else (
+        f"clock-lock probe: {torch_device} still read idle under the spin kernel; {unseen}")
+    return sorted(set(idle_reasons) | set(under_load)), said
 
 
 def replace_clock_lock_allowed() -> bool:

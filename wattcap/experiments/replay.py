@@ -26,7 +26,7 @@ from wattcap.core.run import RunRecord
 from wattcap.core.schema import WattcapFileError
 from wattcap.devices.emulated import EmulatedDevice
 from wattcap.devices.emulated_board import draw_board_state
-from wattcap.devices.errors import WatchError
+from wattcap.devices.errors import DeviceNotSupportedError, WatchError
 from wattcap.devices.spec import load_spec
 from wattcap.devices.workload import workload_for
 from wattcap.measure.profiling import Profiler
@@ -76,12 +76,14 @@ def replay_on_device(
 ) -> Replay:
     """Run a recorded run's steps on an emulated device at a frequency: up to its target, or,
     for a run that missed it, every sample it trained (the budget a restart pays). The
-    watchdog decides on one reading beyond `sensor_noise_w` (the profile's), as a run's."""
+    watchdog decides on one reading beyond `sensor_noise_w` (the profile's), as a run's; the
+    power limit is set to the cap where the board has one, as a Session's backstop is."""
     b = record.batch_size
     reached = record.samples_to_target
     cost = workload_for(record.model).step_cost(b, device.spec.allocator_overhead_factor)
     meter = PowerMeter(device.sensor_period_s)
     guard = CapWatchdog(device, power_cap_w, sensor_noise_w=sensor_noise_w)
+    set_backstop(device, power_cap_w)
     device.set_frequency_hz(frequency_hz)
     start = device.now_s()
     steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
@@ -99,6 +101,18 @@ def replay_on_device(
     share = reached / (steps * b)
     return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0,
                   guard.violations, guard.steps)
+
+
+def set_backstop(device: EmulatedDevice, power_cap_w: float | None) -> None:
+    """The power limit a Session sets under a constant cap (its hardware backstop), set for a
+    replayed configuration too, so that every method of a comparison runs under the same hold
+    as wattcap's run (a board without a power limit has none). Put back by `restore`."""
+    if power_cap_w is None:
+        return
+    try:
+        device.set_power_limit_w(power_cap_w)
+    except DeviceNotSupportedError:
+        return
 
 
 def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: EmulatedDevice,
@@ -239,4 +253,4 @@ def fastest_by_replay(profile: ProfileTable, power_cap_w: float | None,
 
 __all__ = ["FASTEST_CLOCKS_PER_BATCH_SIZE", "PROFILE_BOARD_SEED", "BoardMode", "Replay",
            "expected_time_s", "fastest_by_replay", "load_or_profile", "replay_on_device",
-           "replay_planned", "run_device"]
+           "replay_planned", "run_device", "set_backstop"]
