@@ -210,3 +210,56 @@ def test_under_a_cap_only_feasible_points_are_chosen() -> None:
     assert chosen.batch_size != 128 and chosen.peak_power_w <= 4.0
     (note,) = [n for n in robust.notes if n.startswith("robust to")]
     assert "b=128" not in note
+
+
+def test_a_session_and_a_moving_cap_choose_as_the_plan_does() -> None:
+    from wattcap.runtime.cap_follower import ConfigChooser
+    from wattcap.runtime.errors import SessionError
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import PlanSettings
+
+    vector, profile = _vector(), _profile()
+    robust = plan(profile, None, efficiency=vector, margin_sigmas=0, transfer_factor=3.0)
+    session = Session(None, planning=PlanSettings(profile=profile, efficiency=vector,
+                                                  margin_sigmas=0, transfer_factor=3.0))
+    assert session.batch_size == robust.choices["wattcap"].batch_size != 128
+    assert any("robust to" in e for e in session.events)
+    chooser = ConfigChooser(profile, "replan", 128, None, efficiency=vector, margin_sigmas=0,
+                            transfer_factor=3.0, switch_margin=0)
+    target = chooser.choose(None, 128)
+    assert target is not None and target.batch_size == session.batch_size
+    assert chooser.with_profile(profile).transfer_factor == 3.0
+    with pytest.raises(SessionError, match="transfer_factor is a ratio >= 1"):
+        Session(None, planning=PlanSettings(profile=profile, efficiency=vector,
+                                            transfer_factor=0.5))
+
+
+def test_train_plans_with_the_transfer_factor(tmp_path) -> None:
+    """`wattcap train --transfer-factor` starts from the choice `plan --transfer-factor` makes
+    (a dry run: the choice is printed, nothing changed)."""
+    from typer.testing import CliRunner
+
+    from wattcap.cli import app
+    from wattcap.devices.emulated import EmulatedDevice
+    from wattcap.measure.profiling import Profiler
+
+    sizes = (16, 32, 64, 128)
+    profile = Profiler(EmulatedDevice("jetson-nano"), "digits32-cnn",
+                       batch_sizes=sizes).run(exhaustive=True)
+    vector = vector_from_samples(  # the proxy's B_noise = 128: b=128 is its own choice
+        {b: [1000 * (1 + b / 128) * w for w in (0.97, 1.0, 1.03)] for b in sizes},
+        sample_budget=10**6, model="digits32-cnn", input_shape=[1, 32, 32], dataset="proxy",
+        task="image-classification", target_accuracy=0.8, seeds=[0, 1, 2])
+    profile.save(tmp_path / "p.json")
+    vector.save(tmp_path / "e.json")
+    expected = {k: plan(profile, None, efficiency=vector, transfer_factor=k)
+                .choices["wattcap"].batch_size for k in (None, 3.0)}
+    assert expected[None] != expected[3.0]
+    for factor in (None, 3.0):
+        args = ["train", "--profile", str(tmp_path / "p.json"), "--efficiency",
+                str(tmp_path / "e.json"), "--model", "digits32-cnn", "--data",
+                "digits-5-9-32", "--power-cap", "none", "--target-accuracy", "0.5",
+                "--dry-run"] + ([] if factor is None else ["--transfer-factor", str(factor)])
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert f"wattcap: batch size {expected[factor]} at" in result.output

@@ -69,6 +69,7 @@ from wattcap.cli.options import (
     TestFractionOpt,
     TokenOpt,
     TrainDeviceNameOpt,
+    TransferFactorOpt,
     VocabSizeOpt,
     WeightDecayOpt,
     WeightsOpt,
@@ -185,6 +186,7 @@ def train(
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
+    transfer_factor: TransferFactorOpt = None,
 ) -> None:
     """Select (batch size, knob value) under the cap, apply the knob (GPU clock, power
     limit or power mode), train to the target, restore.
@@ -230,7 +232,7 @@ def train(
     train_split, test_split = load_data(data_spec, spec, options)
     plan_cap = _plan_cap(cap, source, table, margin_sigmas)
     choice = _choose(profile, efficiency, target_efficiency, plan_cap, goal, margin_sigmas,
-                     method, risk)
+                     method, risk, transfer_factor)
     check_split_size(len(train_split), [choice.batch_size])
     vector = load_or_fail(EfficiencyVector, efficiency) if efficiency else None
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
@@ -251,7 +253,7 @@ def train(
         profile=table if drift_tolerance > 0 or source is not None
         or table.knob_kind != "gpu_clock" else None,
         drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers,
-        risk=risk)
+        risk=risk, transfer_factor=transfer_factor)
     if out:
         record.save(out)
     print_run(record, plot)
@@ -351,12 +353,13 @@ def _plan_cap(cap: float | None, source: CapSource | None, table: ProfileTable,
 
 def _choose(profile: Path, efficiency: Path | None, target_efficiency: Path | None,
             cap: float | None, goal: Objective, margin_sigmas: float, method: str,
-            risk: float | None = None) -> Choice:
+            risk: float | None = None, transfer_factor: float | None = None) -> Choice:
     """The method's (b, f) under the cap, or a clear exit when it has none."""
     from wattcap.cli.plan import make_plan
 
     result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency,
-                       objective=goal, margin_sigmas=margin_sigmas, risk=risk)
+                       objective=goal, margin_sigmas=margin_sigmas, risk=risk,
+                       transfer_factor=transfer_factor)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     return result.choices[method]

@@ -89,7 +89,7 @@ class CapControl:
                 session.frequency_hz or device.run_frequency_hz(),
                 efficiency=session.efficiency, objective=session.objective,
                 reference_profiles=refs, margin_sigmas=session.margin_sigmas,
-                risk=session.risk)
+                risk=session.risk, transfer_factor=session.transfer_factor)
         else:
             session.events.append("no profile: the moving cap is kept by the watchdog alone "
                                "(no re-plan, no pause)")

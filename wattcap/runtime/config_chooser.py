@@ -63,6 +63,7 @@ class ConfigChooser:
         switch_margin: float = 0.05,
         margin_sigmas: float = DEFAULT_MARGIN_SIGMAS,
         risk: float | None = None,
+        transfer_factor: float | None = None,
     ) -> None:
         if policy not in CAP_POLICIES:
             raise ValueError(f"unknown cap policy {policy!r}; expected one of "
@@ -82,8 +83,9 @@ class ConfigChooser:
         self.reference_profiles = reference_profiles
         self.switch_margin = switch_margin
         self.risk = risk
+        self.transfer_factor = transfer_factor
         self.replanner = Replanner(profile, efficiency, self.objective, margin_sigmas,
-                                   risk=risk)
+                                   risk=risk, transfer_factor=transfer_factor)
         candidates = self.replanner.candidates
         scores = candidates.time_key if self.objective.is_paper_time else \
             candidates.values(self.replanner.objective)
@@ -98,7 +100,8 @@ class ConfigChooser:
         """The same policy over another profile (re-measured points after drift)."""
         return ConfigChooser(profile, self.policy, self.batch_size, self.frequency_hz,
                              self.efficiency, self.objective, self.reference_profiles,
-                             self.switch_margin, self.margin_sigmas, self.risk)
+                             self.switch_margin, self.margin_sigmas, self.risk,
+                             self.transfer_factor)
 
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""

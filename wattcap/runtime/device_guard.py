@@ -112,7 +112,8 @@ class DeviceGuard:
             return plan(profile, session.power_cap_w, efficiency=session.efficiency,
                         reference_profiles=session._reference_profiles,
                         objective=session.objective, margin_sigmas=session.margin_sigmas,
-                        risk=session.risk).choices.get("wattcap")
+                        risk=session.risk, transfer_factor=session.transfer_factor,
+                        ).choices.get("wattcap")
         except InfeasibleCapError:
             return None
 

@@ -99,7 +99,8 @@ class PlanMaker:
             try:
                 session.plan = plan(profile, session.power_cap_w, efficiency=session.efficiency,
                                  reference_profiles=refs, objective=session.objective,
-                                 margin_sigmas=session.margin_sigmas, risk=session.risk)
+                                 margin_sigmas=session.margin_sigmas, risk=session.risk,
+                                 transfer_factor=session.transfer_factor)
             except InfeasibleCapError as err:
                 raise SessionError(str(err)) from None
             session.events += [f"plan: {note}" for note in session.plan.notes]

@@ -196,7 +196,7 @@ class Session:
         self._watchdog_on = cap.watchdog
         self._drift_tolerance = cap.drift_tolerance
         self.margin_sigmas = planning.margin_sigmas
-        self.risk = planning.risk
+        self.risk, self.transfer_factor = planning.risk, planning.transfer_factor
         self.batch_size_hold_s = cap.batch_size_hold_s
 
         # run state

@@ -64,6 +64,9 @@ class PlanSettings:
         margin_sigmas: plan this many standard deviations of the sensor noise below the cap.
         risk: plan on this quantile of r_b over its uncertainty (e.g. 0.9) instead of its
             value; None: its value.
+        transfer_factor: choose by minimax regret over a target whose B_noise lies up to this
+            factor from the proxy's either way (time objective; `algorithms.transfer`);
+            None: on the proxy's r_b as it is.
         lr_ref, batch_size_ref: the learning rate at a reference batch size (default: the
             efficiency vector's optimiser settings, else 5e-4 at b = 128); the session's
             `learning_rate` is lr_ref * sqrt(b / b_ref).
@@ -79,12 +82,16 @@ class PlanSettings:
     knob_value: int | None = None
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
     risk: float | None = None
+    transfer_factor: float | None = None
     lr_ref: float | None = None
     batch_size_ref: int | None = None
 
     def __post_init__(self) -> None:
         if self.risk is not None and not 0 < self.risk < 1:
             raise SessionError(f"risk must be a quantile in (0, 1), e.g. 0.9; got {self.risk}")
+        if self.transfer_factor is not None and not self.transfer_factor >= 1:
+            raise SessionError("transfer_factor is a ratio >= 1 (e.g. 3); got "
+                               f"{self.transfer_factor}")
 
 
 def _is_watts(value: object) -> bool:

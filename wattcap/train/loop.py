@@ -193,6 +193,7 @@ def train_to_accuracy(
     efficiency: EfficiencyVector | GnsSettings | str | None = None,
     risk: float | None = None,
     knob_value: int | None = None,
+    transfer_factor: float | None = None,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget;
     with `config.target_metric` loss or perplexity, until the test loss (perplexity) ≤ target.
@@ -268,7 +269,7 @@ def train_to_accuracy(
             frequency_hz=device.requested_frequency_hz() if device is not None and (
                 profile is None or profile.knob_kind == "gpu_clock") else None,
             knob_value=knob_value, lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref,
-            margin_sigmas=margin_sigmas, risk=risk),
+            margin_sigmas=margin_sigmas, risk=risk, transfer_factor=transfer_factor),
         cap=CapSettings(
             power_cap=power_cap_w if power_cap is None else power_cap, policy=cap_policy,
             watchdog=watchdog, drift_tolerance=drift_tolerance if profile is not None else 0.0,
