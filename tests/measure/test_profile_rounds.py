@@ -295,7 +295,8 @@ def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path
 @pytest.mark.parametrize(("args", "message"), [
     (("--rounds", "0"), "--rounds must be 1 or more"),
     (("--rounds", "-3"), "--rounds must be 1 or more"),
-    (("--round-gap-s", "10"), "--round-gap-s needs --rounds 2"),
+    (("--round-gap-s", "10"), "this device measures 1 round by default: give --rounds 2"),
+    (("--rounds", "1", "--round-gap-s", "10"), "--round-gap-s needs --rounds 2"),
     (("--rounds", "2", "--round-gap-s", "-1"), "0 seconds or more"),
 ])
 def test_the_cli_refuses_bad_rounds(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

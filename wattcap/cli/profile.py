@@ -216,7 +216,7 @@ def profile(
         from wattcap.measure.profile_rounds import default_rounds
 
         rounds = 1 if refresh is not None else default_rounds(dev)
-        _check_rounds(rounds, round_gap_s, refresh is not None)
+        _check_rounds(rounds, round_gap_s, refresh is not None, by_default=True)
     if previous is not None:
         from wattcap.models import model_fingerprint
 
@@ -276,16 +276,20 @@ def _power_limits(text: str | None) -> list[float] | None:
     return [limit for limit in limits if limit is not None]
 
 
-def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool) -> None:
+def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool,
+                  by_default: bool = False) -> None:
     """--rounds is 1 or more, not for --refresh (`single_round_only`); --round-gap-s only with
-    rounds to separate, 0 s or more."""
+    rounds to separate, 0 s or more (`by_default`: `rounds` is this device's default, which
+    the refusal says)."""
     if rounds < 1:
         fail(f"--rounds must be 1 or more, not {rounds}")
     if rounds > 1 and single_round_only:
         fail("--rounds measures every point of a profile again: not with --refresh (it "
              "re-measures one frontier once)")
     if round_gap_s is not None and (rounds < 2 or round_gap_s < 0):
-        fail("--round-gap-s needs --rounds 2 or more and 0 seconds or more")
+        default = (f" (this device measures {rounds} round by default: give --rounds 2 or "
+                   "more with it)") if by_default and rounds < 2 else ""
+        fail(f"--round-gap-s needs --rounds 2 or more and 0 seconds or more{default}")
 
 
 def _what_is_measured(dev: Device, sizes: tuple[int, ...], cap: float | None,
