@@ -119,3 +119,43 @@ def test_a_resumed_run_keeps_its_new_plans_watch(profile: ProfileTable, tmp_path
     assert resumed._guard is not None
     assert resumed._guard.plan_steps_from == first._guard.plan_steps_from
     assert resumed._guard.lowest_infeasible_hz() is None
+
+
+def test_a_cooler_board_is_planned_for_where_that_is_clearly_faster(
+        profile: ProfileTable) -> None:
+    """A board that draws a little less than the profile's (within the drift tolerance) lets
+    a faster configuration under the cap: the run takes it where it saves at least
+    BOARD_SWITCH_GAIN of the time to the target on the board's profile; a board within noise
+    of the profile keeps its plan."""
+    from wattcap.algorithms.drift import BOARD_SWITCH_GAIN, time_gain
+
+    cool = _train(profile, 0.93)
+    record = cool.record
+    assert record is not None and record.cap_violations == []
+    (event,) = [e for e in record.events if e.startswith("re-planned for this board")]
+    assert event.endswith(f"-> b={cool.batch_size} at {cool.frequency_hz / 1e6:.1f} MHz")
+    assert cool._monitor is not None and cool._monitor.board_scale is not None
+    time_f, power_f = cool._monitor.board_scale
+    assert abs(power_f - 1) < 0.1  # within the tolerance: the old rule kept the plan
+    board = profile.on_board(time_f, power_f)
+    old, new = board.lookup(64, 768_000_000), board.lookup(cool.batch_size, cool.frequency_hz)
+    assert old is not None and new is not None and new.peak_power_w <= CAP_W
+    samples = {b: 10_000.0 for b in profile.batch_sizes}  # no efficiency vector: r_b = 1
+    assert time_gain(old, new, samples) >= BOARD_SWITCH_GAIN
+    same = _train(profile, 0.99)
+    assert same.record is not None
+    assert not any(e.startswith("re-planned") for e in same.record.events)
+    assert (same.batch_size, same.frequency_hz) == (64, 768_000_000)
+
+
+def test_time_gain() -> None:
+    from wattcap.algorithms.drift import time_gain
+    from wattcap.core.profile import ProfilePoint
+
+    def point(b: int, s: float) -> ProfilePoint:
+        return ProfilePoint(batch_size=b, knob_value=1, peak_power_w=1.0, avg_power_w=1.0,
+                            seconds_per_sample=s, steps=1, readings=1)
+
+    assert time_gain(point(32, 1.0), point(64, 0.5), {32: 100.0, 64: 150.0}) \
+        == pytest.approx(1 - 75 / 100)
+    assert time_gain(point(32, 1.0), point(64, 0.5), {32: 100.0}) == 0.0  # unknown: no gain

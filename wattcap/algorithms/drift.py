@@ -38,9 +38,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
+
+from wattcap.core.profile import ProfilePoint
 
 #: successive differences of windows (in the run, each between two windows at one point) that
 #: the noise is known from before a drift can be decided
@@ -78,6 +80,22 @@ def board_calls_for_replan(planned_peak_w: float | None, board_scale: tuple[floa
         planned_peak_w * power_factor > power_cap_w - margin_w
     return breaks_cap or abs(time_factor - 1) > time_tolerance or \
         abs(power_factor - 1) > power_tolerance
+
+
+#: a board re-plan that neither the cap nor the drift tolerances call for must promise at
+#: least this much less time to the target on the board's profile: the switch margin a moving
+#: cap's re-plan asks of a batch-size change (`ConfigChooser`), for the same reason (a gain
+#: within the profile's noise is not worth a new batch size and learning rate)
+BOARD_SWITCH_GAIN = 0.05
+
+
+def time_gain(current: ProfilePoint, new: ProfilePoint, samples: Mapping[int, float]) -> float:
+    """1 - T(new)/T(current): the share of the time to the target `new` saves against
+    `current` (each at its batch size's `samples` to the target); 0 where either has none."""
+    at_current, at_new = samples.get(current.batch_size), samples.get(new.batch_size)
+    if not at_current or not at_new:
+        return 0.0
+    return 1.0 - new.time_for_samples_s(at_new) / current.time_for_samples_s(at_current)
 
 
 @dataclass(frozen=True)

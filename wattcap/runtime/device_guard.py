@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from wattcap.algorithms.drift import board_calls_for_replan
+from wattcap.algorithms.drift import BOARD_SWITCH_GAIN, board_calls_for_replan, time_gain
 from wattcap.core.events import ClockClamp
 from wattcap.devices.base import configure_cuda_backends
 from wattcap.devices.clock_clamp import lock_clock_within
@@ -117,6 +117,20 @@ class DeviceGuard:
         except InfeasibleCapError:
             return None
 
+    def _gain_on_board(self, board: Any, choice: Any) -> float:
+        """The share of the time to the target `choice` saves against the configuration in
+        use, both on the profile scaled to this board (`algorithms.drift.time_gain`)."""
+        from wattcap.algorithms.planner import Replanner
+
+        session = self.session
+        current = board.lookup(session.batch_size, session.frequency_hz)
+        new = board.lookup(choice.batch_size, choice.knob_value)
+        if current is None or new is None:
+            return 0.0
+        samples = Replanner(board, session.efficiency, margin_sigmas=session.margin_sigmas,
+                            risk=session.risk).samples
+        return time_gain(current, new, samples)
+
     def _may_replan(self) -> bool:
         """Whether the run may choose its batch size and clock again: wattcap's plan on a clock
         profile, a planned batch size (or the "replan" cap policy), the noise scale not being
@@ -128,11 +142,13 @@ class DeviceGuard:
                     or (planning.batch_size is not None and session.cap_policy != "replan"))
 
     def replan_for_board(self) -> None:
-        """Once the drift monitor knows this board's level, where it puts the planned point over
-        the cap (less the margin) or reads off the profile by more than the drift tolerance,
-        choose the batch size and clock again on the profile scaled to this board (once; where
-        the run may choose them again, and neither a clamp nor a moving cap is being followed:
-        elsewhere the watchdog keeps the cap)."""
+        """Once the drift monitor knows this board's level, choose the batch size and clock
+        again on the profile scaled to this board where that level puts the planned point
+        over the cap (less the margin) or reads off the profile by more than the drift
+        tolerance, or (time objective) where the choice on it saves at least
+        `BOARD_SWITCH_GAIN` of the time to the target (once; where the run may choose them
+        again, and neither a clamp nor a moving cap is being followed: elsewhere the watchdog
+        keeps the cap)."""
         session, monitor = self.session, self.session._monitor
         if monitor is None or self._board_replanned or monitor.board_scale is None:
             return
@@ -142,15 +158,20 @@ class DeviceGuard:
                 or session._follower is not None:
             return
         planned = session.profile.lookup(session.batch_size, session.frequency_hz)
-        if not board_calls_for_replan(None if planned is None else planned.peak_power_w,
-                                      (time_f, power_f), session.power_cap_w, monitor.margin_w,
-                                      monitor.time_tolerance, monitor.power_tolerance):
+        called = board_calls_for_replan(None if planned is None else planned.peak_power_w,
+                                        (time_f, power_f), session.power_cap_w,
+                                        monitor.margin_w, monitor.time_tolerance,
+                                        monitor.power_tolerance)
+        if not called and not session.objective.is_paper_time:
             return
+        board = session.profile.on_board(time_f, power_f)
         # nothing may meet the cap on this board (None): the watchdog steps down
-        choice = self._wattcap_choice(session.profile.on_board(time_f, power_f))
+        choice = self._wattcap_choice(board)
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, session.frequency_hz):
             return
+        if not called and self._gain_on_board(board, choice) < BOARD_SWITCH_GAIN:
+            return  # a board within the tolerances: only a choice clearly faster on it
         old_b, old_hz = session.batch_size, session.frequency_hz
         session.batch_size = choice.batch_size
         self.apply_frequency(choice.knob_value, "re-planned for this board")
