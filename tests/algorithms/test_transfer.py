@@ -196,6 +196,10 @@ def test_plan_on_the_command_line(tmp_path) -> None:
     assert "instead of the proxy's own b=128" in result.output
     refused = CliRunner().invoke(app, [*base, "--transfer-factor", "0.5"])
     assert refused.exit_code != 0 and "transfer-factor" in refused.output
+    for bad in ("nan", "inf"):
+        refused = CliRunner().invoke(app, [*base, "--transfer-factor", bad])
+        assert refused.exit_code != 0 and "finite ratio >= 1" in refused.output, refused.output
+        assert "Traceback" not in refused.output
 
 
 def test_under_a_cap_only_feasible_points_are_chosen() -> None:
@@ -224,8 +228,9 @@ def test_a_session_and_a_moving_cap_choose_as_the_plan_does() -> None:
                                                   margin_sigmas=0, transfer_factor=3.0))
     assert session.batch_size == robust.choices["wattcap"].batch_size != 128
     assert any("robust to" in e for e in session.events)
+    # the default switch margin, on nominal time, does not keep b=128 against the rule's choice
     chooser = ConfigChooser(profile, "replan", 128, None, efficiency=vector, margin_sigmas=0,
-                            transfer_factor=3.0, switch_margin=0)
+                            transfer_factor=3.0)
     target = chooser.choose(None, 128)
     assert target is not None and target.batch_size == session.batch_size
     assert chooser.with_profile(profile).transfer_factor == 3.0

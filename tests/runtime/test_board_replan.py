@@ -159,3 +159,45 @@ def test_time_gain() -> None:
     assert time_gain(point(32, 1.0), point(64, 0.5), {32: 100.0, 64: 150.0}) \
         == pytest.approx(1 - 75 / 100)
     assert time_gain(point(32, 1.0), point(64, 0.5), {32: 100.0}) == 0.0  # unknown: no gain
+
+
+def test_the_gain_gate_decides_a_new_batch_size(profile: ProfileTable,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same cooler board keeps its batch size where the gate asks more than the choice
+    on it saves."""
+    import wattcap.runtime.device_guard as device_guard
+
+    monkeypatch.setattr(device_guard, "BOARD_SWITCH_GAIN", 0.99)
+    kept = _train(profile, 0.93)
+    assert kept.record is not None
+    assert not any(e.startswith("re-planned") for e in kept.record.events)
+    assert (kept.batch_size, kept.frequency_hz) == (64, 768_000_000)
+
+
+def test_train_re_plans_for_its_board_on_the_r_b_it_planned_with(
+        profile: ProfileTable, tmp_path) -> None:
+    """`wattcap train` under a constant cap gives its Session the efficiency vector: on a board
+    that reads as the profile, the choice on the board's profile is the plan's, and nothing
+    re-plans it to the pure-throughput choice (r_b = 1)."""
+    from typer.testing import CliRunner
+
+    from wattcap.algorithms.efficiency import vector_from_samples
+    from wattcap.cli import app
+    from wattcap.core.run import RunRecord
+
+    sizes = (16, 32, 64, 128)
+    vector = vector_from_samples(  # B_noise = 16: the small batches need far fewer samples
+        {b: [1000 * (1 + b / 16) * w for w in (0.97, 1.0, 1.03)] for b in sizes},
+        sample_budget=10**6, model=MODEL, input_shape=[1, 32, 32], dataset="proxy",
+        task="image-classification", target_accuracy=0.8, seeds=[0, 1, 2])
+    profile.save(tmp_path / "p.json")
+    vector.save(tmp_path / "e.json")
+    result = CliRunner().invoke(app, [
+        "train", "--profile", str(tmp_path / "p.json"), "--efficiency", str(tmp_path / "e.json"),
+        "--model", MODEL, "--data", "digits-5-9-32", "--power-cap", str(CAP_W),
+        "--target-accuracy", "0.999", "--sample-budget", "1024", "--out",
+        str(tmp_path / "run.json")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    record = RunRecord.load(tmp_path / "run.json")
+    assert record.batch_size in (16, 32)  # the plan's, on r_b
+    assert not any(e.startswith("re-planned for this board") for e in record.events)

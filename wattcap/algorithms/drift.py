@@ -83,9 +83,10 @@ def board_calls_for_replan(planned_peak_w: float | None, board_scale: tuple[floa
 
 
 #: a board re-plan that neither the cap nor the drift tolerances call for must promise at
-#: least this much less time to the target on the board's profile: the switch margin a moving
-#: cap's re-plan asks of a batch-size change (`ConfigChooser`), for the same reason (a gain
-#: within the profile's noise is not worth a new batch size and learning rate)
+#: least this much less time to the target on the board's profile to change the batch size:
+#: the switch margin a moving cap's re-plan asks of a batch-size change (`ConfigChooser`), for
+#: the same reason (a gain within the profile's noise is not worth a new batch size and
+#: learning rate); a clock alone changes freely, as there
 BOARD_SWITCH_GAIN = 0.05
 
 

@@ -216,7 +216,7 @@ def profile(
         from wattcap.measure.profile_rounds import default_rounds
 
         rounds = 1 if refresh is not None else default_rounds(dev)
-        _check_rounds(rounds, round_gap_s, refresh is not None, by_default=True)
+        _check_rounds(rounds, round_gap_s, refresh is not None, by_default=refresh is None)
     if previous is not None:
         from wattcap.models import model_fingerprint
 

@@ -239,10 +239,10 @@ def train(
                            eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,
                            vector, metric)
     _print_choice(method, choice, table.knob_kind, cap, source, plan_cap)
-    # under a moving cap the run re-plans with the oracle's r_b for fastest, else the proxy's
+    # a run re-plans (a moving cap, its board, a clamp) with the oracle's r_b for fastest,
+    # else the proxy's: the r_b its first plan was made with
     vector_path = target_efficiency if method == "fastest" else efficiency
-    replan_efficiency = load_or_fail(EfficiencyVector, vector_path) \
-        if source is not None and vector_path else None
+    replan_efficiency = load_or_fail(EfficiencyVector, vector_path) if vector_path else None
     if dry_run:
         console.print("dry run: nothing changed, no training")
         return

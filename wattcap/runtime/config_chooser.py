@@ -123,7 +123,10 @@ class ConfigChooser:
         policy but replan); None when nothing under this policy fits (pause)."""
         if self.policy == "replan":
             target = self._replan(cap_w)
-            if target is None or target.batch_size == batch_size or self.switch_margin <= 0:
+            if target is None or target.batch_size == batch_size or self.switch_margin <= 0 \
+                    or self.replanner.transfer is not None:
+                # (the transfer rule's choice need not be the nominally fastest: the margin
+                # on nominal time would keep a batch size that rule left)
                 return target
             keep = self._best_in_row(batch_size, cap_w)
             new_score = self._score.get((target.batch_size, target.frequency_hz))

@@ -145,8 +145,9 @@ class DeviceGuard:
         """Once the drift monitor knows this board's level, choose the batch size and clock
         again on the profile scaled to this board where that level puts the planned point
         over the cap (less the margin) or reads off the profile by more than the drift
-        tolerance, or (time objective) where the choice on it saves at least
-        `BOARD_SWITCH_GAIN` of the time to the target (once; where the run may choose them
+        tolerance, or (time objective, r_b as it is) where the choice on it is a higher clock
+        or a batch size that saves at least `BOARD_SWITCH_GAIN` of the time to the target
+        (once; where the run may choose them
         again, and neither a clamp nor a moving cap is being followed: elsewhere the watchdog
         keeps the cap)."""
         session, monitor = self.session, self.session._monitor
@@ -162,16 +163,18 @@ class DeviceGuard:
                                         (time_f, power_f), session.power_cap_w,
                                         monitor.margin_w, monitor.time_tolerance,
                                         monitor.power_tolerance)
-        if not called and not session.objective.is_paper_time:
-            return
+        if not called and (not session.objective.is_paper_time
+                           or session.transfer_factor is not None):
+            return  # the gain below is in time to the target on r_b as it is
         board = session.profile.on_board(time_f, power_f)
         # nothing may meet the cap on this board (None): the watchdog steps down
         choice = self._wattcap_choice(board)
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, session.frequency_hz):
             return
-        if not called and self._gain_on_board(board, choice) < BOARD_SWITCH_GAIN:
-            return  # a board within the tolerances: only a choice clearly faster on it
+        if not called and choice.batch_size != session.batch_size \
+                and self._gain_on_board(board, choice) < BOARD_SWITCH_GAIN:
+            return  # within the tolerances, a new batch size only where clearly faster
         old_b, old_hz = session.batch_size, session.frequency_hz
         session.batch_size = choice.batch_size
         self.apply_frequency(choice.knob_value, "re-planned for this board")

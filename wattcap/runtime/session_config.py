@@ -20,6 +20,7 @@ device named here is opened by `Session.start()`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,8 @@ class PlanSettings:
     def __post_init__(self) -> None:
         if self.risk is not None and not 0 < self.risk < 1:
             raise SessionError(f"risk must be a quantile in (0, 1), e.g. 0.9; got {self.risk}")
-        if self.transfer_factor is not None and not self.transfer_factor >= 1:
+        if self.transfer_factor is not None and not (
+                math.isfinite(self.transfer_factor) and self.transfer_factor >= 1):
             raise SessionError("transfer_factor is a ratio >= 1 (e.g. 3); got "
                                f"{self.transfer_factor}")
 
