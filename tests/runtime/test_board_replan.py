@@ -201,3 +201,33 @@ def test_train_re_plans_for_its_board_on_the_r_b_it_planned_with(
     record = RunRecord.load(tmp_path / "run.json")
     assert record.batch_size in (16, 32)  # the plan's, on r_b
     assert not any(e.startswith("re-planned for this board") for e in record.events)
+
+
+def test_a_board_reading_under_the_profile_within_its_noise_keeps_the_margin() -> None:
+    """The level's noise: a board read as drawing less than the profile's counts only beyond
+    two standard deviations of its windows' noise (none on a quiet board)."""
+    from wattcap.algorithms.drift import BOARD_WINDOWS, DriftTest, WindowChange
+
+    quiet, noisy = DriftTest(0.1, 0.1), DriftTest(0.1, 0.1)
+    for i in range(8):
+        quiet.add(WindowChange(0.0, -0.04, 10, 5))
+        noisy.add(WindowChange(0.0, -0.04 + (0.03 if i % 2 else -0.03), 10, 5))
+    assert quiet.board_power_noise() == 0.0
+    # successive differences of 0.06: sigma = 0.06 / 0.954 (median |difference| of a normal
+    # series), for a median of BOARD_WINDOWS windows against one
+    assert noisy.board_power_noise() == pytest.approx(
+        0.06 / 0.9539 * (1 + 1 / BOARD_WINDOWS) ** 0.5, rel=0.01)
+
+
+def test_the_level_s_noise_decides_whether_a_cooler_board_is_trusted(
+        profile: ProfileTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The board at 0.93 reads about 3 % under the profile's power and re-plans on the quiet
+    emulator (test above); where its level's noise were 5 %, 2 sigmas cover the 3 %: it keeps
+    its plan."""
+    from wattcap.runtime.drift_monitor import DriftMonitor
+
+    monkeypatch.setattr(DriftMonitor, "board_power_noise", property(lambda self: 0.05))
+    kept = _train(profile, 0.93)
+    assert kept.record is not None
+    assert not any(e.startswith("re-planned") for e in kept.record.events)
+    assert (kept.batch_size, kept.frequency_hz) == (64, 768_000_000)

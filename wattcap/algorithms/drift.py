@@ -174,6 +174,12 @@ class DriftTest:
                 noise_threshold(self.power_tolerance,
                                 sigma_of_differences(self._power_differences)))
 
+    def board_power_noise(self) -> float:
+        """One standard deviation of this board's power level (relative): the windows' noise
+        learnt so far, for a median of `BOARD_WINDOWS` of them against a point measured over
+        one window (as `noise_threshold` reads a median of windows)."""
+        return sigma_of_differences(self._power_differences) * math.sqrt(1 + 1 / BOARD_WINDOWS)
+
     def take_board(self, scale: tuple[float, float] | None) -> None:
         """This board's level as an earlier part of the run decided it (a resumed run: not
         learnt again from windows that may follow a drift)."""

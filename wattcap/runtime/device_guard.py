@@ -166,6 +166,9 @@ class DeviceGuard:
         if not called and (not session.objective.is_paper_time
                            or session.transfer_factor is not None):
             return  # the gain below is in time to the target on r_b as it is
+        if not called:  # a board read under the profile's power is trusted beyond its noise
+            power_f = max(power_f, min(1.0, power_f + session.margin_sigmas
+                                       * monitor.board_power_noise))
         board = session.profile.on_board(time_f, power_f)
         # nothing may meet the cap on this board (None): the watchdog steps down
         choice = self._wattcap_choice(board)

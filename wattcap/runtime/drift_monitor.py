@@ -359,6 +359,11 @@ class DriftMonitor:
         return self._test.board_scale
 
     @property
+    def board_power_noise(self) -> float:
+        """One standard deviation of this board's power level, relative (`DriftTest`)."""
+        return self._test.board_power_noise()
+
+    @property
     def board(self) -> dict[str, list[float] | None] | None:
         """This board's level against the profile, once decided (None before): what a
         checkpoint keeps, for `adopt`."""
