@@ -119,6 +119,11 @@ def test_a_resumed_run_keeps_its_new_plans_watch(profile: ProfileTable, tmp_path
     assert resumed._guard is not None
     assert resumed._guard.plan_steps_from == first._guard.plan_steps_from
     assert resumed._guard.lowest_infeasible_hz() is None
+    # the re-plan is the run's, not the process's: the resumed part goes on at its choice and
+    # does not re-plan again
+    assert resumed.record is not None
+    assert sum(e.startswith("re-planned for this board") for e in resumed.record.events) == 1
+    assert (resumed.batch_size, resumed.frequency_hz) == (first.batch_size, first.frequency_hz)
 
 
 def test_a_cooler_board_is_planned_for_where_that_is_clearly_faster(

@@ -54,6 +54,8 @@ class Checkpointing:
             extra = {**extra, "drift_board": monitor.board}
         if guard is not None and guard.plan_steps_from:
             extra = {**extra, "watch_plan_steps_from": guard.plan_steps_from}
+        if session._guard_part.board_replanned_to is not None:
+            extra = {**extra, "board_replanned_to": session._guard_part.board_replanned_to}
         return SessionState(
             identity=session.identity, samples=session.samples, steps=session.steps,
             curve=session.curve, device_time_s=session.device_time_s,
@@ -114,6 +116,8 @@ class Checkpointing:
         saved_hz = state.frequency_hz
         if session._gns is not None and "gns_vector" in state.extra:
             session._noise.resume(state, model, optimizer)
+        if "board_replanned_to" in state.extra:
+            session._guard_part.resume_board_replan(state.extra["board_replanned_to"])
         # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the
         # frequency applied now may be the plan's).
         if (device is not None and saved_hz is not None

@@ -50,6 +50,9 @@ class DeviceGuard:
         self._clamps_seen = 0
         #: whether the plan was made again for this board's level (once a run)
         self._board_replanned = False
+        #: [batch size, clock in Hz] the run re-planned to for its board (None: it did not);
+        #: kept in the checkpoint, so that a resumed run goes on there and does not re-plan
+        self.board_replanned_to: list[int] | None = None
 
     def run_clamps(self) -> list[ClockClamp]:
         """The clocks the board did not follow during this run, resumed parts included."""
@@ -117,6 +120,17 @@ class DeviceGuard:
         except InfeasibleCapError:
             return None
 
+    def resume_board_replan(self, to: list[int]) -> None:
+        """A checkpoint written after the run re-planned for its board: go on at that batch
+        size and clock (the watchdog's lower clock, if any, is put back after this), once."""
+        session = self.session
+        self._board_replanned, self.board_replanned_to = True, list(to)
+        session.batch_size = int(to[0])
+        if session.device is not None and int(to[1]) in session.device.frequencies_hz():
+            self.apply_frequency(int(to[1]), "resumed the plan for this board")
+        if session._monitor is not None:
+            session._monitor.batch_size = session.batch_size
+
     def _gain_on_board(self, board: Any, choice: Any) -> float:
         """The share of the time to the target `choice` saves against the configuration in
         use, both on the profile scaled to this board (`algorithms.drift.time_gain`)."""
@@ -181,6 +195,7 @@ class DeviceGuard:
         old_b, old_hz = session.batch_size, session.frequency_hz
         session.batch_size = choice.batch_size
         self.apply_frequency(choice.knob_value, "re-planned for this board")
+        self.board_replanned_to = [session.batch_size, int(choice.knob_value)]
         if session._guard is not None:
             # another batch size, another clock: what the watchdog learnt of each level's power
             # was at the old one, and its ceiling is the new plan's clock (it may be higher)
