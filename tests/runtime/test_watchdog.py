@@ -3,6 +3,7 @@ run's power accounting (energy from a hardware counter where the device has one)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,19 @@ from wattcap.devices import DeviceError, EmulatedDevice, PowerReading, load_spec
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.watchdog import SETTLE_READINGS, SINGLE_READING_SIGMAS, CapWatchdog
 from wattcap.train.loop import TrainConfig, train_to_accuracy
+
+
+def recording_fstar(frequency_hz: int) -> tuple[list[float], Callable[[float], int]]:
+    """An f*(b) for the watchdog that answers `frequency_hz` for any cap and records the caps
+    it was asked for."""
+    asked: list[float] = []
+
+    def fstar(cap_w: float) -> int:
+        asked.append(cap_w)
+        return frequency_hz
+
+    return asked, fstar
+
 
 MODEL = "digits32-cnn"
 B = 32
@@ -141,11 +155,7 @@ def test_a_one_reading_decision_scales_the_cap_once_that_reading_has_settled() -
     wait: one reading beyond the noise, SETTLE_READINGS + 1 readings after a drop, has."""
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
-    asked: list[float] = []
-
-    def fstar(cap_w: float) -> int:
-        asked.append(cap_w)
-        return freqs[-3]
+    asked, fstar = recording_fstar(freqs[-3])
 
     guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar, sensor_noise_w=0.05,
                         profile_power_at={freqs[-2]: 4.0, freqs[-3]: 3.5}.get)
@@ -180,11 +190,7 @@ def test_after_a_knob_move_a_stale_reading_does_not_decide_alone() -> None:
 def test_a_confirmed_violation_goes_straight_to_the_profiles_fstar() -> None:
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
-    asked: list[float] = []
-
-    def fstar(cap_w: float) -> int:
-        asked.append(cap_w)
-        return freqs[2]  # the profile's highest clock under this cap
+    asked, fstar = recording_fstar(freqs[2])  # the profile's highest clock under this cap
 
     guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar)
     sensor = Sensor(guard, device.sensor_period_s)
@@ -208,11 +214,7 @@ def test_a_board_drawing_more_than_the_profile_asks_for_the_cap_scaled_to_it() -
     readings may still carry power from before the last clock change."""
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
-    asked: list[float] = []
-
-    def fstar(cap_w: float) -> int:
-        asked.append(cap_w)
-        return freqs[2]
+    asked, fstar = recording_fstar(freqs[2])
 
     known = {freqs[-1]: 4.8, freqs[2]: 3.0}
     guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar,
@@ -246,11 +248,7 @@ def test_the_ratio_waits_for_the_readings_after_a_drop_or_a_new_plan() -> None:
     came after `SETTLE_READINGS` more; until then the cap less the excess."""
     device = EmulatedDevice("jetson-nano")
     freqs = device.frequencies_hz()
-    asked: list[float] = []
-
-    def fstar(cap_w: float) -> int:
-        asked.append(cap_w)
-        return freqs[-2]
+    asked, fstar = recording_fstar(freqs[-2])
 
     guard = CapWatchdog(device, power_cap_w=5.0, frequency_for_cap=fstar,
                         profile_power_at={freqs[-1]: 4.8, freqs[-2]: 4.0}.get)

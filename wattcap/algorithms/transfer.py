@@ -46,14 +46,19 @@ class RobustChoice:
     nominal_worst_regret: float
 
 
+def check_factor(factor: float) -> None:
+    """A transfer factor is a finite ratio >= 1 (1: the proxy's B_noise as it is)."""
+    if not (math.isfinite(factor) and factor >= 1):
+        raise ValueError(f"the transfer factor is a finite ratio >= 1, got {factor:g}")
+
+
 def transfer_scenarios(
     ratios: Mapping[int, float | None], b_noise: float, reference_batch_size: int,
     factor: float, points: int = TRANSFER_GRID_POINTS,
 ) -> list[tuple[float, dict[int, float | None]]]:
     """(B', r_b under B') for B' log-spaced over [B/K, B·K] (odd `points`: B itself in the
     middle). A batch size without an r_b stays without one."""
-    if not (math.isfinite(factor) and factor >= 1):
-        raise ValueError(f"the transfer factor is a finite ratio >= 1, got {factor:g}")
+    check_factor(factor)
     if b_noise <= 0:
         raise ValueError(f"B_noise must be positive, got {b_noise:g}")
     if points < 1 or points % 2 == 0:
@@ -132,8 +137,7 @@ class TransferRule:
         vector has no B_noise to move (the proxy's r_b is then used as it is)."""
         if factor is None:
             return None
-        if not (math.isfinite(factor) and factor >= 1):
-            raise ValueError(f"the transfer factor is a finite ratio >= 1, got {factor:g}")
+        check_factor(factor)
         if efficiency is None:
             return "transfer factor ignored: no efficiency vector (r_b = 1 has no B_noise)"
         b_noise = proxy_b_noise(efficiency)

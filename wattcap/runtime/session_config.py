@@ -20,12 +20,12 @@ device named here is opened by `Session.start()`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wattcap.algorithms.transfer import check_factor
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S, DEFAULT_MARGIN_SIGMAS
 from wattcap.core.metric import MetricError, TargetMetric, metric_named
 from wattcap.runtime.cap_follower import CAP_POLICIES
@@ -90,10 +90,12 @@ class PlanSettings:
     def __post_init__(self) -> None:
         if self.risk is not None and not 0 < self.risk < 1:
             raise SessionError(f"risk must be a quantile in (0, 1), e.g. 0.9; got {self.risk}")
-        if self.transfer_factor is not None and not (
-                math.isfinite(self.transfer_factor) and self.transfer_factor >= 1):
-            raise SessionError("transfer_factor is a ratio >= 1 (e.g. 3); got "
-                               f"{self.transfer_factor}")
+        if self.transfer_factor is not None:
+            try:
+                check_factor(self.transfer_factor)
+            except ValueError:
+                raise SessionError("transfer_factor is a ratio >= 1 (e.g. 3); got "
+                                   f"{self.transfer_factor}") from None
 
 
 def _is_watts(value: object) -> bool:
