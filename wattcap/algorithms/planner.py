@@ -447,10 +447,10 @@ def plan(
     if tie_note:
         notes.append(tie_note)
     chosen = choices["wattcap"]
-    robust = None if replanner.transfer is None else replanner.transfer.choose(
-        replanner.selector.frontier(power_cap_w))
-    if robust is not None and replanner.transfer is not None:
-        notes.append(replanner.transfer.note(robust))
+    if replanner.transfer is not None:  # what the rule chose and what each choice risks
+        robust = replanner.transfer.choose(replanner.selector.frontier(power_cap_w))
+        if robust is not None:
+            notes.append(replanner.transfer.note(robust))
     if chosen.batch_size in replanner.extrapolated and efficiency is not None:
         notes.append(f"wattcap's choice b={chosen.batch_size} lies "
                      f"{doublings_outside(efficiency, chosen.batch_size):g} doubling(s) beyond the "

@@ -161,9 +161,8 @@ class DeviceGuard:
         over the cap (less the margin) or reads off the profile by more than the drift
         tolerance, or (time objective, r_b as it is) where the choice on it is a higher clock
         or a batch size that saves at least `BOARD_SWITCH_GAIN` of the time to the target
-        (once; where the run may choose them
-        again, and neither a clamp nor a moving cap is being followed: elsewhere the watchdog
-        keeps the cap)."""
+        (once; where the run may choose them again, and neither a clamp nor a moving cap is
+        being followed: elsewhere the watchdog keeps the cap)."""
         session, monitor = self.session, self.session._monitor
         if monitor is None or self._board_replanned or monitor.board_scale is None:
             return
