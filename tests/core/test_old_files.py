@@ -105,7 +105,7 @@ def test_migrate_rewrites_and_keeps_the_original(tmp_path: Path) -> None:
                     tmp_path / "efficiency-v2-fingerprint.json")
     assert result.exit_code == 0, result.output
     assert f"schema version 1 -> {ProfileTable.SCHEMA_VERSION}" in result.output
-    assert "schema version 2 -> 6" in result.output  # the efficiency vector's
+    assert f"schema version 2 -> {EfficiencyVector.SCHEMA_VERSION}" in result.output
     migrated = json.loads((tmp_path / "profile-v1.json").read_text())
     assert migrated["schema_version"] == ProfileTable.SCHEMA_VERSION
     assert ProfileTable.load(tmp_path / "profile-v1.json").migrated_from is None

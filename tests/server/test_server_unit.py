@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.core.efficiency import EfficiencyVector
 from wattcap.models import build_model
 from wattcap.server.schemas import EstimateRequest
 from wattcap.server.store import Store
@@ -137,8 +138,9 @@ def _vector_json(**changes: object) -> str:
 
 def test_json_payloads_are_validated_like_files() -> None:
     assert check_efficiency(_vector_json()).model == MODEL
-    with pytest.raises(PayloadError, match="schema version 7"):
-        check_efficiency(_vector_json(schema_version=7))
+    newer = EfficiencyVector.SCHEMA_VERSION + 1
+    with pytest.raises(PayloadError, match=f"schema version {newer}"):
+        check_efficiency(_vector_json(schema_version=newer))
     with pytest.raises(PayloadError, match="input shape"):
         check_efficiency(_vector_json(input_shape=[3, 32, 32]))
     with pytest.raises(PayloadError, match="expected 'wattcap.profile'"):

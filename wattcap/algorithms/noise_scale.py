@@ -46,6 +46,35 @@ def _b_simple(gradient_sq: float, trace_sigma: float) -> float | None:
         return None
     return max(trace_sigma, 0.0) / gradient_sq
 
+def ratio_of_sums(terms: Sequence[tuple[float, float]]) -> float | None:
+    """B_simple of some steps' (|G|², tr(Σ)) terms: the ratio of their sums."""
+    return _b_simple(sum(t[0] for t in terms), sum(t[1] for t in terms))
+
+
+def block_estimates(terms: Sequence[tuple[float, float]], blocks: int) -> list[float | None]:
+    """B_simple of each of `blocks` contiguous blocks of `terms` (fewer when fewer terms)."""
+    n = len(terms)
+    count = min(blocks, n)
+    bounds = [round(i * n / count) for i in range(count + 1)]
+    return [ratio_of_sums(terms[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+
+def blocked_interval(center: float | None, blocks: Sequence[float | None], confidence: float
+                     ) -> tuple[float | None, float | None]:
+    """t-interval around `center` from the spread of log B over `blocks`; an end is None
+    where a block did not resolve B (B ≤ 0 or unbounded there)."""
+    if center is None:
+        return None, None
+    if len(blocks) < 2 or any(b is None for b in blocks):
+        return (None if len(blocks) < 2 else center), None
+    if any(b == 0 for b in blocks) or center == 0:
+        return None, (center if center > 0 else None)
+    logs = [math.log(b) for b in blocks if b is not None]
+    half = (stats.t.ppf(0.5 + confidence / 2, len(logs) - 1)
+            * statistics.stdev(logs) / math.sqrt(len(logs)))
+    return center * math.exp(-half), center * math.exp(half)
+
+
 class NoiseScaleTracker:
     """Smooths per-step (|G|², tr(Σ)) estimates into B_simple, with an interval from blocks."""
 
@@ -104,31 +133,12 @@ class NoiseScaleTracker:
 
     def block_estimates(self) -> list[float | None]:
         """B_simple of each contiguous block of observed steps (ratio of the block's sums)."""
-        n = len(self.terms)
-        count = min(self.blocks, n)
-        bounds = [round(i * n / count) for i in range(count + 1)]
-        out = []
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
-            g = sum(t[0] for t in self.terms[lo:hi])
-            s = sum(t[1] for t in self.terms[lo:hi])
-            out.append(_b_simple(g, s))
-        return out
+        return block_estimates(self.terms, self.blocks)
 
     def interval(self) -> tuple[float | None, float | None]:
         """t-interval on B_noise from the blocks' spread of log B, around the smoothed value;
         an end is None when a block did not resolve it (B_noise ≤ 0 or unbounded there)."""
-        center = self.b_simple()
-        blocks = self.block_estimates()
-        if center is None:
-            return None, None
-        if len(blocks) < 2 or any(b is None for b in blocks):
-            return (None if len(blocks) < 2 else center), None
-        if any(b == 0 for b in blocks) or center == 0:
-            return None, (center if center > 0 else None)
-        logs = [math.log(b) for b in blocks if b is not None]
-        half = (stats.t.ppf(0.5 + self.confidence / 2, len(logs) - 1)
-                * statistics.stdev(logs) / math.sqrt(len(logs)))
-        return center * math.exp(-half), center * math.exp(half)
+        return blocked_interval(self.b_simple(), self.block_estimates(), self.confidence)
 
     def estimate(self, samples: int, warmup_steps: int = 0,
                  preconditioner: Literal["adam", "none"] = "none") -> NoiseScaleEstimate:

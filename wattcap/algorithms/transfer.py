@@ -64,17 +64,31 @@ def transfer_scenarios(
     if points < 1 or points % 2 == 0:
         raise ValueError(f"an odd number of scenarios keeps B itself among them, got {points}")
 
-    def relation(b_prime: float, b: int) -> float:
-        return (b_prime + b) / (b_prime + reference_batch_size)
-
     half = points // 2
     scenarios = []
     for i in range(-half, half + 1):
         b_prime = b_noise * factor ** (i / half) if half else b_noise
-        scenarios.append((b_prime, {
-            b: None if r is None else r * relation(b_prime, b) / relation(b_noise, b)
-            for b, r in ratios.items()}))
+        scenarios.append((b_prime, shifted_ratios(ratios, b_noise, b_prime,
+                                                  reference_batch_size)))
     return scenarios
+
+
+def shifted_ratios(ratios: Mapping[int, float | None], b_noise: float, b_prime: float,
+                   reference_batch_size: int) -> dict[int, float | None]:
+    """The proxy's r_b where the target's B_noise is `b_prime` instead of its `b_noise`: each
+    r_b times the relation's shift (see the module); None stays None."""
+    return {b: None if r is None else r * relation_shift(b, b_noise, b_prime,
+                                                          reference_batch_size)
+            for b, r in ratios.items()}
+
+
+def relation_shift(batch_size: int, b_noise: float, b_prime: float,
+                   reference_batch_size: int) -> float:
+    """[(B' + b)/(B' + b_ref)] / [(B + b)/(B + b_ref)]: how r_b moves when B becomes B'."""
+    def relation(b_n: float) -> float:
+        return (b_n + batch_size) / (b_n + reference_batch_size)
+
+    return relation(b_prime) / relation(b_noise)
 
 
 def minimax_regret_choice(

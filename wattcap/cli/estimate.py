@@ -111,6 +111,11 @@ def estimate(
     subset_fraction: SubsetFractionOpt = None,
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
+    noise_reference: Annotated[bool, typer.Option(
+        help="After the sweep, one more run at the largest batch size measuring the proxy's "
+        "gradient noise scale window by window over the budget: the reference `wattcap train "
+        "--online-correction` compares the target's with (--method gns records it anyway).",
+        rich_help_panel=TRAINING)] = False,
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
     gradient noise scale of one run with --method gns)."""
@@ -125,6 +130,9 @@ def estimate(
         optimizer=optimizer or "adam", weight_decay=weight_decay,
         subset_fraction=subset_fraction, test_fraction=test_fraction)
     _check_estimate(sweep, method, gns_samples, on_server=on_server, ray=ray)
+    if noise_reference and (method == "gns" or on_server):
+        fail("--noise-reference adds a run to a local sweep: --method gns records the "
+             "reference anyway, and a server's sweep has none")
     if (on_server or push or model_id is not None) and not server:
         fail("--on-server, --push and --model-id need --server URL")
     weights_id = None
@@ -148,6 +156,8 @@ def estimate(
         else:
             vector = _estimate_sweep(sweep, model, proxy_spec.text, weights, splits, ray,
                                      workers, options, runs_dir)
+            if noise_reference:
+                vector = _add_noise_reference(vector, weights, splits)
     vector.save(out)
     if server and push and not on_server:  # a server-side sweep is stored there already
         from wattcap.cli.server import push_estimated
@@ -262,6 +272,21 @@ def _estimate_sweep(sweep: _Sweep, model: str, proxy: str, weights: Path | None,
             )
         except (KeyError, ValueError, WattcapFileError, ExecutorError) as err:
             fail(str(err).strip("'\""))
+
+
+def _add_noise_reference(vector: EfficiencyVector, weights: Path | None, splits: tuple
+                         ) -> EfficiencyVector:
+    """The sweep's vector with the proxy's noise-scale reference run added."""
+    from wattcap.train.noise_scale import with_noise_reference
+
+    b = vector.reference_batch_size
+    with progress(f"measuring the noise-scale reference on {vector.dataset} (b = {b})",
+                  vector.sample_budget, "samples") as report:
+        try:
+            return with_noise_reference(vector, splits[0], splits[1], weights=weights,
+                                        progress=report.show)
+        except ValueError as err:
+            fail(str(err))
 
 
 def _estimate_gns(sweep: _Sweep, model: str, proxy: str, weights: Path | None,

@@ -231,6 +231,12 @@ TransferFactorOpt = Annotated[float | None, typer.Option(
     "regret over that range, by the large-batch relation; the notes say what each choice "
     "risks. Time objective only. Default: plan on the proxy's r_b as it is.",
     rich_help_panel=PLAN_INPUTS)]
+OnlineCorrectionOpt = Annotated[bool, typer.Option(
+    help="Measure the target's gradient noise scale all run long and re-plan when it parts "
+    "from the proxy's (r_b moved along the large-batch relation; at most once per doubling of "
+    "samples). Needs an efficiency vector with the proxy's reference (`wattcap estimate "
+    "--noise-reference` or --method gns). Its chunked steps cost time, counted in the run.",
+    rich_help_panel=PLAN_INPUTS)]
 ProfilePowerModeOpt = Annotated[str | None, typer.Option(
     "--power-mode", help="The nvpmodel power mode (e.g. MAXN) the emulated device runs in "
     "while it is measured.", rich_help_panel=CAP_AND_DEVICE)]

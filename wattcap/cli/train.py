@@ -56,6 +56,7 @@ from wattcap.cli.options import (
     MovingPowerCapOpt,
     NumClassesOpt,
     ObjectiveOpt,
+    OnlineCorrectionOpt,
     OptimizerOpt,
     ProfileOpt,
     ProxyFilterOpt,
@@ -187,6 +188,7 @@ def train(
     workers: WorkersOpt = 0,
     risk: RiskOpt = None,
     transfer_factor: TransferFactorOpt = None,
+    online_correction: OnlineCorrectionOpt = False,
 ) -> None:
     """Select (batch size, knob value) under the cap, apply the knob (GPU clock, power
     limit or power mode), train to the target, restore.
@@ -243,6 +245,8 @@ def train(
     # else the proxy's: the r_b its first plan was made with
     vector_path = target_efficiency if method == "fastest" else efficiency
     replan_efficiency = load_or_fail(EfficiencyVector, vector_path) if vector_path else None
+    if online_correction:
+        _check_correction(method, replan_efficiency)
     if dry_run:
         console.print("dry run: nothing changed, no training")
         return
@@ -251,12 +255,20 @@ def train(
         weights=weights, power_cap_w=cap, power_cap=source, efficiency=replan_efficiency,
         objective=goal, checkpoint_dir=checkpoint_dir, method=method,
         profile=table if drift_tolerance > 0 or source is not None
-        or table.knob_kind != "gpu_clock" else None,
+        or table.knob_kind != "gpu_clock" or online_correction else None,
         drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers,
-        risk=risk, transfer_factor=transfer_factor)
+        risk=risk, transfer_factor=transfer_factor, online_correction=online_correction)
     if out:
         record.save(out)
     print_run(record, plot)
+
+
+def _check_correction(method: str, vector: EfficiencyVector | None) -> None:
+    """--online-correction needs wattcap's plan and a vector with the proxy's reference."""
+    if method != "wattcap" or vector is None or not vector.noise_reference:
+        fail("--online-correction re-plans wattcap's choice from the proxy's efficiency vector "
+             "and its noise-scale reference: give --efficiency made with `wattcap estimate "
+             "--noise-reference` (or --method gns)")
 
 
 def _print_choice(method: str, choice: Choice, kind: str, cap: float | None,

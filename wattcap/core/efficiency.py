@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.large_batch import LargeBatchFit
 from wattcap.core.metric import ACCURACY, TargetMetric
-from wattcap.core.noise_scale import NoiseScaleEstimate
+from wattcap.core.noise_scale import NoiseScaleEstimate, NoiseScaleTrajectory
 from wattcap.core.profile import portable_model_name
 from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, require_match
 
@@ -59,8 +59,8 @@ class EfficiencyVector(VersionedFile):
     #: 2: the large-batch fit and raw samples; 3: architecture_fingerprint; 4: vectors from the
     #: gradient noise scale (noise_scale, ratio_source "gns", no fit), training_samples;
     #: 5: model_source_sha256 (a user model's source); 6: target_metric (a falling metric, a
-    #: metric on 0-100)
-    SCHEMA_VERSION = 6
+    #: metric on 0-100); 7: noise_reference (the proxy's noise scale over its samples)
+    SCHEMA_VERSION = 7
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
         1: lambda raw: _entries_of_version_2(raw),
         # a version-2 file of the fingerprint's line of work still has version-1 entries
@@ -68,6 +68,7 @@ class EfficiencyVector(VersionedFile):
         3: lambda raw: raw,  # 4 added noise_scale and training_samples (absent: not recorded)
         4: lambda raw: raw,  # 5 added model_source_sha256 (absent: not recorded)
         5: lambda raw: raw,  # 6 added target_metric (absent: accuracy, as every earlier file)
+        6: lambda raw: raw,  # 7 added noise_reference (absent: none measured)
     }
 
     model: str
@@ -103,6 +104,9 @@ class EfficiencyVector(VersionedFile):
     noise_scale: NoiseScaleEstimate | None = None
     #: samples trained to make this vector, every run counted (its compute; None: unknown)
     training_samples: int | None = None
+    #: the proxy's B_simple window by window over its samples, at one or more batch sizes:
+    #: what a target run's online correction compares its own with (empty: not measured)
+    noise_reference: list[NoiseScaleTrajectory] = []
 
     @model_validator(mode="after")
     def _one_origin(self) -> EfficiencyVector:

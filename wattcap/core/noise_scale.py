@@ -62,3 +62,42 @@ def _ratio(b_noise: float | None, batch_size: float, reference: float) -> float:
     if b_noise is None:  # B_noise → ∞: no batch size needs more samples than another
         return 1.0
     return (b_noise + batch_size) / (b_noise + reference)
+
+
+class NoiseScaleWindow(BaseModel):
+    """B_simple over one window of a run's samples, (samples_start, samples_end], with its
+    interval from the spread of the window's blocks of steps."""
+
+    model_config = ConfigDict(extra="forbid")
+    samples_start: int
+    samples_end: int
+    #: measured steps in the window
+    steps: int
+    #: None: |G|² not resolved over the window
+    b_simple: float | None
+    #: interval at the trajectory's confidence; None: unbounded that side (or too few blocks)
+    b_low: float | None
+    b_high: float | None
+
+
+class NoiseScaleTrajectory(BaseModel):
+    """B_simple of one run, window by window over doublings of its samples: the reference a
+    target run's own measurement is compared with (wattcap.algorithms.noise_correction)."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: the batch size the run trained at, and the chunk (small batch) it was measured with
+    batch_size: int
+    chunk_size: int
+    #: "adam": gradients preconditioned by the optimiser's second moments; "none": raw
+    preconditioner: Literal["adam", "none"]
+    confidence: float
+    windows: list[NoiseScaleWindow]
+
+    def window_ending(self, samples_end: int) -> NoiseScaleWindow | None:
+        """The window that ends at `samples_end` (windows end at powers of two), or None."""
+        return next((w for w in self.windows if w.samples_end == samples_end), None)
+
+    @property
+    def samples_covered(self) -> int:
+        """The end of the last window (0: none)."""
+        return max((w.samples_end for w in self.windows), default=0)

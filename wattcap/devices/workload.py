@@ -10,7 +10,7 @@ emulated device turns into time and power.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -93,6 +93,19 @@ class Workload:
             / max(1, self.compute_kernels_per_step),
             memory_needed_bytes=self.memory_needed_bytes(batch_size, allocator_overhead_factor),
         )
+
+    def chunked_step_cost(self, batch_size: int, chunks: int,
+                          allocator_overhead_factor: float = 1.0) -> StepCost:
+        """Cost of one step of `batch_size` samples taken as `chunks` forward and backward
+        passes of batch_size / chunks (a noise-scale measurement): the same work, each chunk's
+        kernels launched and run at the chunk's size, the weights read once per chunk, the
+        optimiser's update once, the memory of one chunk."""
+        if chunks < 1 or batch_size % chunks:
+            raise ValueError(f"{chunks} chunks do not divide a batch of {batch_size}")
+        part = self.step_cost(batch_size // chunks, allocator_overhead_factor)
+        return replace(
+            part, flops=part.flops * chunks, dram_bytes=part.dram_bytes * chunks,
+            kernels=part.kernels * chunks)
 
     def max_batch_size(
         self,

@@ -50,6 +50,10 @@ class Checkpointing:
         guard, monitor = session._guard, session._monitor
         if session._gns is not None and session._gns.vector is not None:
             extra = {**extra, "gns_vector": session._gns.vector.model_dump(mode="json")}
+        correction = session._noise.correction
+        if correction is not None and correction.policy.applied_factor != 1.0:
+            extra = {**extra, "correction_factor": correction.policy.applied_factor,
+                     "correction_samples": correction.windows.windows[-1].samples_end}
         if monitor is not None and monitor.board is not None:
             extra = {**extra, "drift_board": monitor.board}
         if guard is not None and guard.plan_steps_from:
@@ -116,6 +120,8 @@ class Checkpointing:
         saved_hz = state.frequency_hz
         if session._gns is not None and "gns_vector" in state.extra:
             session._noise.resume(state, model, optimizer)
+        if session._noise.correction is not None and "correction_factor" in state.extra:
+            session._noise.resume_correction(state)
         if "board_replanned_to" in state.extra:
             session._guard_part.resume_board_replan(state.extra["board_replanned_to"])
         # A re-plan's or the watchdog's lower frequency is put back (only ever lowered: the

@@ -1,5 +1,7 @@
-"""r_b from the gradient noise scale during the run (a Session part, efficiency='gns'): the chunked
-backward that measures it, the one re-plan when enough samples are measured, its resume."""
+"""The gradient noise scale during the run (a Session part): efficiency='gns' (the chunked
+backward that measures it, the one re-plan when enough samples are measured, its resume) and
+the online correction (online_correction=True: the target's noise scale against the proxy's
+all run long, a re-plan when they part)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ if TYPE_CHECKING:
     import torch
 
     from wattcap.core.profile import ProfileTable
+    from wattcap.devices.workload import StepCost
     from wattcap.runtime.gns_replan import GnsSettings
     from wattcap.runtime.noise_scale import LossOf
+    from wattcap.runtime.online_correction import OnlineCorrection
 
 
 class NoiseScalePart:
@@ -23,6 +27,7 @@ class NoiseScalePart:
     def __init__(self, session: Any) -> None:
         # the Session (typed Any: this module must not import it, or the two would cycle)
         self.session = session
+        self.correction: OnlineCorrection | None = None
 
     def start(self, settings: GnsSettings,
                    reference_profiles: list[ProfileTable] | None) -> None:
@@ -41,19 +46,95 @@ class NoiseScalePart:
 
     def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """`loss_of(inputs, targets).backward()`; while the noise scale is measured
-        (efficiency='gns'), the chunked backward that measures it (same gradient in `.grad`,
-        each chunk normalised on its own). Needs `attach(model, optimizer)` first."""
+        (efficiency='gns', a measured step of the online correction), the chunked backward
+        that measures it (same gradient in `.grad`, each chunk normalised on its own). Needs
+        `attach(model, optimizer)` first."""
         session = self.session
-        gns = session._gns
+        gns, correction = session._gns, self.correction
+        if correction is not None and correction.measuring:
+            if correction.gns is None:
+                correction.attach(*self._model_and_optimizer("online_correction"))
+            correction.backward(loss_of, inputs, targets)
+            return
         if gns is None or not gns.measuring:
             loss_of(inputs, targets).backward()
             return
         if gns.gns is None:
-            if session._attached is None or session._attached[1] is None:
-                raise SessionError("efficiency='gns' measures with the optimiser's state: call "
-                                   "session._checkpointing.attach(model, optimizer) first")
-            gns.attach(session._attached[0], session._attached[1], session.batch_size)
+            gns.attach(*self._model_and_optimizer("efficiency='gns'"), session.batch_size)
         gns.backward(loss_of, inputs, targets)
+
+    def _model_and_optimizer(self, what: str) -> tuple[Any, Any]:
+        attached = self.session._attached
+        if attached is None or attached[1] is None:
+            raise SessionError(f"{what} measures with the optimiser's state: call "
+                               "session.attach(model, optimizer) first")
+        return attached[0], attached[1]
+
+    # -- the online correction -----------------------------------------------------------------
+    def start_correction(self, value: Any) -> None:
+        """Measure the target's noise scale against the proxy's all run long (see
+        wattcap.runtime.online_correction)."""
+        from wattcap.runtime.online_correction import CorrectionSettings, OnlineCorrection
+
+        settings = CorrectionSettings.of(value)
+        session = self.session
+        if settings is None:
+            return
+        if session._gns_settings is not None or session.profile is None \
+                or session.efficiency is None:
+            raise SessionError("online_correction re-plans with Algorithm 1 from a profile and "
+                               "an efficiency vector of the proxy (not efficiency='gns')")
+        try:
+            self.correction = OnlineCorrection(settings, session.efficiency)
+        except ValueError as err:
+            raise SessionError(str(err)) from None
+        session.events.append(
+            f"online correction: the target's noise scale is measured over doubling windows of "
+            f"samples ({settings.measured_steps_per_window} chunked steps per window, "
+            f"{settings.chunks} chunks) and compared with the {session.efficiency.dataset} "
+            f"proxy's; a re-plan when they part by more than {settings.relevant_factor:g}x")
+
+    def before_step(self, samples: int | None) -> None:
+        """Decide whether the step about to run is measured (its cost depends on it)."""
+        if self.correction is not None:
+            session = self.session
+            self.correction.will_measure(session.samples, samples or session.batch_size)
+
+    @property
+    def measuring_step(self) -> bool:
+        """The current step runs chunked to measure the noise scale."""
+        return (self.correction is not None and self.correction.measuring) \
+            or self.session.measuring_noise_scale
+
+    def step_cost(self, samples: int) -> StepCost:
+        """The device cost of the step: chunked when the online correction measures it."""
+        session = self.session
+        from wattcap.runtime.online_correction import chunks_for
+
+        chunks = None if self.correction is None or not self.correction.measuring else \
+            chunks_for(samples, self.correction.settings.chunks)
+        workload = session.workload
+        if chunks is None or workload is None:
+            return session._model_part.step_cost(samples)
+        overhead = getattr(getattr(session.device, "spec", None), "allocator_overhead_factor",
+                           1.0)
+        return workload.chunked_step_cost(samples, chunks, overhead)
+
+    def after_step(self) -> None:
+        """The correction's evidence when the step closed a window (in the run record)."""
+        if self.correction is None:
+            return
+        from wattcap.algorithms.noise_correction import pooled_evidence
+
+        session = self.session
+        evidence = self.correction.after_step(session.samples, session.batch_size)
+        if evidence is None:
+            return
+        text = evidence if isinstance(evidence, str) else (
+            f"{evidence.describe()}; pooled "
+            f"{pooled_evidence(self.correction.policy.evidence).describe()}")
+        session.events.append(f"online correction: {text} ({self.correction.measured_steps} "
+                              "chunked steps so far)")
 
     def context(self) -> dict[str, Any]:
         session = self.session
@@ -70,6 +151,7 @@ class NoiseScalePart:
                 "batch_size_ref": session.batch_size_ref}
 
     def replan_if_due(self) -> None:
+        self._correct_if_due()
         session = self.session
         gns = session._gns
         if gns is None or not gns.due(session.samples):
@@ -82,6 +164,42 @@ class NoiseScalePart:
         session.efficiency = gns.vector
         session.events.append(f"gns: {gns.vector.noise_scale.describe()}")
         self.adopt_choice(choice.batch_size, choice.knob_value, "gns re-plan")
+
+    def _correct_if_due(self) -> None:
+        """Re-plan with the proxy's r_b moved by the pending evidence's factor."""
+        correction = self.correction
+        if correction is None or correction.pending is None:
+            return
+        from wattcap.algorithms.noise_correction import corrected_vector
+        from wattcap.algorithms.planner import plan
+        from wattcap.core.plan import InfeasibleCapError
+        from wattcap.measure.references import reference_profiles_for
+
+        session = self.session
+        evidence, correction.pending = correction.pending, None
+        vector = corrected_vector(correction.proxy, evidence.factor,
+                                  f"pooled {evidence.describe()}")
+        refs = session._reference_profiles if session._reference_profiles is not None else \
+            reference_profiles_for(session.profile)
+        try:
+            result = plan(session.profile, session.power_cap_w, efficiency=vector,
+                          reference_profiles=refs, objective=session.objective,
+                          margin_sigmas=session.margin_sigmas, risk=session.risk)
+        except InfeasibleCapError as err:
+            raise SessionError(f"online correction: {err}") from None
+        session.efficiency = vector
+        method = session.settings.planning.method
+        choice = result.choices.get(method)
+        if choice is None:
+            raise SessionError(f"online correction: {method} has no choice with the moved "
+                               f"r_b: {result.unavailable.get(method, 'unknown method')}")
+        if (choice.batch_size, choice.knob_value) == (session.batch_size, session.frequency_hz):
+            session.events.append(
+                f"online correction at {session.samples} samples: r_b moved by factor "
+                f"{evidence.factor:.2f}; the choice stays b={session.batch_size}")
+            return
+        self.adopt_choice(choice.batch_size, choice.knob_value,
+                          f"online correction (factor {evidence.factor:.2f})")
 
     def adopt_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
         session = self.session
@@ -103,6 +221,27 @@ class NoiseScalePart:
             f"{why} at {session.samples} samples: b={old_b} -> {session.batch_size}, "
             f"{_mhz(old_hz)} -> {_mhz(session.frequency_hz)}, learning rate {old_lr:.3g} -> "
             f"{session.learning_rate:.3g}")
+
+    def resume_correction(self, state: SessionState) -> None:
+        """A checkpoint written after a correction: its factor, the vector moved by it and
+        the plan it chose; the windows start afresh from the resumed samples."""
+        from wattcap.algorithms.noise_correction import corrected_vector
+
+        session, correction = self.session, self.correction
+        assert correction is not None
+        factor = float(state.extra["correction_factor"])
+        correction.policy.applied_factor = factor
+        session.efficiency = corrected_vector(
+            correction.proxy, factor, f"resumed (window ending at "
+            f"{state.extra.get('correction_samples', '?')} samples)")
+        session.batch_size = state.batch_size
+        if session.device is not None and state.frequency_hz is not None \
+                and state.frequency_hz in session.device.frequencies_hz():
+            session._guard_part.apply_frequency(state.frequency_hz, "resumed correction")
+        if session._monitor is not None:
+            session._monitor.batch_size = session.batch_size
+        session.events.append(f"online correction: resumed with r_b moved by factor "
+                              f"{factor:.2f}")
 
     def resume(self, state: SessionState, model: Any, optimizer: Any) -> None:
         """A checkpoint written after the re-plan: the measured vector and its choice."""

@@ -67,6 +67,7 @@ class PlanMaker:
             session.identity["target_metric"] = session.target_metric.model_dump()
         if session._gns_settings is not None:
             session._noise.start(session._gns_settings, session._reference_profiles)
+        session._noise.start_correction(planning.online_correction)
 
     def take_knob(self, kind: KnobKind, frequency_hz: int | None) -> None:
         """The profile's knob; another than the clock is refused where the Session would act
@@ -84,6 +85,8 @@ class PlanMaker:
                                "board under it: give knob_value, not frequency_hz")
         if session._gns_settings is not None:
             require_clock(kind, 'efficiency="gns" (its re-plan)')
+        if session.settings.planning.online_correction:
+            require_clock(kind, "online_correction (its re-plan)")
 
     def decide(self, batch_size: int | None, frequency_hz: int | None,
                 reference_profiles: list[ProfileTable] | None) -> tuple[int, int | None]:

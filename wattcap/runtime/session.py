@@ -395,9 +395,10 @@ class Session:
         if not self._open:
             raise SessionError("use the session in a `with` block (or call start()) first")
         self._cap.before_step()
+        self._noise.before_step(samples)
         if self.device is not None:
             self._step_start_s = self.device.now_s()
-            cost = self._model_part.step_cost(samples or self.batch_size)
+            cost = self._noise.step_cost(samples or self.batch_size)
             self._timer = self.device.begin_step(cost)
 
     def end_step(self, samples: int | None = None) -> float:
@@ -409,7 +410,7 @@ class Session:
             busy_s = device.end_step(self._timer)
             self._timer = None
             self.device_time_s += busy_s
-            if self._monitor is not None and self.measuring_noise_scale:
+            if self._monitor is not None and self._noise.measuring_step:
                 # a measured step runs chunked: slower than the profile's step, not drift
                 self._monitor.restart_window()
             elif self._monitor is not None:
@@ -418,6 +419,7 @@ class Session:
         trained = self.batch_size if samples is None else samples
         self.samples += trained
         self.steps += 1
+        self._noise.after_step()
         self._steps_since_report += 1
         if device is not None:
             # the step is done and counted: a failed watch stops the run here, in a safe state

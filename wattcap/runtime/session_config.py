@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from wattcap.devices.caps import CapSource
     from wattcap.runtime.cap_follower import CapPolicy
     from wattcap.runtime.gns_replan import GnsSettings
+    from wattcap.runtime.online_correction import CorrectionSettings
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class PlanSettings:
         transfer_factor: choose by minimax regret over a target whose B_noise lies up to this
             factor from the proxy's either way (time objective; `algorithms.transfer`);
             None: on the proxy's r_b as it is.
+        online_correction: True (or `wattcap.runtime.online_correction.CorrectionSettings`):
+            measure the target's noise scale all run long, compare it window by window with
+            the proxy's reference in the efficiency vector, and re-plan with r_b moved when
+            they part (the loop calls `session.backward`; `algorithms.noise_correction`).
         lr_ref, batch_size_ref: the learning rate at a reference batch size (default: the
             efficiency vector's optimiser settings, else 5e-4 at b = 128); the session's
             `learning_rate` is lr_ref * sqrt(b / b_ref).
@@ -84,6 +89,7 @@ class PlanSettings:
     margin_sigmas: float = DEFAULT_MARGIN_SIGMAS
     risk: float | None = None
     transfer_factor: float | None = None
+    online_correction: bool | CorrectionSettings = False
     lr_ref: float | None = None
     batch_size_ref: int | None = None
 

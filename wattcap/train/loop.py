@@ -134,7 +134,7 @@ def _optimizer_step(model: torch.nn.Module, spec: ModelSpec, optimizer: torch.op
     optimizer.zero_grad(set_to_none=True)
     if session is None:
         spec.loss(model(inputs), targets).backward()
-    else:  # the Session measures the gradient noise scale through it (efficiency="gns")
+    else:  # the Session measures the gradient noise scale through it (gns, the correction)
         session.backward(lambda x, y: spec.loss(model(x), y), inputs, targets)
     optimizer.step()
 
@@ -194,6 +194,7 @@ def train_to_accuracy(
     risk: float | None = None,
     knob_value: int | None = None,
     transfer_factor: float | None = None,
+    online_correction: bool = False,
 ) -> RunRecord:
     """Train until test accuracy ≥ target (checked every `eval_every_samples`) or the budget;
     with `config.target_metric` loss or perplexity, until the test loss (perplexity) ≤ target.
@@ -225,6 +226,9 @@ def train_to_accuracy(
     after the gradient noise scale is measured (`wattcap.runtime.gns_replan`) it re-plans with
     Algorithm 1 and goes on at the chosen batch size and frequency, learning rate √-scaled,
     optimiser state kept; every profile batch size must divide `eval_every_samples`.
+    `online_correction` (with the `profile` and an `efficiency` vector holding the proxy's
+    noise-scale reference) measures the target's noise scale all run long and re-plans when it
+    parts from the proxy's (`wattcap.runtime.online_correction`); the same divisibility holds.
 
     `power_cap`, instead of `power_cap_w`, is a cap that may move (a `CapSource` or a spec such
     as "solar:seed=3"; see `Session`): with the `profile` (and the proxy `efficiency`, the
@@ -248,12 +252,14 @@ def train_to_accuracy(
         efficiency.check_matches(model=config.model, source="efficiency vector",
                                  architecture_fingerprint=model_fingerprint(config.model),
                                  model_source_sha256=model_source_sha256(config.model))
-    if GnsSettings.of(efficiency) is not None:
+    replanning = "efficiency='gns'" if GnsSettings.of(efficiency) is not None else \
+        "online_correction" if online_correction else None
+    if replanning is not None:
         if profile is None:
-            raise ValueError("efficiency='gns' re-plans with Algorithm 1: give the profile")
+            raise ValueError(f"{replanning} re-plans with Algorithm 1: give the profile")
         odd = [b for b in profile.batch_sizes if config.eval_every_samples % b]
         if odd:
-            raise ValueError(f"with efficiency='gns' every profile batch size must divide "
+            raise ValueError(f"with {replanning} every profile batch size must divide "
                              f"eval_every_samples ({config.eval_every_samples}): not {odd}")
     if cap_policy is None:
         cap_policy = "safe-frequency" if method in ("baseline-1", "baseline-2") else "replan"
@@ -269,7 +275,8 @@ def train_to_accuracy(
             frequency_hz=device.requested_frequency_hz() if device is not None and (
                 profile is None or profile.knob_kind == "gpu_clock") else None,
             knob_value=knob_value, lr_ref=config.lr_ref, batch_size_ref=config.batch_size_ref,
-            margin_sigmas=margin_sigmas, risk=risk, transfer_factor=transfer_factor),
+            margin_sigmas=margin_sigmas, risk=risk, transfer_factor=transfer_factor,
+            online_correction=online_correction),
         cap=CapSettings(
             power_cap=power_cap_w if power_cap is None else power_cap, policy=cap_policy,
             watchdog=watchdog, drift_tolerance=drift_tolerance if profile is not None else 0.0,

@@ -51,8 +51,9 @@ from wattcap.algorithms.noise_scale import (
     DEFAULT_EMA_DECAY,
     gns_efficiency_vector,
 )
+from wattcap.algorithms.noise_windows import NoiseScaleWindows
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
-from wattcap.core.noise_scale import NoiseScaleEstimate
+from wattcap.core.noise_scale import NoiseScaleEstimate, NoiseScaleTrajectory
 from wattcap.core.progress import JobProgress, OnProgress
 from wattcap.runtime.noise_scale import (
     GradientNoiseScale,
@@ -98,6 +99,8 @@ class GnsRun:
     """What a GNS measuring run did: the estimate, the accuracy curve and the work done."""
 
     estimate: NoiseScaleEstimate
+    #: B_simple window by window over doublings of the run's samples (closed windows only)
+    trajectory: NoiseScaleTrajectory
     #: (samples, test accuracy) at every evaluation, the last one at the end of the run
     curve: list[tuple[int, float]]
     samples: int
@@ -178,13 +181,17 @@ def measure_noise_scale(
             return spec.loss(net(x), y)
 
         reached = False
+        windows = NoiseScaleWindows()
         while session.samples < sample_budget and not reached:
             x, y = train.batch(stream.indices(session.samples, batch_size))
             inputs, targets = session.to_device(torch.from_numpy(x), torch.from_numpy(y))
             with session.step():
                 opt.zero_grad(set_to_none=True)
-                gns.backward(loss_of, inputs, targets)
+                measured = gns.backward(loss_of, inputs, targets)
                 opt.step()
+            if measured:
+                windows.observe(session.samples, *gns.tracker.terms[-1])
+            windows.advance(session.samples)
             if target_accuracy is not None and session.samples % eval_every_samples == 0:
                 curve.append((session.samples, accuracy()))
                 reached = samples_to_target(curve, target_accuracy) is not None
@@ -194,7 +201,10 @@ def measure_noise_scale(
                                      "B_noise " + ("unresolved" if b is None else f"{b:.3g}")))
         if not curve or curve[-1][0] != session.samples:
             curve.append((session.samples, accuracy()))
-    return GnsRun(gns.estimate(), curve, session.samples, reached)
+    trajectory = NoiseScaleTrajectory(
+        batch_size=batch_size, chunk_size=chunk_size, preconditioner=gns.preconditioner,
+        confidence=windows.confidence, windows=windows.windows)
+    return GnsRun(gns.estimate(), trajectory, curve, session.samples, reached)
 
 
 def estimate_efficiency_gns(
@@ -264,9 +274,40 @@ def estimate_efficiency_gns(
         source, rule = "reached", (f"GNS needs no target: the test accuracy its run reached "
                                    f"after {run.samples} samples")
         target = run.final_accuracy
-    return gns_efficiency_vector(
+    vector = gns_efficiency_vector(
         run.estimate, batch_sizes, model=model, input_shape=list(spec.input_shape),
         dataset=proxy, task=spec.task, target_accuracy=target, target_accuracy_source=source,
         target_accuracy_rule=rule, optimizer=optimizer, lr_ref=lr_ref,
         batch_size_ref=batch_size_ref, seed=seed, eval_every_samples=eval_every_samples,
         notes=notes, architecture_fingerprint=model_fingerprint(model))
+    return vector.model_copy(update={"noise_reference": [run.trajectory]})
+
+
+def with_noise_reference(
+    vector: EfficiencyVector,
+    train: Dataset,
+    test: Dataset,
+    weights: str | Path | None = None,
+    batch_size: int | None = None,
+    chunks: int = 4,
+    sample_budget: int | None = None,
+    seed: int = 0,
+    progress: OnProgress | None = None,
+) -> EfficiencyVector:
+    """`vector` with the proxy's noise-scale reference added: one run at `batch_size` (default
+    the vector's largest) measured in `chunks` parts per batch over `sample_budget` samples
+    (default the vector's budget), B_simple window by window over its samples — what a
+    target run's online correction compares its own with (`wattcap.runtime.online_correction`,
+    which measures in the same number of chunks)."""
+    b = batch_size or vector.reference_batch_size
+    if b % chunks or b // chunks < 2:
+        raise ValueError(f"the reference's batch size ({b}) must split into {chunks} chunks "
+                         "of 2 samples or more")
+    run = measure_noise_scale(
+        vector.model, train, test, weights=weights, batch_size=b, chunk_size=b // chunks,
+        sample_budget=sample_budget or vector.sample_budget, lr_ref=vector.lr_ref,
+        batch_size_ref=vector.batch_size_ref,
+        optimizer="adamw" if vector.optimizer == "adamw" else "adam", seed=seed,
+        progress=progress)
+    others = [t for t in vector.noise_reference if t.batch_size != b]
+    return vector.model_copy(update={"noise_reference": [*others, run.trajectory]})

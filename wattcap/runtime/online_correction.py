@@ -1,0 +1,150 @@
+"""The online correction of a run (`PlanSettings(online_correction=True)`, `wattcap train
+--online-correction`): the target's noise scale measured all run long, window by window, against
+the proxy's reference in the efficiency vector, and a re-plan when the two part
+(wattcap.algorithms.noise_correction says when and how r_b moves).
+
+Which steps are measured: about `measured_steps_per_window` of each doubling window of samples,
+spread evenly over it (every step while a window holds fewer), so the measurement follows the
+run as the noise scale grows and its cost falls as the run grows: 32 chunked steps per
+doubling of samples. A measured step runs its batch as `chunks` forward and backward passes of
+b/chunks (`GradientNoiseScale`): on real hardware the Session measures that time as it is; on
+the emulated device it is charged as such (`Workload.chunked_step_cost`: the chunks' kernel
+launches and smaller kernels), so the correction's cost is in the run's time either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wattcap.algorithms.noise_correction import (
+    RELEVANT_FACTOR,
+    CorrectionPolicy,
+    PooledEvidence,
+    TransferEvidence,
+    transfer_evidence,
+)
+from wattcap.algorithms.noise_windows import MIN_WINDOW_STEPS, NoiseScaleWindows, window_end
+
+if TYPE_CHECKING:
+    import torch
+
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.runtime.noise_scale import GradientNoiseScale, LossOf
+
+#: parts a measured batch is split into (fewer where b / chunks would be under 2 samples)
+DEFAULT_CORRECTION_CHUNKS = 4
+#: measured steps a doubling window aims at (8 blocks of 4 for its interval)
+DEFAULT_MEASURED_STEPS_PER_WINDOW = 32
+
+
+@dataclass(frozen=True)
+class CorrectionSettings:
+    """How a Session corrects the proxy's r_b from the target's noise scale (see the
+    module)."""
+
+    chunks: int = DEFAULT_CORRECTION_CHUNKS
+    measured_steps_per_window: int = DEFAULT_MEASURED_STEPS_PER_WINDOW
+    relevant_factor: float = RELEVANT_FACTOR
+
+    def __post_init__(self) -> None:
+        if self.chunks < 2:
+            raise ValueError(f"a measured batch needs at least 2 chunks, got {self.chunks}")
+        if self.measured_steps_per_window < MIN_WINDOW_STEPS:
+            raise ValueError(f"a window needs at least {MIN_WINDOW_STEPS} measured steps for "
+                             f"an interval, got {self.measured_steps_per_window}")
+        if not self.relevant_factor > 1:
+            raise ValueError(f"the relevant factor is a ratio > 1, got {self.relevant_factor}")
+
+    @classmethod
+    def of(cls, value: Any) -> CorrectionSettings | None:
+        """`value` as settings: CorrectionSettings as they are, True the defaults, else None."""
+        if isinstance(value, CorrectionSettings):
+            return value
+        return cls() if value is True else None
+
+
+def chunks_for(batch_size: int, chunks: int) -> int | None:
+    """The chunks a batch of `batch_size` is measured in: `chunks`, fewer where they would
+    not divide it into parts of 2 samples or more; None where not even 2 do."""
+    for n in range(chunks, 1, -1):
+        if batch_size % n == 0 and batch_size // n >= 2:
+            return n
+    return None
+
+
+class OnlineCorrection:
+    """The measurement, the evidence and the pending re-plan of one run."""
+
+    def __init__(self, settings: CorrectionSettings, proxy: EfficiencyVector) -> None:
+        if not proxy.noise_reference:
+            raise ValueError(
+                f"the efficiency vector of {proxy.dataset} has no reference of the proxy's "
+                "noise scale to compare the target's with: make it with `wattcap estimate "
+                "--noise-reference` (or --method gns)")
+        self.settings = settings
+        self.proxy = proxy
+        self.windows = NoiseScaleWindows()
+        self.policy = CorrectionPolicy(relevant=settings.relevant_factor)
+        self.gns: GradientNoiseScale | None = None
+        #: pooled evidence that moved the factor, waiting for the re-plan between steps
+        self.pending: PooledEvidence | None = None
+        self.measured_steps = 0
+        self._measuring = False
+        self._term: tuple[float, float] | None = None
+        self._since_measured = 0
+
+    def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Measure with the run's model and optimiser (Adam's preconditioner)."""
+        from wattcap.runtime.noise_scale import GradientNoiseScale
+
+        self.gns = GradientNoiseScale(model, optimizer, chunk_size=1)
+
+    def will_measure(self, samples: int, batch_size: int) -> bool:
+        """Whether the step about to run (after `samples`, of `batch_size`) is measured;
+        decided once per step, before it (its cost depends on it)."""
+        self._measuring = False
+        if chunks_for(batch_size, self.settings.chunks) is None:
+            return False
+        window_steps = max(1, (window_end(samples + batch_size) // 2) // batch_size)
+        every = max(1, window_steps // self.settings.measured_steps_per_window)
+        self._measuring = self._since_measured + 1 >= every
+        return self._measuring
+
+    @property
+    def measuring(self) -> bool:
+        """The current step is a measured (chunked) one."""
+        return self._measuring
+
+    def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """The step's backward: chunked and measured on a measured step, else plain."""
+        if not self._measuring or self.gns is None:
+            loss_of(inputs, targets).backward()
+            return
+        chunks = chunks_for(len(inputs), self.settings.chunks)
+        if chunks is None:
+            loss_of(inputs, targets).backward()
+            return
+        self.gns.chunk_size = len(inputs) // chunks
+        if self.gns.backward(loss_of, inputs, targets):
+            self._term = self.gns.tracker.terms.pop()  # the tracker's history is not kept
+            self.gns.tracker.sizes.pop()
+
+    def after_step(self, samples: int, batch_size: int) -> TransferEvidence | str | None:
+        """Account the step that brought the run to `samples`: the evidence of the window it
+        closed (or why there is none), else None. Pooled evidence beyond the applied factor
+        becomes `pending`."""
+        self._since_measured = 0 if self._measuring else self._since_measured + 1
+        if self._term is not None:
+            self.measured_steps += 1
+            self.windows.observe(samples, *self._term)
+            self._term = None
+        self._measuring = False
+        closed = self.windows.advance(samples)
+        if closed is None:
+            return None
+        evidence = transfer_evidence(closed, self.proxy.noise_reference, batch_size)
+        if isinstance(evidence, TransferEvidence):
+            pooled = self.policy.consider(evidence)
+            self.pending = pooled or self.pending
+        return evidence
