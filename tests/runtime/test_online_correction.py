@@ -186,3 +186,41 @@ def test_train_on_the_command_line_corrects_and_refuses_without_a_reference(
     assert any(e.startswith("online correction: the target's noise scale is measured")
                for e in events)
     assert any("pooled factor" in e for e in events), events
+
+
+def test_a_loop_without_session_backward_is_told_the_correction_cannot_measure(
+        profile, data) -> None:
+    """A framework's loop that calls loss.backward() itself: the first step due for a
+    measurement finds it was not measured, the correction turns off and says why (no step is
+    charged as chunked after it)."""
+    import torch
+
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import DeviceHandling, PlanSettings, Reporting
+
+    clean, _, test = data
+    vector = _proxy(10.0, clean, test)
+    spec = get_model_spec(MODEL)
+    torch.manual_seed(0)
+    net = spec.build(num_classes=clean.num_classes)
+    x, y = clean.to_tensors()
+    with Session("emulated:jetson-nano", model=MODEL,
+                 planning=PlanSettings(profile=profile, efficiency=vector,
+                                       online_correction=True),
+                 cap=CAP_W, reporting=Reporting(dataset=clean.name),
+                 device_handling=DeviceHandling(handle_signals=False)) as session:
+        optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+        session.attach(net, optimizer)
+        for step in range(4):
+            b = session.batch_size
+            idx = torch.arange(step * b, (step + 1) * b) % len(x)
+            with session.step():
+                optimizer.zero_grad()
+                spec.loss(net(x[idx]), y[idx]).backward()
+                optimizer.step()
+        correction = session._noise.correction
+        assert correction is not None and correction.unmeasurable
+        assert not correction.measuring and correction.measured_steps == 0
+    told = [e for e in session.events if "does not call session.backward" in e]
+    assert len(told) == 1, session.events

@@ -52,8 +52,10 @@ class Checkpointing:
             extra = {**extra, "gns_vector": session._gns.vector.model_dump(mode="json")}
         correction = session._noise.correction
         if correction is not None and correction.policy.applied_factor != 1.0:
+            evidence = correction.policy.evidence
             extra = {**extra, "correction_factor": correction.policy.applied_factor,
-                     "correction_samples": correction.windows.windows[-1].samples_end}
+                     "correction_samples": evidence[-1].target.samples_end if evidence
+                     else session.samples}
         if monitor is not None and monitor.board is not None:
             extra = {**extra, "drift_board": monitor.board}
         if guard is not None and guard.plan_steps_from:

@@ -127,14 +127,12 @@ class NoiseScalePart:
         from wattcap.algorithms.noise_correction import pooled_evidence
 
         session = self.session
-        evidence = self.correction.after_step(session.samples, session.batch_size)
-        if evidence is None:
-            return
-        text = evidence if isinstance(evidence, str) else (
-            f"{evidence.describe()}; pooled "
-            f"{pooled_evidence(self.correction.policy.evidence).describe()}")
-        session.events.append(f"online correction: {text} ({self.correction.measured_steps} "
-                              "chunked steps so far)")
+        for evidence in self.correction.after_step(session.samples, session.batch_size):
+            text = evidence if isinstance(evidence, str) else (
+                f"{evidence.describe()}; pooled "
+                f"{pooled_evidence(self.correction.policy.evidence).describe()}")
+            session.events.append(f"online correction: {text} "
+                                  f"({self.correction.measured_steps} chunked steps so far)")
 
     def context(self) -> dict[str, Any]:
         session = self.session

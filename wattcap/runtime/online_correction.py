@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.noise_scale import NoiseScaleTrajectory
     from wattcap.runtime.noise_scale import GradientNoiseScale, LossOf
 
 #: parts a measured batch is split into (fewer where b / chunks would be under 2 samples)
@@ -93,6 +94,9 @@ class OnlineCorrection:
         self._measuring = False
         self._term: tuple[float, float] | None = None
         self._since_measured = 0
+        self._backward_called = False
+        #: the loop trains without `session.backward`: nothing can be measured (said once)
+        self.unmeasurable = False
 
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Measure with the run's model and optimiser (Adam's preconditioner)."""
@@ -104,7 +108,8 @@ class OnlineCorrection:
         """Whether the step about to run (after `samples`, of `batch_size`) is measured;
         decided once per step, before it (its cost depends on it)."""
         self._measuring = False
-        if chunks_for(batch_size, self.settings.chunks) is None:
+        self._backward_called = False
+        if self.unmeasurable or chunks_for(batch_size, self.settings.chunks) is None:
             return False
         window_steps = max(1, (window_end(samples + batch_size) // 2) // batch_size)
         every = max(1, window_steps // self.settings.measured_steps_per_window)
@@ -118,6 +123,7 @@ class OnlineCorrection:
 
     def backward(self, loss_of: LossOf, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         """The step's backward: chunked and measured on a measured step, else plain."""
+        self._backward_called = True
         if not self._measuring or self.gns is None:
             loss_of(inputs, targets).backward()
             return
@@ -130,21 +136,34 @@ class OnlineCorrection:
             self._term = self.gns.tracker.terms.pop()  # the tracker's history is not kept
             self.gns.tracker.sizes.pop()
 
-    def after_step(self, samples: int, batch_size: int) -> TransferEvidence | str | None:
-        """Account the step that brought the run to `samples`: the evidence of the window it
-        closed (or why there is none), else None. Pooled evidence beyond the applied factor
-        becomes `pending`."""
+    def after_step(self, samples: int, batch_size: int) -> list[TransferEvidence | str]:
+        """Account the step that brought the run to `samples`: the evidence of each window it
+        closed (or why there is none; a step across a boundary may close one as it is
+        recorded). Pooled evidence beyond the applied factor becomes `pending`."""
+        if self._measuring and not self._backward_called:
+            self.unmeasurable = True  # a loop of its own backward (a framework's): stop here
+            self._measuring = False
+            return ["the loop does not call session.backward, so nothing can be measured: "
+                    "the correction is off for this run (the proxy's r_b stays)"]
         self._since_measured = 0 if self._measuring else self._since_measured + 1
+        before = len(self.windows.windows)
         if self._term is not None:
             self.measured_steps += 1
             self.windows.observe(samples, *self._term)
             self._term = None
         self._measuring = False
-        closed = self.windows.advance(samples)
-        if closed is None:
-            return None
-        evidence = transfer_evidence(closed, self.proxy.noise_reference, batch_size)
-        if isinstance(evidence, TransferEvidence):
-            pooled = self.policy.consider(evidence)
-            self.pending = pooled or self.pending
-        return evidence
+        self.windows.advance(samples)
+        found: list[TransferEvidence | str] = []
+        for closed in self.windows.windows[before:]:
+            evidence = transfer_evidence(closed, self.references, batch_size)
+            if isinstance(evidence, TransferEvidence):
+                pooled = self.policy.consider(evidence)
+                self.pending = pooled or self.pending
+            found.append(evidence)
+        return found
+
+    @property
+    def references(self) -> list[NoiseScaleTrajectory]:
+        """The proxy's references measured as this run measures (the same preconditioning)."""
+        mode = self.gns.preconditioner if self.gns is not None else "adam"
+        return [t for t in self.proxy.noise_reference if t.preconditioner == mode]
