@@ -40,13 +40,9 @@ RELEVANT_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
-class TransferEvidence:
-    """One window's B_simple on the target over the proxy's, with an interval."""
+class FactorInterval:
+    """A factor of the target's noise scale over the proxy's, with its interval."""
 
-    target: NoiseScaleWindow
-    reference: NoiseScaleWindow
-    #: the batch size the reference was measured at
-    reference_batch_size: int
     factor: float
     factor_low: float
     factor_high: float
@@ -54,6 +50,16 @@ class TransferEvidence:
     def beyond(self, factor: float, relevant: float = RELEVANT_FACTOR) -> bool:
         """The interval lies wholly outside [factor/relevant, factor·relevant]."""
         return self.factor_low > factor * relevant or self.factor_high < factor / relevant
+
+
+@dataclass(frozen=True)
+class TransferEvidence(FactorInterval):
+    """One window's B_simple on the target over the proxy's, with an interval."""
+
+    target: NoiseScaleWindow
+    reference: NoiseScaleWindow
+    #: the batch size the reference was measured at
+    reference_batch_size: int
 
     def describe(self) -> str:
         """One line: the window, both B_simple and the factor with its interval."""
@@ -108,20 +114,13 @@ def _log_half_width(window: NoiseScaleWindow) -> float | None:
 
 
 @dataclass(frozen=True)
-class PooledEvidence:
+class PooledEvidence(FactorInterval):
     """The factor over every resolved window so far: log k weighted by the inverse square of
     each window's half-width (each a t-interval with the same degrees of freedom, so the
     pooled half-width keeps that quantile: conservative)."""
 
     windows: int
     samples_end: int
-    factor: float
-    factor_low: float
-    factor_high: float
-
-    def beyond(self, factor: float, relevant: float = RELEVANT_FACTOR) -> bool:
-        """The interval lies wholly outside [factor/relevant, factor·relevant]."""
-        return self.factor_low > factor * relevant or self.factor_high < factor / relevant
 
     def describe(self) -> str:
         """One line: the pooled factor with its interval."""

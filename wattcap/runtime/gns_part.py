@@ -232,12 +232,7 @@ class NoiseScalePart:
         session.efficiency = corrected_vector(
             correction.proxy, factor, f"resumed (window ending at "
             f"{state.extra.get('correction_samples', '?')} samples)")
-        session.batch_size = state.batch_size
-        if session.device is not None and state.frequency_hz is not None \
-                and state.frequency_hz in session.device.frequencies_hz():
-            session._guard_part.apply_frequency(state.frequency_hz, "resumed correction")
-        if session._monitor is not None:
-            session._monitor.batch_size = session.batch_size
+        self._resume_at(state, "resumed correction")
         session.events.append(f"online correction: resumed with r_b moved by factor "
                               f"{factor:.2f}")
 
@@ -249,10 +244,15 @@ class NoiseScalePart:
         assert session._gns is not None
         vector = EfficiencyVector.model_validate(state.extra["gns_vector"])
         session._gns.vector = session.efficiency = vector
+        self._resume_at(state, "resumed gns plan")
+
+    def _resume_at(self, state: SessionState, why: str) -> None:
+        """The checkpoint's batch size and clock, where the clock is one the device has."""
+        session = self.session
         session.batch_size = state.batch_size
         if session.device is not None and state.frequency_hz is not None \
                 and state.frequency_hz in session.device.frequencies_hz():
-            session._guard_part.apply_frequency(state.frequency_hz, "resumed gns plan")
+            session._guard_part.apply_frequency(state.frequency_hz, why)
         if session._monitor is not None:
             session._monitor.batch_size = session.batch_size
 
