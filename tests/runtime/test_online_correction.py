@@ -212,9 +212,11 @@ def test_a_loop_without_session_backward_is_told_the_correction_cannot_measure(
                  device_handling=DeviceHandling(handle_signals=False)) as session:
         optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
         session.attach(net, optimizer)
-        for step in range(4):
+        step = 0
+        while session.samples < 4096:  # into the first window long enough to be measured
             b = session.batch_size
             idx = torch.arange(step * b, (step + 1) * b) % len(x)
+            step += 1
             with session.step():
                 optimizer.zero_grad()
                 spec.loss(net(x[idx]), y[idx]).backward()
@@ -224,3 +226,66 @@ def test_a_loop_without_session_backward_is_told_the_correction_cannot_measure(
         assert not correction.measuring and correction.measured_steps == 0
     told = [e for e in session.events if "does not call session.backward" in e]
     assert len(told) == 1, session.events
+
+
+def test_every_window_is_judged_even_when_a_step_crosses_its_end(data) -> None:
+    """At b = 48 steps end across the windows' ends (2048, 4096, ...): each window still closes
+    once and gives its evidence (or why there is none); windows too short for an interval are
+    not measured at all (their chunked steps could never count)."""
+    from wattcap.runtime.online_correction import CorrectionSettings, OnlineCorrection
+
+    clean, _, test = data
+    correction = OnlineCorrection(CorrectionSettings(), _proxy(10.0, clean, test))
+    samples, judged, measured_at = 0, [], []
+    while samples < 8192:
+        if correction.will_measure(samples, 48):
+            measured_at.append(samples)
+            correction._backward_called = True  # what session.backward does on such a step
+            correction._term = (1.0, 150.0 + (samples % 7))
+        samples += 48
+        judged += correction.after_step(samples, 48)
+    ends = [w.samples_end for w in correction.windows.windows]
+    assert ends == [2048, 4096, 8192], ends  # each judged once, none lost at its crossing
+    assert len(judged) == len(ends)
+    # (0, 512] and (512, 1024] hold 10 steps of 48 each: too few for an interval, unmeasured
+    assert min(measured_at) >= 1024 - 48
+    assert correction.windows.windows[-1].steps <= 32 + 8  # bursts, not every step
+
+
+def test_a_checkpoint_after_a_correction_saves_and_resumes_the_factor(profile, data,
+                                                                      tmp_path) -> None:
+    import torch
+
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import (
+        CheckpointSettings,
+        DeviceHandling,
+        PlanSettings,
+        Reporting,
+    )
+
+    clean, _, test = data
+    vector = _proxy(10.0, clean, test)
+    spec = get_model_spec(MODEL)
+
+    def session() -> Session:
+        return Session("emulated:jetson-nano", model=MODEL,
+                       planning=PlanSettings(profile=profile, efficiency=vector,
+                                             online_correction=True),
+                       cap=CAP_W, reporting=Reporting(dataset=clean.name),
+                       checkpoint=CheckpointSettings(directory=tmp_path),
+                       device_handling=DeviceHandling(handle_signals=False))
+
+    net = spec.build(num_classes=clean.num_classes)
+    with session() as first:
+        first.attach(net, torch.optim.Adam(net.parameters()))
+        first._noise.correction.policy.applied_factor = 3.0  # as a correction leaves it
+        first.save_checkpoint()  # no window closed since (a resumed run's case)
+        first.report(0.5)  # and again, as every evaluation does
+    net = spec.build(num_classes=clean.num_classes)
+    with session() as second:
+        second.attach(net, torch.optim.Adam(net.parameters()))
+        assert second._noise.correction.policy.applied_factor == pytest.approx(3.0)
+        assert second.efficiency.ratio(4) > vector.ratio(4)  # r_b moved toward B' = 3B
+        assert any("resumed with r_b moved by factor 3.00" in e for e in second.events)

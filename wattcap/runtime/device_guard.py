@@ -86,7 +86,7 @@ class DeviceGuard:
         if ceiling_hz is None or ceiling_hz >= requested_hz or not self._may_replan():
             return
         # nothing under the ceiling may meet the cap (None): the watchdog steps down
-        choice = self._wattcap_choice(session.profile.up_to(ceiling_hz))
+        choice = self.wattcap_choice(session.profile.up_to(ceiling_hz))
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, ceiling_hz):
             return
@@ -104,9 +104,10 @@ class DeviceGuard:
         self._climb = (requested_hz, session.frequency_hz, why, old_b)
         self._climb_probe_s = session.device.now_s() + CLIMB_BACK_PROBE_S
 
-    def _wattcap_choice(self, profile: Any) -> Any:
-        """wattcap's choice on `profile` with the run's cap, efficiency and settings; None where
-        nothing meets the cap."""
+    def wattcap_choice(self, profile: Any, transfer: bool = True) -> Any:
+        """wattcap's choice on `profile` with the run's cap, efficiency and settings (without
+        the transfer factor when `transfer` is False: the target's own evidence stands in for
+        it); None where nothing meets the cap."""
         from wattcap.algorithms.planner import plan
         from wattcap.core.plan import InfeasibleCapError
 
@@ -115,7 +116,8 @@ class DeviceGuard:
             return plan(profile, session.power_cap_w, efficiency=session.efficiency,
                         reference_profiles=session._reference_profiles,
                         objective=session.objective, margin_sigmas=session.margin_sigmas,
-                        risk=session.risk, transfer_factor=session.transfer_factor,
+                        risk=session.risk,
+                        transfer_factor=session.transfer_factor if transfer else None,
                         ).choices.get("wattcap")
         except InfeasibleCapError:
             return None
@@ -184,7 +186,7 @@ class DeviceGuard:
                                        * monitor.board_power_noise))
         board = session.profile.on_board(time_f, power_f)
         # nothing may meet the cap on this board (None): the watchdog steps down
-        choice = self._wattcap_choice(board)
+        choice = self.wattcap_choice(board)
         if choice is None or (choice.batch_size, choice.knob_value) == (
                 session.batch_size, session.frequency_hz):
             return

@@ -81,9 +81,10 @@ class NoiseScalePart:
         if settings is None:
             return
         if session._gns_settings is not None or session.profile is None \
-                or session.efficiency is None:
-            raise SessionError("online_correction re-plans with Algorithm 1 from a profile and "
-                               "an efficiency vector of the proxy (not efficiency='gns')")
+                or session.efficiency is None or session.settings.planning.method != "wattcap":
+            raise SessionError("online_correction re-plans wattcap's choice with Algorithm 1 "
+                               "from a profile and an efficiency vector of the proxy (not "
+                               "efficiency='gns', not a baseline)")
         try:
             self.correction = OnlineCorrection(settings, session.efficiency)
         except ValueError as err:
@@ -164,40 +165,41 @@ class NoiseScalePart:
         self.adopt_choice(choice.batch_size, choice.knob_value, "gns re-plan")
 
     def _correct_if_due(self) -> None:
-        """Re-plan with the proxy's r_b moved by the pending evidence's factor."""
-        correction = self.correction
-        if correction is None or correction.pending is None:
+        """Re-plan with the proxy's r_b moved by the pending evidence's factor: wattcap's
+        choice on the profile (scaled to this board where the drift monitor knows its level,
+        never below the profile's power), the moved r_b, the run's cap and settings; a moving
+        cap takes the moved r_b at its next re-plan instead."""
+        correction, session = self.correction, self.session
+        if correction is None or correction.pending is None or session.reached:
             return
         from wattcap.algorithms.noise_correction import corrected_vector
-        from wattcap.algorithms.planner import plan
-        from wattcap.core.plan import InfeasibleCapError
-        from wattcap.measure.references import reference_profiles_for
 
-        session = self.session
         evidence, correction.pending = correction.pending, None
-        vector = corrected_vector(correction.proxy, evidence.factor,
-                                  f"pooled {evidence.describe()}")
-        refs = session._reference_profiles if session._reference_profiles is not None else \
-            reference_profiles_for(session.profile)
-        try:
-            result = plan(session.profile, session.power_cap_w, efficiency=vector,
-                          reference_profiles=refs, objective=session.objective,
-                          margin_sigmas=session.margin_sigmas, risk=session.risk)
-        except InfeasibleCapError as err:
-            raise SessionError(f"online correction: {err}") from None
-        session.efficiency = vector
-        method = session.settings.planning.method
-        choice = result.choices.get(method)
+        session.efficiency = corrected_vector(correction.proxy, evidence.factor,
+                                              f"pooled {evidence.describe()}")
+        where = f"online correction at {session.samples} samples: r_b moved by factor " \
+            f"{evidence.factor:.2f}"
+        if session._follower is not None:
+            session.events.append(f"{where}; the moving cap's next re-plan uses it")
+            return
+        monitor = session._monitor
+        profile = session.profile
+        if monitor is not None and monitor.board_scale is not None:
+            time_f, power_f = monitor.board_scale
+            profile = profile.on_board(time_f, max(power_f, 1.0))
+        choice = session._guard_part.wattcap_choice(profile, transfer=False)
         if choice is None:
-            raise SessionError(f"online correction: {method} has no choice with the moved "
-                               f"r_b: {result.unavailable.get(method, 'unknown method')}")
+            raise SessionError(f"{where}, and nothing meets the cap {session.power_cap_w} W "
+                               "on this board")
         if (choice.batch_size, choice.knob_value) == (session.batch_size, session.frequency_hz):
-            session.events.append(
-                f"online correction at {session.samples} samples: r_b moved by factor "
-                f"{evidence.factor:.2f}; the choice stays b={session.batch_size}")
+            session.events.append(f"{where}; the choice stays b={session.batch_size}")
             return
         self.adopt_choice(choice.batch_size, choice.knob_value,
                           f"online correction (factor {evidence.factor:.2f})")
+        if session._guard is not None:  # another point: what the watchdog learnt was the old's
+            session._guard.restart(session.power_cap_w, ceiling_hz=session.frequency_hz)
+        if monitor is not None:
+            monitor.follow(session.batch_size, session.power_cap_w)
 
     def adopt_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
         session = self.session

@@ -4,12 +4,14 @@ the proxy's reference in the efficiency vector, and a re-plan when the two part
 (wattcap.algorithms.noise_correction says when and how r_b moves).
 
 Which steps are measured: about `measured_steps_per_window` of each doubling window of samples,
-spread evenly over it (every step while a window holds fewer), so the measurement follows the
-run as the noise scale grows and its cost falls as the run grows: 32 chunked steps per
-doubling of samples. A measured step runs its batch as `chunks` forward and backward passes of
-b/chunks (`GradientNoiseScale`): on real hardware the Session measures that time as it is; on
-the emulated device it is charged as such (`Workload.chunked_step_cost`: the chunks' kernel
-launches and smaller kernels), so the correction's cost is in the run's time either way.
+in bursts at the start of each of its 8 blocks (every step of a window that holds no more; none
+of a window too short for an interval, whose measurement could never count), so the
+measurement follows the run as the noise scale grows and its cost falls as the run grows: 32
+chunked steps per doubling of samples. A measured step runs its batch as `chunks` forward and
+backward passes of b/chunks (`GradientNoiseScale`): on real hardware the Session measures that
+time as it is; on the emulated device it is charged as such (`Workload.chunked_step_cost`:
+the chunks' kernel launches and smaller kernels), so the correction's cost is in the run's time
+either way.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from wattcap.algorithms.noise_correction import (
     TransferEvidence,
     transfer_evidence,
 )
-from wattcap.algorithms.noise_windows import MIN_WINDOW_STEPS, NoiseScaleWindows, window_end
+from wattcap.algorithms.noise_windows import (
+    FIRST_WINDOW_END_SAMPLES,
+    MIN_WINDOW_STEPS,
+    WINDOW_BLOCKS,
+    NoiseScaleWindows,
+    window_end,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -93,7 +101,6 @@ class OnlineCorrection:
         self.measured_steps = 0
         self._measuring = False
         self._term: tuple[float, float] | None = None
-        self._since_measured = 0
         self._backward_called = False
         #: the loop trains without `session.backward`: nothing can be measured (said once)
         self.unmeasurable = False
@@ -106,14 +113,26 @@ class OnlineCorrection:
 
     def will_measure(self, samples: int, batch_size: int) -> bool:
         """Whether the step about to run (after `samples`, of `batch_size`) is measured;
-        decided once per step, before it (its cost depends on it)."""
+        decided once per step, before it (its cost depends on it): nothing in a window too
+        short for an interval; every step of a window of up to `measured_steps_per_window`
+        steps; else, in each of the window's blocks, a burst of consecutive steps at its start
+        (the drift monitor restarts once per burst, not once per step)."""
         self._measuring = False
         self._backward_called = False
         if self.unmeasurable or chunks_for(batch_size, self.settings.chunks) is None:
             return False
-        window_steps = max(1, (window_end(samples + batch_size) // 2) // batch_size)
-        every = max(1, window_steps // self.settings.measured_steps_per_window)
-        self._measuring = self._since_measured + 1 >= every
+        end = window_end(samples + batch_size)
+        start = 0 if end == FIRST_WINDOW_END_SAMPLES else end // 2
+        window_steps = (end - start) // batch_size
+        wanted = self.settings.measured_steps_per_window
+        if window_steps < MIN_WINDOW_STEPS:
+            return False
+        if window_steps <= wanted:
+            self._measuring = True
+            return True
+        block_steps = window_steps // WINDOW_BLOCKS
+        burst = max(1, wanted // WINDOW_BLOCKS)
+        self._measuring = ((samples - start) // batch_size) % block_steps < burst
         return self._measuring
 
     @property
@@ -145,7 +164,6 @@ class OnlineCorrection:
             self._measuring = False
             return ["the loop does not call session.backward, so nothing can be measured: "
                     "the correction is off for this run (the proxy's r_b stays)"]
-        self._since_measured = 0 if self._measuring else self._since_measured + 1
         before = len(self.windows.windows)
         if self._term is not None:
             self.measured_steps += 1
