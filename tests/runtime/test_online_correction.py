@@ -124,7 +124,7 @@ def test_a_target_like_its_proxy_is_not_moved_and_the_measurement_costs_time(
     first, records = _runs(profile, vector, clean, test)
     for record in records:
         assert not _replans(record), record.events
-        assert 1 / RELEVANT_FACTOR < _last_pooled(record) < RELEVANT_FACTOR
+        assert 0.5 < _last_pooled(record) < 2.0
         assert record.batch_size == first.batch_size
     _, plain = _runs(profile, vector, clean, test, correction=False)
     for with_it, without in zip(records, plain, strict=True):

@@ -297,8 +297,9 @@ def with_noise_reference(
     """`vector` with the proxy's noise-scale reference added: one run at `batch_size` (default
     the vector's largest) measured in `chunks` parts per batch over `sample_budget` samples
     (default the vector's budget), B_simple window by window over its samples — what a
-    target run's online correction compares its own with (`wattcap.runtime.online_correction`,
-    which measures in the same number of chunks)."""
+    target run's online correction compares its own with (`wattcap.runtime.online_correction`:
+    the same estimator, in 2 chunks by default; B_simple is unbiased whatever the chunks, and
+    the reference, measured once, can afford the finer split)."""
     b = batch_size or vector.reference_batch_size
     if b % chunks or b // chunks < 2:
         raise ValueError(f"the reference's batch size ({b}) must split into {chunks} chunks "
