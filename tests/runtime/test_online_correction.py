@@ -5,84 +5,45 @@ cost is in the run's device time."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
-import numpy as np
 import pytest
 
-from wattcap.algorithms.efficiency import vector_from_samples
+from tests.bench_scripts import load_bench_script
 from wattcap.algorithms.noise_correction import RELEVANT_FACTOR
-from wattcap.algorithms.planner import plan
-from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.devices.workload import workload_for
-from wattcap.measure.profiling import Profiler
 from wattcap.runtime.session import SessionError
 from wattcap.train.loop import TrainConfig, train_to_accuracy
-from wattcap.train.noise_scale import with_noise_reference
 
-MODEL = "digits-cnn"
-CAP_W = 3.0
-BUDGET = 16_384
-#: a share of labels drawn at random: B_simple about 3x the clean task's (measured over 10
-#: seeds: 2.3-4.0x per window of samples)
-LABEL_NOISE = 0.4
-TARGET_SEEDS = (1, 2, 3)  # the reference is seed 0: a target run is never the reference run
+#: the scenarios, their data and helpers are the bench's (bench/online_correction.py), so the
+#: numbers on the results page and these assertions come from the same code
+bench = load_bench_script("online_correction")
+MODEL, CAP_W, BUDGET = bench.MODEL, bench.CAP_W, bench.BUDGET
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def profile():
-    return Profiler(EmulatedDevice("jetson-nano"), MODEL).run(exhaustive=True)
+    return bench.profile()
 
 
 @pytest.fixture(scope="module")
 def data():
-    train, test = get_dataset("digits").split(0.2, seed=0)
-    rng = np.random.default_rng(1)
-    flip = rng.random(len(train.y)) < LABEL_NOISE
-    noisy = dataclasses.replace(
-        train, y=np.where(flip, rng.integers(0, train.num_classes, len(train.y)), train.y),
-        name="digits-label-noise")
-    return train, noisy, test
+    return bench.splits()
 
 
 def _proxy(b_noise: float, reference_train, test):
-    """A proxy vector following the large-batch relation at `b_noise`, with the noise-scale
-    reference measured on `reference_train`."""
-    sizes = (4, 8, 16, 32, 64, 128)
-    samples = {b: [2000 * (1 + b / b_noise) * f for f in (0.95, 1.0, 1.05)] for b in sizes}
-    vector = vector_from_samples(samples, 400_000, model=MODEL, input_shape=[1, 8, 8],
-                                 dataset="proxy", task="image-classification",
-                                 target_accuracy=0.9, seeds=[0, 1, 2])
-    return with_noise_reference(vector, reference_train, test, batch_size=64,
-                                sample_budget=BUDGET)
+    return bench.proxy_vector(b_noise, reference_train, test)
 
 
 def _runs(profile, vector, target_train, test, correction: bool = True):
-    first = plan(profile, CAP_W, efficiency=vector).choices["wattcap"]
-    records = []
-    for seed in TARGET_SEEDS:
-        config = TrainConfig(model=MODEL, batch_size=first.batch_size, target_accuracy=0.999,
-                             sample_budget=BUDGET, eval_every_samples=256, seed=seed)
-        records.append(train_to_accuracy(
-            config, target_train, test, device=EmulatedDevice("jetson-nano"),
-            profile=profile, efficiency=vector, power_cap_w=CAP_W,
-            online_correction=correction))
-    return first, records
+    return bench.runs(profile, vector, target_train, test, correction)
 
 
-def _last_pooled(record) -> float:
-    found = [float(m.group(1)) for e in record.events
-             if (m := re.search(r"pooled factor ([0-9.]+) \[", e))]
-    assert found, record.events
-    return found[-1]
-
-
-def _replans(record) -> list[str]:
-    return [e for e in record.events if e.startswith("online correction (factor")]
+_last_pooled = bench.last_pooled
+_replans = bench.replans
 
 
 def test_a_target_with_a_third_of_the_proxys_noise_scale_is_corrected_to_smaller_batches(
