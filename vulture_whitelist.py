@@ -6,7 +6,7 @@ public API belong here, each group with why; dead code is deleted instead."""
 
 # -- framework hooks: called by Lightning, Hugging Face, pickle, sqlite3, torch, signal ----------
 _.setup, _.on_train_start, _.on_train_batch_start, _.on_train_batch_end  # Lightning Callback
-_.on_validation_end, _.on_fit_end, _.on_exception, _.teardown  # Lightning Callback
+_.on_validation_end, _.on_fit_end, _.on_exception, _.teardown, _.on_before_backward  # Lightning
 _.should_stop  # Lightning's Trainer reads it
 _.training_step, _.validation_step, _.configure_optimizers  # a test's LightningModule
 _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_evaluate, _.on_train_end  # HF

@@ -185,7 +185,7 @@ def test_a_loop_without_session_backward_is_told_the_correction_cannot_measure(
         correction = session._noise.correction
         assert correction is not None and correction.unmeasurable
         assert not correction.measuring and correction.measured_steps == 0
-    told = [e for e in session.events if "does not call session.backward" in e]
+    told = [e for e in session.events if "calls neither session.backward" in e]
     assert len(told) == 1, session.events
 
 
@@ -250,3 +250,60 @@ def test_a_checkpoint_after_a_correction_saves_and_resumes_the_factor(profile, d
         assert second._noise.correction.policy.applied_factor == pytest.approx(3.0)
         assert second.efficiency.ratio(4) > vector.ratio(4)  # r_b moved toward B' = 3B
         assert any("resumed with r_b moved by factor 3.00" in e for e in second.events)
+
+
+def test_the_lightning_callback_measures_beside_lightnings_backward(profile, data,
+                                                                   tmp_path) -> None:
+    """Through a real Lightning loop: with noise_scale_loss the correction's windows are
+    measured (its evidence is in the record) and training's own gradient is Lightning's;
+    without it the record says nothing can be measured."""
+    pl = pytest.importorskip("lightning.pytorch")
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from wattcap.integrations.lightning import WattcapCallback
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session_config import Goal, PlanSettings
+
+    clean, _, test = data
+    vector = bench.proxy_vector(10.0, clean, test, budget=4096)
+    spec = get_model_spec(MODEL)
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = spec.build(num_classes=clean.num_classes)
+
+        def training_step(self, batch, batch_idx):  # noqa: ANN001, ANN201
+            return spec.loss(self.net(batch[0]), batch[1])
+
+        def configure_optimizers(self):  # noqa: ANN201
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    x, y = clean.to_tensors()
+
+    def fit(noise_scale_loss) -> object:  # noqa: ANN001
+        callback = WattcapCallback(device=EmulatedDevice("jetson-nano"), model=MODEL,
+                                   planning=PlanSettings(profile=profile, efficiency=vector,
+                                                         online_correction=True),
+                                   cap=CAP_W, goal=Goal(sample_budget=2048 + 64 * 4),
+                                   noise_scale_loss=noise_scale_loss)
+        b = callback.batch_size
+        trainer = pl.Trainer(max_steps=(2048 + 64 * 4) // b, accelerator="cpu", logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0,
+                             limit_val_batches=0, default_root_dir=str(tmp_path),
+                             callbacks=[callback])
+        trainer.fit(Module(), DataLoader(TensorDataset(x, y), batch_size=b, shuffle=True,
+                                         drop_last=True))
+        assert callback.record is not None
+        return callback.record
+
+    measured = fit(lambda module, part: spec.loss(module.net(part[0]), part[1]))
+    evidence = [e for e in measured.events if "pooled factor" in e]
+    assert evidence and "(1024, 2048]" in evidence[0], measured.events
+    unmeasured = fit(None)
+    assert any("calls neither session.backward nor session.measure_beside" in e
+               for e in unmeasured.events)
+    assert not any("pooled factor" in e for e in unmeasured.events)

@@ -25,6 +25,10 @@ Under a moving cap (`cap="battery:capacity_wh=20,max_w=9"`, a `CapSource`, ...) 
 Trainer's batch size stays; the frequency follows the cap (f re-selected for that batch size)
 and training pauses while nothing fits.
 
+The online correction (`PlanSettings(online_correction=True)`) cannot measure here: the
+Trainer owns the batch and the backward, and no callback sees them; the run record says so and
+the correction stays off (the Lightning callback can, with `noise_scale_loss`).
+
 Install with `pip install 'wattcap[hf]'` (transformers and accelerate).
 """
 

@@ -25,11 +25,22 @@ re-planned too: build the training dataloader with
 `batch_sampler=SessionBatchSampler(callback.session, len(train_set))` and pass
 `set_learning_rate=True`, which then re-scales the learning rate at every batch.
 
+With `PlanSettings(online_correction=True)` give `noise_scale_loss=lambda module, batch:
+loss` (the mean loss of a part of a batch, as `training_step` computes it): on the steps the
+correction measures, the callback takes the batch's gradient in parts beside Lightning's own
+backward (`.grad` left alone; the parts' forward passes also update BatchNorm's running
+statistics) and the run re-plans as `wattcap.runtime.online_correction` says; re-planned
+batch sizes need `follow_batch_size=True` and the `SessionBatchSampler`. Without it the run
+record says that nothing can be measured and the correction is off. On real hardware such a
+step's time (the batch's backward and the parts') is measured as it is; the emulated device
+charges it as a chunked step only, less than it costs.
+
 Install with `pip install 'wattcap[lightning]'`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -52,11 +63,15 @@ class WattcapCallback(pl.Callback):
 
     def __init__(self, session: Session | None = None, *, accuracy_metric: str | None = None,
                  set_batch_size: bool = False, set_learning_rate: bool = False,
-                 follow_batch_size: bool = False, **session_kwargs: Any) -> None:
+                 follow_batch_size: bool = False,
+                 noise_scale_loss: Callable[[Any, Any], Any] | None = None,
+                 **session_kwargs: Any) -> None:
         super().__init__()
         self._driver = SessionDriver(session, accuracy_metric, set_batch_size,
                                      set_learning_rate, session_kwargs,
                                      follow_batch_size=follow_batch_size)
+        self._noise_scale_loss = noise_scale_loss
+        self._batch: Any = None
 
     @property
     def session(self) -> Session:
@@ -109,6 +124,15 @@ class WattcapCallback(pl.Callback):
             for optimizer in trainer.optimizers:
                 self.session.apply_learning_rate(optimizer)
         self.session.begin_step(samples=int(inputs.shape[0]) if inputs is not None else None)
+        self._batch = batch
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           loss: Any) -> None:
+        # the online correction measures beside Lightning's own backward (noise_scale_loss)
+        if self._noise_scale_loss is not None and trainer.optimizers:
+            loss_of = self._noise_scale_loss
+            self.session.measure_beside(pl_module, trainer.optimizers[0],
+                                        lambda part: loss_of(pl_module, part), self._batch)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:

@@ -63,6 +63,17 @@ class NoiseScalePart:
             gns.attach(*self._model_and_optimizer("efficiency='gns'"), session.batch_size)
         gns.backward(loss_of, inputs, targets)
 
+    def measure_beside(self, model: Any, optimizer: Any, loss_of_batch: Any,
+                       batch: Any) -> None:
+        """The online correction's measurement beside a framework's own backward (see
+        `Session.measure_beside`); nothing on a step it does not measure."""
+        correction = self.correction
+        if correction is None or not correction.measuring:
+            return
+        if correction.gns is None:
+            correction.attach(model, optimizer)
+        correction.measure_beside(loss_of_batch, batch)
+
     def _model_and_optimizer(self, what: str) -> tuple[Any, Any]:
         attached = self.session._attached
         if attached is None or attached[1] is None:

@@ -68,18 +68,32 @@ def chunked_backward(
     own, their mean (the batch's gradient for a mean-reduced loss) is added to each
     parameter's `.grad`, and the squared norms (weighted by `weights`, a preconditioner's P²)
     are returned: the chunks' mean |g_c|² and the batch's |mean g_c|²."""
-    import torch
-
     n = len(inputs)
     if chunks < 2 or n % chunks:
         raise ValueError(f"a batch of {n} cannot be split into {chunks} equal chunks (>= 2)")
     size = n // chunks
+
+    def part_loss(i: int) -> torch.Tensor:
+        piece = slice(i * size, (i + 1) * size)
+        return loss_of(inputs[piece], targets[piece])
+
+    return chunk_norms(params, part_loss, chunks, size, weights, accumulate=True)
+
+
+def chunk_norms(
+    params: Sequence[torch.Tensor], part_loss: Callable[[int], torch.Tensor], chunks: int,
+    part_size: int, weights: Sequence[torch.Tensor] | None = None, accumulate: bool = False,
+) -> GradientNorms:
+    """The squared norms of `chunks` parts' gradients (part i's loss: `part_loss(i)`, each
+    mean-reduced over `part_size` samples) and of their mean; with `accumulate` the mean is
+    added to each parameter's `.grad` (the step's gradient), else `.grad` is left alone (a
+    measurement beside a framework's own backward)."""
+    import torch
+
     total = [torch.zeros_like(p) for p in params]
     small_sq = 0.0
     for i in range(chunks):
-        piece = slice(i * size, (i + 1) * size)
-        loss = loss_of(inputs[piece], targets[piece])
-        grads = torch.autograd.grad(loss, list(params), allow_unused=True)
+        grads = torch.autograd.grad(part_loss(i), list(params), allow_unused=True)
         with torch.no_grad():
             for j, g in enumerate(grads):
                 if g is None:
@@ -93,11 +107,13 @@ def chunked_backward(
             mean = total[j].div_(chunks)
             sq = mean.square()
             big_sq += float((sq if weights is None else sq * weights[j]).sum())
+            if not accumulate:
+                continue
             if p.grad is None:
                 p.grad = mean
             else:
                 p.grad.add_(mean)
-    return GradientNorms(small_sq / chunks, big_sq, size, n)
+    return GradientNorms(small_sq / chunks, big_sq, part_size, part_size * chunks)
 
 class GradientNoiseScale:
     """Measures the noise scale inside a training loop: call `backward` instead of
@@ -136,6 +152,22 @@ class GradientNoiseScale:
             return False
         norms = chunked_backward(self.params, loss_of, inputs, targets, n // self.chunk_size,
                                  weights)
+        self.tracker.observe(norms.small_sq, norms.big_sq, norms.b_small, norms.b_big)
+        return True
+
+    def measure_parts(self, part_loss: Callable[[int], torch.Tensor], chunks: int,
+                      part_size: int) -> bool:
+        """Measure a batch given as `chunks` parts of `part_size` samples (part i's mean loss:
+        `part_loss(i)`) without touching `.grad`: beside a framework's own backward. True when
+        measured (not before the optimiser has second moments, with Adam)."""
+        self.samples += chunks * part_size
+        weights = None
+        if self.preconditioner == "adam":
+            weights = adam_preconditioner(self.optimizer, self.params)
+            if weights is None:
+                self.warmup_steps += 1
+                return False
+        norms = chunk_norms(self.params, part_loss, chunks, part_size, weights)
         self.tracker.observe(norms.small_sq, norms.big_sq, norms.b_small, norms.b_big)
         return True
 

@@ -16,6 +16,7 @@ either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,21 @@ class OnlineCorrection:
             self._term = self.gns.tracker.terms.pop()  # the tracker's history is not kept
             self.gns.tracker.sizes.pop()
 
+    def measure_beside(self, loss_of_batch: Callable[[Any], torch.Tensor], batch: Any) -> None:
+        """A measured step whose backward a framework runs itself: the noise scale of `batch`
+        in parts (`loss_of_batch(part)`: the part's mean loss), `.grad` left alone."""
+        self._backward_called = True
+        if not self._measuring or self.gns is None:
+            return
+        size = batch_length(batch)
+        chunks = None if size is None else chunks_for(size, self.settings.chunks)
+        if chunks is None or size is None:
+            return
+        parts = split_batch(batch, chunks)
+        if self.gns.measure_parts(lambda i: loss_of_batch(parts[i]), chunks, size // chunks):
+            self._term = self.gns.tracker.terms.pop()
+            self.gns.tracker.sizes.pop()
+
     def after_step(self, samples: int, batch_size: int) -> list[TransferEvidence | str]:
         """Account the step that brought the run to `samples`: the evidence of each window it
         closed (or why there is none; a step across a boundary may close one as it is
@@ -166,8 +182,9 @@ class OnlineCorrection:
         if self._measuring and not self._backward_called:
             self.unmeasurable = True  # a loop of its own backward (a framework's): stop here
             self._measuring = False
-            return ["the loop does not call session.backward, so nothing can be measured: "
-                    "the correction is off for this run (the proxy's r_b stays)"]
+            return ["the loop calls neither session.backward nor session.measure_beside (the "
+                    "Lightning callback's noise_scale_loss), so nothing can be measured: the "
+                    "correction is off for this run (the proxy's r_b stays)"]
         before = len(self.windows.windows)
         if self._term is not None:
             self.measured_steps += 1
@@ -189,3 +206,31 @@ class OnlineCorrection:
         """The proxy's references measured as this run measures (the same preconditioning)."""
         mode = self.gns.preconditioner if self.gns is not None else "adam"
         return [t for t in self.proxy.noise_reference if t.preconditioner == mode]
+
+
+def batch_length(batch: Any) -> int | None:
+    """The samples in a framework's batch: the first dimension of its first tensor (a tensor,
+    a tuple or list of them, a dict of them), None when it holds no tensor."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    values = batch.values() if isinstance(batch, dict) else \
+        batch if isinstance(batch, tuple | list) else ()
+    return next((n for v in values if (n := batch_length(v)) is not None), None)
+
+
+def split_batch(batch: Any, parts: int) -> list[Any]:
+    """`batch` cut into `parts` equal parts along the first dimension of every tensor in it
+    (tuples, lists and dicts kept as they are; anything else repeated in each part)."""
+    import torch
+
+    if isinstance(batch, torch.Tensor) and batch.dim():
+        return list(batch.chunk(parts))
+    if isinstance(batch, dict):
+        split = {k: split_batch(v, parts) for k, v in batch.items()}
+        return [{k: v[i] for k, v in split.items()} for i in range(parts)]
+    if isinstance(batch, tuple | list):
+        split_items = [split_batch(v, parts) for v in batch]
+        return [type(batch)(v[i] for v in split_items) for i in range(parts)]
+    return [batch] * parts

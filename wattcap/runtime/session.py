@@ -47,9 +47,7 @@ from wattcap.devices.caps import CapSource
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.signals import exit_cleanly_on_signals
 from wattcap.runtime.cap_control import CapControl
-from wattcap.runtime.cap_follower import (
-    CapPolicy,
-)
+from wattcap.runtime.cap_follower import CapPolicy
 from wattcap.runtime.checkpoint import Checkpoint, SessionState
 from wattcap.runtime.checkpointing import Checkpointing
 from wattcap.runtime.device_guard import DeviceGuard
@@ -58,12 +56,7 @@ from wattcap.runtime.errors import SessionError
 from wattcap.runtime.gns_part import NoiseScalePart
 from wattcap.runtime.meter import MeterState, PowerMeter
 from wattcap.runtime.model_part import ModelPart
-from wattcap.runtime.plan_maker import (
-    PlanMaker,
-    gns_settings,
-    load_efficiency,
-    load_profile,
-)
+from wattcap.runtime.plan_maker import PlanMaker, gns_settings, load_efficiency, load_profile
 from wattcap.runtime.record_builder import RecordBuilder
 from wattcap.runtime.session_config import (
     CapSettings,
@@ -557,6 +550,12 @@ class Session:
         (efficiency='gns'), the chunked backward that measures it (same gradient in `.grad`,
         each chunk normalised on its own). Needs `attach(model, optimizer)` first."""
         self._noise.backward(loss_of, inputs, targets)
+
+    def measure_beside(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                       loss_of_batch: Callable[[Any], torch.Tensor], batch: Any) -> None:
+        """Where a framework runs its own backward (the Lightning callback): on a step the online
+        correction measures, the noise scale of `batch` in parts, `.grad` left alone."""
+        self._noise.measure_beside(model, optimizer, loss_of_batch, batch)
 
     @property
     def measuring_noise_scale(self) -> bool:
