@@ -8,8 +8,11 @@ same run without the measurement (the first seed's). tests/runtime/test_online_c
 asserts on the default setting's rows.
 
     python bench/online_correction.py [--seeds 1 2 3] [--budget 16384] [--all-settings]
+    python bench/online_correction.py --decision-scenario DQ [--seeds 0 1 2]
 
-About 20 s per setting on 2 cores.
+About 20 s per setting on 2 cores. With --decision-scenario DQ (a folder of
+bench/decision_quality.py): the decision-quality bench's worst scenario with the correction on
+and off, trained here side by side.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import statistics
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +30,7 @@ from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
+from wattcap.experiments.significance import compare_times
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.online_correction import CorrectionSettings
 from wattcap.train.loop import TrainConfig, train_to_accuracy
@@ -104,13 +110,69 @@ def replans(record: Any) -> list[str]:
     return [e for e in record.events if e.startswith("online correction (factor")]
 
 
+def decision_scenario(folder: Path, seeds: tuple[int, ...]) -> None:
+    """The decision-quality bench's worst scenario (TX2 NX, no cap, digits32-cnn from the
+    folder's pre-trained weights, proxy digits-rotated-32, target digits-5-9-32 to 90 %) on the
+    kind board at its highest clock: the fixed b = 128 (wattcap's choice from the proxy), the
+    fixed b = 64 (the fastest), and b = 128 with the correction on (the proxy's reference
+    measured first); time to the target per seed, and mean ± std."""
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.profile import ProfileTable
+    from wattcap.data import load_splits
+
+    model, weights = "digits32-cnn", folder / "digits32-cnn-pretrained.safetensors"
+    table = ProfileTable.load(folder / "profile-jetson-tx2nx-digits32-cnn.json")
+    vector = EfficiencyVector.load(folder / "efficiency-proxy.json")
+    proxy_train, proxy_test = load_splits("digits-rotated-32", seed=0)
+    vector = with_noise_reference(vector, proxy_train, proxy_test, weights=weights)
+    train, test = load_splits("digits-5-9-32", seed=0)
+    rows = {"b=64 fixed (the fastest)": (64, False),
+            "b=128 fixed (wattcap's choice)": (128, False),
+            "b=128, online correction": (128, True)}
+    print("| configuration | time to 90 % per seed (s) | mean ± std | vs the fastest | record |")
+    print("|---|---|---|---|---|")
+    fastest: list[float] = []
+    for name, (b, correction) in rows.items():
+        times, notes = [], []
+        for seed in seeds:
+            device = EmulatedDevice("jetson-tx2nx")
+            device.set_frequency_hz(max(device.frequencies_hz()))
+            config = TrainConfig(model=model, batch_size=b, target_accuracy=0.9,
+                                 sample_budget=vector.sample_budget, seed=seed,
+                                 lr_ref=vector.lr_ref, batch_size_ref=vector.batch_size_ref)
+            record = train_to_accuracy(config, train, test, device=device, weights=weights,
+                                       profile=table, efficiency=vector,
+                                       online_correction=correction)
+            times.append(record.time_to_accuracy_s)
+            if correction:
+                judged = [e for e in record.events if "pooled factor" in e]
+                moved = replans(record)
+                notes.append(f"{record.samples_seen} samples, " + (
+                    f"pooled {last_pooled(record):.2f}" if judged else "no window judged") + (
+                    f", {moved[0][:60]}" if moved else ", no re-plan"))
+        done = [t for t in times if t is not None]
+        spread = (f"{statistics.fmean(done):.2f} ± {statistics.stdev(done):.2f}"
+                  if len(done) > 1 else "-")
+        if b == 64:
+            fastest = done
+        versus = compare_times(done, fastest).label if done and fastest else "-"
+        print(f"| {name} | {', '.join('-' if t is None else f'{t:.2f}' for t in times)} | "
+              f"{spread} | {versus} | {'; '.join(notes)} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(TARGET_SEEDS))
     parser.add_argument("--budget", type=int, default=BUDGET)
     parser.add_argument("--all-settings", action="store_true",
                         help="the four settings of the results page, not only the default")
+    parser.add_argument("--decision-scenario", type=Path, metavar="DQ",
+                        help="instead: the decision-quality bench's worst scenario, with the "
+                        "pre-trained weights, profiles and proxy vector of its folder DQ")
     args = parser.parse_args()
+    if args.decision_scenario is not None:
+        decision_scenario(args.decision_scenario, tuple(args.seeds))
+        return
     table = profile()
     clean, noisy, test = splits()
     scenarios = {"target 1/3 of the proxy": (noisy, clean, B_LARGE),
