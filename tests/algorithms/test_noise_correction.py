@@ -142,7 +142,9 @@ def test_the_policy_moves_only_on_a_relevant_difference_and_then_from_there() ->
     policy = CorrectionPolicy()
     far = transfer_evidence(_window(1024, 300.0, 0.05), [reference], 64)
     moved = policy.consider(far)
-    assert moved is not None and policy.applied_factor == pytest.approx(3.0)
+    assert moved is not None and policy.applied_factor == 1.0  # not until the run acts on it
+    policy.apply(moved)
+    assert policy.applied_factor == pytest.approx(3.0)
     # the same evidence again is not beyond the factor now applied: no second move
     again = transfer_evidence(_window(2048, 300.0, 0.05), [reference], 64)
     assert policy.consider(again) is None

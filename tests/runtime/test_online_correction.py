@@ -263,6 +263,7 @@ def test_the_lightning_callback_measures_beside_lightnings_backward(profile, dat
 
     from wattcap.integrations.lightning import WattcapCallback
     from wattcap.models import get_model_spec
+    from wattcap.runtime.sampling import SessionBatchSampler
     from wattcap.runtime.session_config import Goal, PlanSettings
 
     clean, _, test = data
@@ -283,27 +284,52 @@ def test_the_lightning_callback_measures_beside_lightnings_backward(profile, dat
 
     x, y = clean.to_tensors()
 
+    def callback_for(noise_scale_loss, follow: bool = True) -> WattcapCallback:  # noqa: ANN001
+        return WattcapCallback(device=EmulatedDevice("jetson-nano"), model=MODEL,
+                               planning=PlanSettings(profile=profile, efficiency=vector,
+                                                     online_correction=True),
+                               cap=CAP_W, goal=Goal(sample_budget=2048 + 64 * 4),
+                               noise_scale_loss=noise_scale_loss, follow_batch_size=follow)
+
     def fit(noise_scale_loss) -> object:  # noqa: ANN001
-        callback = WattcapCallback(device=EmulatedDevice("jetson-nano"), model=MODEL,
-                                   planning=PlanSettings(profile=profile, efficiency=vector,
-                                                         online_correction=True),
-                                   cap=CAP_W, goal=Goal(sample_budget=2048 + 64 * 4),
-                                   noise_scale_loss=noise_scale_loss)
-        b = callback.batch_size
-        trainer = pl.Trainer(max_steps=(2048 + 64 * 4) // b, accelerator="cpu", logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0,
-                             limit_val_batches=0, default_root_dir=str(tmp_path),
-                             callbacks=[callback])
-        trainer.fit(Module(), DataLoader(TensorDataset(x, y), batch_size=b, shuffle=True,
-                                         drop_last=True))
+        callback = callback_for(noise_scale_loss)
+        trainer = pl.Trainer(max_steps=(2048 + 64 * 4) // callback.batch_size,
+                             accelerator="cpu", logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False,
+                             num_sanity_val_steps=0, limit_val_batches=0,
+                             default_root_dir=str(tmp_path), callbacks=[callback])
+        sampler = SessionBatchSampler(callback.session, len(x))
+        trainer.fit(Module(), DataLoader(TensorDataset(x, y), batch_sampler=sampler))
         assert callback.record is not None
         return callback.record
 
-    measured = fit(lambda module, part: spec.loss(module.net(part[0]), part[1]))
+    loss = lambda module, part: spec.loss(module.net(part[0]), part[1])  # noqa: E731
+    with pytest.raises(SessionError, match="follow_batch_size=True"):
+        callback_for(loss, follow=False)  # the correction's re-plans change the batch size
+
+    measured = fit(loss)
     evidence = [e for e in measured.events if "pooled factor" in e]
     assert evidence and "(1024, 2048]" in evidence[0], measured.events
     unmeasured = fit(None)
     assert any("calls neither session.backward nor session.measure_beside" in e
                for e in unmeasured.events)
     assert not any("pooled factor" in e for e in unmeasured.events)
+
+
+def test_a_run_that_could_not_correct_is_refused_at_its_start(profile, data) -> None:
+    """Before any training: a baseline method (its choice is not wattcap's), and a proxy
+    vector without a B_noise to move (no fit, no noise scale)."""
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import DeviceHandling, PlanSettings
+
+    clean, _, test = data
+    vector = _proxy(10.0, clean, test)
+    no_b_noise = vector.model_copy(update={"fit": None, "ratio_source": "mean"})
+    for planning, cap, message in (
+            (PlanSettings(profile=profile, efficiency=vector, method="baseline-1",
+                          online_correction=True), None, "not a baseline"),
+            (PlanSettings(profile=profile, efficiency=no_b_noise, online_correction=True),
+             CAP_W, "needs a B_noise")):
+        with pytest.raises(SessionError, match=message):
+            Session("emulated:jetson-nano", model=MODEL, planning=planning, cap=cap,
+                    device_handling=DeviceHandling(handle_signals=False))

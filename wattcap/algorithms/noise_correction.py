@@ -84,7 +84,8 @@ def transfer_evidence(target: NoiseScaleWindow, references: list[NoiseScaleTraje
     """The evidence of a closed target window at `batch_size`, or why there is none."""
     reference = nearest_reference(references, batch_size)
     if reference is None:
-        return "no reference trajectory of the proxy's noise scale"
+        return ("no reference of the proxy's noise scale measured as this run measures (its "
+                "preconditioning, as many parts per batch)")
     window = reference.window_ending(target.samples_end)
     if window is None:
         return (f"the proxy's reference ends at {reference.samples_covered} samples: "
@@ -156,13 +157,16 @@ class CorrectionPolicy:
 
     def consider(self, window: TransferEvidence) -> PooledEvidence | None:
         """Pool `window` with the evidence before it; the pooled evidence when it is beyond
-        the applied factor (its factor is then applied), else None."""
+        the applied factor (the run applies it with `apply` when it re-plans), else None."""
         self.evidence.append(window)
         pooled = pooled_evidence(self.evidence)
         if not pooled.beyond(self.applied_factor, self.relevant):
             return None
-        self.applied_factor = pooled.factor
         return pooled
+
+    def apply(self, pooled: PooledEvidence) -> None:
+        """The run now plans with `pooled`'s factor."""
+        self.applied_factor = pooled.factor
 
 
 def corrected_vector(efficiency: EfficiencyVector, factor: float, why: str

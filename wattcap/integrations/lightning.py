@@ -51,6 +51,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 from wattcap.core.run import RunRecord
 from wattcap.integrations.common import SessionDriver, first_tensor
+from wattcap.runtime.errors import SessionError
 from wattcap.runtime.session import Session
 
 
@@ -70,6 +71,11 @@ class WattcapCallback(pl.Callback):
         self._driver = SessionDriver(session, accuracy_metric, set_batch_size,
                                      set_learning_rate, session_kwargs,
                                      follow_batch_size=follow_batch_size)
+        if noise_scale_loss is not None and not follow_batch_size:
+            raise SessionError("noise_scale_loss measures for the online correction, whose "
+                               "re-plans change the batch size: pass follow_batch_size=True "
+                               "and draw batches with SessionBatchSampler(callback.session, "
+                               "len(train_set))")
         self._noise_scale_loss = noise_scale_loss
         self._batch: Any = None
 

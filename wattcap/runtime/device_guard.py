@@ -83,7 +83,7 @@ class DeviceGuard:
         stays and the clock is the ceiling (`apply_frequency`)."""
         session = self.session
         ceiling_hz = session.frequency_hz
-        if ceiling_hz is None or ceiling_hz >= requested_hz or not self._may_replan():
+        if ceiling_hz is None or ceiling_hz >= requested_hz or not self.may_replan():
             return
         # nothing under the ceiling may meet the cap (None): the watchdog steps down
         choice = self.wattcap_choice(session.profile.up_to(ceiling_hz))
@@ -103,6 +103,10 @@ class DeviceGuard:
         self._clamps_seen = len(session.device.clock_clamps)
         self._climb = (requested_hz, session.frequency_hz, why, old_b)
         self._climb_probe_s = session.device.now_s() + CLIMB_BACK_PROBE_S
+
+    def following_clamp(self) -> bool:
+        """A clamp of the board's clock is being followed (a climb back is pending)."""
+        return self._climb is not None
 
     def wattcap_choice(self, profile: Any, transfer: bool = True) -> Any:
         """wattcap's choice on `profile` with the run's cap, efficiency and settings (without
@@ -147,7 +151,7 @@ class DeviceGuard:
                             risk=session.risk).samples
         return time_gain(current, new, samples)
 
-    def _may_replan(self) -> bool:
+    def may_replan(self) -> bool:
         """Whether the run may choose its batch size and clock again: wattcap's plan on a clock
         profile, a planned batch size (or the "replan" cap policy), the noise scale not being
         measured at its batch size."""
@@ -170,7 +174,7 @@ class DeviceGuard:
             return
         self._board_replanned = True
         time_f, power_f = monitor.board_scale
-        if not self._may_replan() or self._climb or self.run_clamps() \
+        if not self.may_replan() or self._climb or self.run_clamps() \
                 or session._follower is not None:
             return
         planned = session.profile.lookup(session.batch_size, session.frequency_hz)

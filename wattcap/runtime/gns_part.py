@@ -96,6 +96,12 @@ class NoiseScalePart:
             raise SessionError("online_correction re-plans wattcap's choice with Algorithm 1 "
                                "from a profile and an efficiency vector of the proxy (not "
                                "efficiency='gns', not a baseline)")
+        from wattcap.algorithms.transfer import proxy_b_noise
+
+        if not proxy_b_noise(session.efficiency):
+            raise SessionError("online_correction moves the proxy's r_b along the large-batch "
+                               "relation: the efficiency vector needs a B_noise (a large-batch "
+                               "fit or a resolved noise scale), and this one has none")
         try:
             self.correction = OnlineCorrection(settings, session.efficiency)
         except ValueError as err:
@@ -143,8 +149,11 @@ class NoiseScalePart:
             text = evidence if isinstance(evidence, str) else (
                 f"{evidence.describe()}; pooled "
                 f"{pooled_evidence(self.correction.policy.evidence).describe()}")
-            session.events.append(f"online correction: {text} "
-                                  f"({self.correction.measured_steps} chunked steps so far)")
+            skipped = self.correction.skipped_steps
+            session.events.append(
+                f"online correction: {text} ({self.correction.measured_steps} chunked steps "
+                "so far" + (f", {skipped} with norms not finite or zero, not counted)"
+                            if skipped else ")"))
 
     def context(self) -> dict[str, Any]:
         session = self.session
@@ -179,18 +188,26 @@ class NoiseScalePart:
         """Re-plan with the proxy's r_b moved by the pending evidence's factor: wattcap's
         choice on the profile (scaled to this board where the drift monitor knows its level,
         never below the profile's power), the moved r_b, the run's cap and settings; a moving
-        cap takes the moved r_b at its next re-plan instead."""
+        cap takes the moved r_b at its next re-plan instead. Where the run may not choose its
+        batch size and clock again (a given batch size, a clamp being followed), or nothing
+        meets the cap on this board, the record says so and the plan stays."""
         correction, session = self.correction, self.session
         if correction is None or correction.pending is None or session.reached:
             return
         from wattcap.algorithms.noise_correction import corrected_vector
 
-        evidence, correction.pending = correction.pending, None
-        session.efficiency = corrected_vector(correction.proxy, evidence.factor,
-                                              f"pooled {evidence.describe()}")
+        pooled, correction.pending = correction.pending, None
         where = f"online correction at {session.samples} samples: r_b moved by factor " \
-            f"{evidence.factor:.2f}"
+            f"{pooled.factor:.2f}"
+        guard = session._guard_part
+        if not guard.may_replan() or guard.following_clamp():
+            session.events.append(f"{where}, not applied: this run may not choose its batch "
+                                  "size and clock again now (a given batch size, a clamp)")
+            return
+        vector = corrected_vector(correction.proxy, pooled.factor, f"pooled {pooled.describe()}")
         if session._follower is not None:
+            correction.policy.apply(pooled)
+            session.efficiency = vector
             session.events.append(f"{where}; the moving cap's next re-plan uses it")
             return
         monitor = session._monitor
@@ -198,15 +215,21 @@ class NoiseScalePart:
         if monitor is not None and monitor.board_scale is not None:
             time_f, power_f = monitor.board_scale
             profile = profile.on_board(time_f, max(power_f, 1.0))
-        choice = session._guard_part.wattcap_choice(profile, transfer=False)
+        previous, session.efficiency = session.efficiency, vector
+        choice = guard.wattcap_choice(profile, transfer=False)
         if choice is None:
-            raise SessionError(f"{where}, and nothing meets the cap {session.power_cap_w} W "
-                               "on this board")
+            session.efficiency = previous
+            session.events.append(f"{where}, not applied: nothing meets the cap "
+                                  f"{session.power_cap_w} W on this board with it")
+            return
+        correction.policy.apply(pooled)
         if (choice.batch_size, choice.knob_value) == (session.batch_size, session.frequency_hz):
             session.events.append(f"{where}; the choice stays b={session.batch_size}")
             return
         self.adopt_choice(choice.batch_size, choice.knob_value,
-                          f"online correction (factor {evidence.factor:.2f})")
+                          f"online correction (factor {pooled.factor:.2f})")
+        if guard.board_replanned_to is not None:  # a resume goes on from this plan
+            guard.board_replanned_to = [session.batch_size, int(session.frequency_hz or 0)]
         if session._guard is not None:  # another point: what the watchdog learnt was the old's
             session._guard.restart(session.power_cap_w, ceiling_hz=session.frequency_hz)
         if monitor is not None:

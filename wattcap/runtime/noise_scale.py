@@ -34,7 +34,9 @@ LossOf = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
 def adam_preconditioner(optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor]
                         ) -> list[torch.Tensor] | None:
     """Per-parameter weights P² with P = 1/(sqrt(v̂) + ε) from Adam's or AdamW's state, so
-    that |Pg|² = Σ P²·g²; None while the optimiser has no second-moment estimate yet."""
+    that |Pg|² = Σ P²·g²; None while the optimiser has no second-moment estimate yet. A
+    parameter without one while others have it (never given a gradient, or not in this
+    optimiser) weighs 0: it is not measured."""
     import torch
 
     settings = {}
@@ -44,14 +46,18 @@ def adam_preconditioner(optimizer: torch.optim.Optimizer, params: Sequence[torch
     weights = []
     for p in params:
         state = optimizer.state.get(p)
-        if not state or "exp_avg_sq" not in state:
-            return None
+        if not state or "exp_avg_sq" not in state or id(p) not in settings:
+            weights.append(torch.zeros_like(p))
+            continue
         group = settings[id(p)]
         step = float(state["step"]) if "step" in state else 1.0
         correction = 1.0 - group["betas"][1] ** max(step, 1.0)
         with torch.no_grad():
             v_hat = state["exp_avg_sq"] / correction
             weights.append((v_hat.sqrt() + group["eps"]).reciprocal().square())
+    if all(id(p) not in settings or "exp_avg_sq" not in (optimizer.state.get(p) or {})
+           for p in params):
+        return None
     return weights
 
 def uses_second_moments(optimizer: torch.optim.Optimizer) -> bool:

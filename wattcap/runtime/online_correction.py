@@ -42,12 +42,15 @@ if TYPE_CHECKING:
     from wattcap.core.noise_scale import NoiseScaleTrajectory
     from wattcap.runtime.noise_scale import GradientNoiseScale, LossOf
 
-#: parts a measured batch is split into (fewer where b / chunks would be under 2 samples):
-#: 2, not the 4 of a one-shot measurement, since the correction measures all run long and a
-#: launch-bound step costs about as many steps as it has chunks; on the label-noise tests'
-#: task 2 chunks made the same corrections as 4 at 60 % of the overhead (results page; that
-#: task is the tests' own, so this is not an independent measurement)
-DEFAULT_CORRECTION_CHUNKS = 2
+#: parts a measured batch is split into (fewer where b / chunks would be under 2 samples); the
+#: proxy's reference is measured in as many (`with_noise_reference`): with BatchNorm the part's
+#: size changes the gradient measured. 2 parts cost less on a launch-bound step but their
+#: per-step estimate is much noisier: a 2-part reference left windows unresolved on the
+#: label-noise task where a 4-part one did not (results page)
+DEFAULT_CORRECTION_CHUNKS = 4
+#: steps due for a measurement that the loop ran without `session.backward` (or
+#: `measure_beside`) before the correction says it cannot measure and turns off
+UNMEASURED_STEPS_TO_STOP = 3
 #: measured steps a doubling window aims at (8 blocks of 4 for its interval)
 DEFAULT_MEASURED_STEPS_PER_WINDOW = 32
 
@@ -107,8 +110,11 @@ class OnlineCorrection:
         self._measuring = False
         self._term: tuple[float, float] | None = None
         self._backward_called = False
+        self._misses = 0
         #: the loop trains without `session.backward`: nothing can be measured (said once)
         self.unmeasurable = False
+        #: measured steps whose norms were not finite or zero (not counted)
+        self.skipped_steps = 0
 
     def attach(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Measure with the run's model and optimiser (Adam's preconditioner)."""
@@ -130,7 +136,8 @@ class OnlineCorrection:
         start = 0 if end == FIRST_WINDOW_END_SAMPLES else end // 2
         window_steps = (end - start) // batch_size
         wanted = self.settings.measured_steps_per_window
-        if window_steps < MIN_WINDOW_STEPS:
+        # the first window holds the optimiser's first step, which Adam cannot measure
+        if window_steps < MIN_WINDOW_STEPS + (1 if start == 0 else 0):
             return False
         if window_steps <= wanted:
             self._measuring = True
@@ -156,9 +163,13 @@ class OnlineCorrection:
             loss_of(inputs, targets).backward()
             return
         self.gns.chunk_size = len(inputs) // chunks
-        if self.gns.backward(loss_of, inputs, targets):
-            self._term = self.gns.tracker.terms.pop()  # the tracker's history is not kept
-            self.gns.tracker.sizes.pop()
+        try:
+            measured = self.gns.backward(loss_of, inputs, targets)
+        except ValueError:  # norms not finite or zero (a scaled loss's overflow): not counted
+            self.skipped_steps += 1
+            return
+        if measured:
+            self._take_term()
 
     def measure_beside(self, loss_of_batch: Callable[[Any], torch.Tensor], batch: Any) -> None:
         """A measured step whose backward a framework runs itself: the noise scale of `batch`
@@ -171,17 +182,31 @@ class OnlineCorrection:
         if chunks is None or size is None:
             return
         parts = split_batch(batch, chunks)
-        if self.gns.measure_parts(lambda i: loss_of_batch(parts[i]), chunks, size // chunks):
-            self._term = self.gns.tracker.terms.pop()
-            self.gns.tracker.sizes.pop()
+        try:
+            measured = self.gns.measure_parts(lambda i: loss_of_batch(parts[i]), chunks,
+                                              size // chunks)
+        except ValueError:  # norms not finite or zero: this step is not counted
+            self.skipped_steps += 1
+            return
+        if measured:
+            self._take_term()
+
+    def _take_term(self) -> None:
+        """The measured step's terms, taken from the tracker (its history is not kept)."""
+        assert self.gns is not None
+        self._term = self.gns.tracker.terms.pop()
+        self.gns.tracker.sizes.pop()
 
     def after_step(self, samples: int, batch_size: int) -> list[TransferEvidence | str]:
         """Account the step that brought the run to `samples`: the evidence of each window it
         closed (or why there is none; a step across a boundary may close one as it is
         recorded). Pooled evidence beyond the applied factor becomes `pending`."""
         if self._measuring and not self._backward_called:
-            self.unmeasurable = True  # a loop of its own backward (a framework's): stop here
             self._measuring = False
+            self._misses += 1  # one skipped batch is not a loop of its own backward
+            if self._misses < UNMEASURED_STEPS_TO_STOP:
+                return []
+            self.unmeasurable = True  # a loop of its own backward (a framework's): stop here
             return ["the loop calls neither session.backward nor session.measure_beside (the "
                     "Lightning callback's noise_scale_loss), so nothing can be measured: the "
                     "correction is off for this run (the proxy's r_b stays)"]
@@ -203,9 +228,11 @@ class OnlineCorrection:
 
     @property
     def references(self) -> list[NoiseScaleTrajectory]:
-        """The proxy's references measured as this run measures (the same preconditioning)."""
+        """The proxy's references measured as this run measures: the same preconditioning and
+        as many parts per batch (with BatchNorm the part's size changes the gradient)."""
         mode = self.gns.preconditioner if self.gns is not None else "adam"
-        return [t for t in self.proxy.noise_reference if t.preconditioner == mode]
+        return [t for t in self.proxy.noise_reference if t.preconditioner == mode
+                and t.batch_size // max(t.chunk_size, 1) == self.settings.chunks]
 
 
 def batch_length(batch: Any) -> int | None:

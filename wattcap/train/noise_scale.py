@@ -289,17 +289,21 @@ def with_noise_reference(
     test: Dataset,
     weights: str | Path | None = None,
     batch_size: int | None = None,
-    chunks: int = 4,
+    chunks: int | None = None,
     sample_budget: int | None = None,
     seed: int = 0,
     progress: OnProgress | None = None,
 ) -> EfficiencyVector:
     """`vector` with the proxy's noise-scale reference added: one run at `batch_size` (default
-    the vector's largest) measured in `chunks` parts per batch over `sample_budget` samples
-    (default the vector's budget), B_simple window by window over its samples — what a
-    target run's online correction compares its own with (`wattcap.runtime.online_correction`:
-    the same estimator, in 2 chunks by default; B_simple is unbiased whatever the chunks, and
-    the reference, measured once, can afford the finer split)."""
+    the vector's largest) measured in `chunks` parts per batch (default: as many as the online
+    correction measures a target's batch in, `wattcap.runtime.online_correction`) over
+    `sample_budget` samples (default the vector's budget), B_simple window by window over its
+    samples: what a target run's correction compares its own with. The same number of parts
+    matters: with BatchNorm each part normalises with its own statistics, so the gradient
+    measured depends on the part's size."""
+    from wattcap.runtime.online_correction import DEFAULT_CORRECTION_CHUNKS
+
+    chunks = chunks or DEFAULT_CORRECTION_CHUNKS
     b = batch_size or vector.reference_batch_size
     if b % chunks or b // chunks < 2:
         raise ValueError(f"the reference's batch size ({b}) must split into {chunks} chunks "
