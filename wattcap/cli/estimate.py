@@ -317,3 +317,11 @@ def print_efficiency(vector: EfficiencyVector) -> None:
     console.print(efficiency_table(vector))
     for note in vector.ratio_notes():
         console.print(f"  [dim]{escape(note)}[/]", highlight=False)
+    for reference in vector.noise_reference:
+        resolved = [w for w in reference.windows if w.b_low is not None]
+        console.print(
+            f"  [dim]noise-scale reference for `train --online-correction`: b="
+            f"{reference.batch_size} in {reference.batch_size // reference.chunk_size} parts, "
+            f"{len(reference.windows)} windows to {reference.samples_covered} samples, "
+            f"{len(resolved)} with an interval (a target run is compared over these samples "
+            "only)[/]", highlight=False)
