@@ -22,7 +22,7 @@ import statistics
 from scipy import stats
 
 from wattcap.algorithms.noise_scale import GNS_CONFIDENCE, ratio_of_sums
-from wattcap.core.noise_scale import NoiseScaleWindow
+from wattcap.core.noise_scale import NoiseScaleTrajectory, NoiseScaleWindow
 
 #: the end of the first window, (0, FIRST_WINDOW_END_SAMPLES]: a few dozen steps at the
 #: small batch sizes, enough for an interval
@@ -109,3 +109,39 @@ def jackknife_interval(terms: list[tuple[float, float]], center: float, blocks: 
         (v - statistics.fmean(logs)) ** 2 for v in logs))
     half = stats.t.ppf(0.5 + confidence / 2, blocks - 1) * spread
     return center * math.exp(-half), center * math.exp(half)
+
+
+def combine_runs(runs: list[NoiseScaleTrajectory]) -> NoiseScaleTrajectory:
+    """One reference from several runs (seeds) measured alike: each window's B_simple is the
+    runs' geometric mean, its half-width in log B the larger of the runs' own (their mean's:
+    root-sum-square over the count) and the runs' spread (a t-interval over them), so that a
+    reference does not carry one run's luck. A window that not every run resolved has no
+    interval."""
+    if not runs:
+        raise ValueError("at least one run is needed")
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    combined = []
+    for window in first.windows:
+        same = [r.window_ending(window.samples_end) for r in runs]
+        found = [w for w in same if w is not None and w.b_simple is not None and w.b_simple > 0]
+        if len(found) < len(runs):
+            combined.append(window.model_copy(update={"b_low": None, "b_high": None}))
+            continue
+        logs = [math.log(w.b_simple) for w in found]  # type: ignore[arg-type]
+        center = math.exp(statistics.fmean(logs))
+        halves = [math.log(w.b_high / w.b_simple) for w in found  # type: ignore[operator]
+                  if w.b_high is not None and w.b_low is not None]
+        n = len(found)
+        low = high = None
+        if len(halves) == n:
+            within = math.sqrt(sum(h * h for h in halves)) / n
+            between = (stats.t.ppf(0.5 + first.confidence / 2, n - 1)
+                       * statistics.stdev(logs) / math.sqrt(n))
+            half = max(within, between)
+            low, high = center * math.exp(-half), center * math.exp(half)
+        combined.append(NoiseScaleWindow(
+            samples_start=window.samples_start, samples_end=window.samples_end,
+            steps=sum(w.steps for w in found), b_simple=center, b_low=low, b_high=high))
+    return first.model_copy(update={"windows": combined, "runs": len(runs)})

@@ -112,9 +112,10 @@ def estimate(
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
     noise_reference: Annotated[bool, typer.Option(
-        help="After the sweep, one more run at the largest batch size measuring the proxy's "
-        "gradient noise scale window by window over the budget: the reference `wattcap train "
-        "--online-correction` compares the target's with (--method gns records it anyway).",
+        help="After the sweep, one more run per seed at the largest batch size measuring the "
+        "proxy's gradient noise scale window by window over the budget: the reference `wattcap "
+        "train --online-correction` compares the target's with (--method gns records one run's "
+        "anyway).",
         rich_help_panel=TRAINING)] = False,
 ) -> None:
     """Estimate batch-size efficiency r_b on a proxy dataset (every b, K seeds; or from the
@@ -279,12 +280,13 @@ def _add_noise_reference(vector: EfficiencyVector, weights: Path | None, splits:
     """The sweep's vector with the proxy's noise-scale reference run added."""
     from wattcap.train.noise_scale import with_noise_reference
 
-    b = vector.reference_batch_size
-    with progress(f"measuring the noise-scale reference on {vector.dataset} (b = {b})",
-                  vector.sample_budget, "samples") as report:
+    b, seeds = vector.reference_batch_size, vector.seeds or [0]
+    with progress(f"measuring the noise-scale reference on {vector.dataset} (b = {b}, "
+                  f"{len(seeds)} seed(s), one after another)", vector.sample_budget,
+                  "samples") as report:
         try:
             return with_noise_reference(vector, splits[0], splits[1], weights=weights,
-                                        progress=report.show)
+                                        seeds=seeds, progress=report.show)
         except ValueError as err:
             fail(str(err))
 

@@ -92,6 +92,9 @@ class NoiseScaleTrajectory(BaseModel):
     preconditioner: Literal["adam", "none"]
     confidence: float
     windows: list[NoiseScaleWindow]
+    #: runs (seeds) the windows combine: with more than one, each window's interval holds
+    #: the runs' spread too (`wattcap.algorithms.noise_windows.combine_runs`)
+    runs: int = 1
 
     def window_ending(self, samples_end: int) -> NoiseScaleWindow | None:
         """The window that ends at `samples_end` (windows end at powers of two), or None."""

@@ -43,6 +43,7 @@ r(b) = (1 + b/B_noise) / (1 + b_max/B_noise) then stands in for the sweep's r_b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -51,7 +52,7 @@ from wattcap.algorithms.noise_scale import (
     DEFAULT_EMA_DECAY,
     gns_efficiency_vector,
 )
-from wattcap.algorithms.noise_windows import NoiseScaleWindows
+from wattcap.algorithms.noise_windows import NoiseScaleWindows, combine_runs
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
 from wattcap.core.noise_scale import NoiseScaleEstimate, NoiseScaleTrajectory
 from wattcap.core.progress import JobProgress, OnProgress
@@ -291,7 +292,7 @@ def with_noise_reference(
     batch_size: int | None = None,
     chunks: int | None = None,
     sample_budget: int | None = None,
-    seed: int = 0,
+    seeds: Sequence[int] = (0,),
     progress: OnProgress | None = None,
 ) -> EfficiencyVector:
     """`vector` with the proxy's noise-scale reference added: one run at `batch_size` (default
@@ -300,7 +301,8 @@ def with_noise_reference(
     `sample_budget` samples (default the vector's budget), B_simple window by window over its
     samples: what a target run's correction compares its own with. The same number of parts
     matters: with BatchNorm each part normalises with its own statistics, so the gradient
-    measured depends on the part's size."""
+    measured depends on the part's size. With several `seeds` the runs are combined
+    (`combine_runs`): each window's interval then holds the runs' spread, not one run's luck."""
     from wattcap.runtime.online_correction import DEFAULT_CORRECTION_CHUNKS
 
     chunks = chunks or DEFAULT_CORRECTION_CHUNKS
@@ -308,11 +310,15 @@ def with_noise_reference(
     if b % chunks or b // chunks < 2:
         raise ValueError(f"the reference's batch size ({b}) must split into {chunks} chunks "
                          "of 2 samples or more")
-    run = measure_noise_scale(
+    if not seeds:
+        raise ValueError("the reference needs at least one seed")
+    runs = [measure_noise_scale(
         vector.model, train, test, weights=weights, batch_size=b, chunk_size=b // chunks,
         sample_budget=sample_budget or vector.sample_budget, lr_ref=vector.lr_ref,
         batch_size_ref=vector.batch_size_ref,
         optimizer="adamw" if vector.optimizer == "adamw" else "adam", seed=seed,
-        progress=progress)
-    others = [t for t in vector.noise_reference if t.batch_size != b]
-    return vector.model_copy(update={"noise_reference": [*others, run.trajectory]})
+        progress=progress).trajectory for seed in seeds]
+    reference = combine_runs(runs)
+    others = [t for t in vector.noise_reference
+              if (t.batch_size, t.chunk_size) != (b, reference.chunk_size)]
+    return vector.model_copy(update={"noise_reference": [*others, reference]})
