@@ -167,3 +167,25 @@ def test_a_vector_without_b_noise_cannot_be_corrected() -> None:
     proxy = _vector(10.0).model_copy(update={"fit": None, "ratio_source": "mean"})
     with pytest.raises(ValueError, match="no B_noise"):
         corrected_vector(proxy, 2.0, "x")
+
+
+def test_runs_combined_hold_their_spread_not_only_their_own_intervals() -> None:
+    from wattcap.algorithms.noise_windows import combine_runs
+
+    def run(b: float) -> NoiseScaleTrajectory:
+        return _trajectory([_window(2048, b, 0.05), _window(4096, 2 * b, 0.05)])
+
+    close = combine_runs([run(100.0), run(101.0), run(99.0)])
+    apart = combine_runs([run(50.0), run(100.0), run(200.0)])
+    assert close.runs == 3 and apart.runs == 3
+    assert apart.windows[0].b_simple == pytest.approx(100.0)  # geometric mean
+    width = lambda w: math.log(w.b_high / w.b_low)  # noqa: E731
+    assert width(apart.windows[0]) > 5 * width(close.windows[0])  # the runs' spread counts
+    assert width(close.windows[0]) >= 2 * 0.05 / math.sqrt(3) * 0.99  # never below their own
+    lone = run(100.0)
+    assert combine_runs([lone]) == lone
+    unresolved = _trajectory([NoiseScaleWindow(samples_start=1024, samples_end=2048, steps=8,
+                                               b_simple=None, b_low=None, b_high=None),
+                              _window(4096, 200.0, 0.05)])
+    mixed = combine_runs([run(100.0), unresolved])
+    assert mixed.windows[0].b_low is None  # a window not every run resolved: no interval
