@@ -34,8 +34,15 @@ def data():
     return bench.splits()
 
 
+_PROXIES: dict = {}
+
+
 def _proxy(b_noise: float, reference_train, test):
-    return bench.proxy_vector(b_noise, reference_train, test)
+    """The bench's proxy vector, its reference measured once per module (three runs each)."""
+    key = (b_noise, reference_train.name)
+    if key not in _PROXIES:
+        _PROXIES[key] = bench.proxy_vector(b_noise, reference_train, test)
+    return _PROXIES[key]
 
 
 def _runs(profile, vector, target_train, test, correction: bool = True):
@@ -87,10 +94,9 @@ def test_a_target_like_its_proxy_is_not_moved_and_the_measurement_costs_time(
         assert not _replans(record), record.events
         assert 0.5 < _last_pooled(record) < 2.0
         assert record.batch_size == first.batch_size
-    _, plain = _runs(profile, vector, clean, test, correction=False)
-    for with_it, without in zip(records, plain, strict=True):
-        assert with_it.curve[-1].samples == without.curve[-1].samples
-        assert with_it.device_time_s > without.device_time_s  # chunked steps are charged
+    _, (plain,) = bench.runs(profile, vector, clean, test, False, seeds=bench.TARGET_SEEDS[:1])
+    assert records[0].curve[-1].samples == plain.curve[-1].samples
+    assert records[0].device_time_s > plain.device_time_s  # chunked steps are charged
 
 
 def test_a_vector_without_a_reference_is_refused_with_how_to_make_one(profile, data) -> None:
