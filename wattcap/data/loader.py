@@ -142,3 +142,17 @@ def move_to_device(tensor: torch.Tensor, torch_device: str) -> torch.Tensor:
     if torch_device.startswith("cuda") and tensor.device.type == "cpu":
         return tensor.pin_memory().to(torch_device, non_blocking=True)
     return tensor.to(torch_device)
+
+
+def first_tensor(batch: Any) -> Any:
+    """The inputs of a framework batch: the batch itself, its first element (x, y), or the
+    first tensor value of a dict (input_ids); None when there is no tensor."""
+    if isinstance(batch, torch.Tensor):
+        return batch
+    if isinstance(batch, (tuple, list)) and batch:
+        return first_tensor(batch[0])
+    if isinstance(batch, dict):
+        for value in batch.values():
+            if isinstance(value, torch.Tensor):
+                return value
+    return None

@@ -107,19 +107,3 @@ def _close_at_exit(ref: weakref.ref[SessionDriver]) -> None:
 
 def _normal(torch_device: str) -> str:
     return "cuda:0" if torch_device == "cuda" else torch_device
-
-
-def first_tensor(batch: Any) -> Any:
-    """The inputs of a framework batch: the batch itself, its first element (x, y), or the
-    first tensor value of a dict (input_ids); None when there is no tensor."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return batch
-    if isinstance(batch, (tuple, list)) and batch:
-        return first_tensor(batch[0])
-    if isinstance(batch, dict):
-        for value in batch.values():
-            if isinstance(value, torch.Tensor):
-                return value
-    return None

@@ -50,7 +50,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
                       "pip install 'wattcap[lightning]'") from err
 
 from wattcap.core.run import RunRecord
-from wattcap.integrations.common import SessionDriver, first_tensor
+from wattcap.data.loader import first_tensor
+from wattcap.integrations.common import SessionDriver
 from wattcap.runtime.errors import SessionError
 from wattcap.runtime.session import Session
 

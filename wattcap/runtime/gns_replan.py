@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from wattcap.algorithms.noise_scale import DEFAULT_EMA_DECAY, gns_efficiency_vector
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
-from wattcap.runtime.noise_scale import GradientNoiseScale
+from wattcap.runtime.noise_scale import GradientNoiseScale, check_chunks
 
 if TYPE_CHECKING:
     import torch
@@ -52,8 +52,7 @@ class GnsSettings:
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise ValueError(f"the GNS measurement needs samples > 0, got {self.samples}")
-        if self.chunks < 2:
-            raise ValueError(f"a measured batch needs at least 2 chunks, got {self.chunks}")
+        check_chunks(self.chunks)
 
     @classmethod
     def of(cls, value: Any) -> GnsSettings | None:

@@ -66,6 +66,12 @@ def uses_second_moments(optimizer: torch.optim.Optimizer) -> bool:
 
     return isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW)
 
+def check_chunks(chunks: int) -> None:
+    """A measured batch is split into at least 2 chunks (the noise scale needs two sizes)."""
+    if chunks < 2:
+        raise ValueError(f"a measured batch needs at least 2 chunks, got {chunks}")
+
+
 def chunked_backward(
     params: Sequence[torch.Tensor], loss_of: LossOf, inputs: torch.Tensor,
     targets: torch.Tensor, chunks: int, weights: Sequence[torch.Tensor] | None = None,

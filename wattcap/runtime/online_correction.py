@@ -34,6 +34,8 @@ from wattcap.algorithms.noise_windows import (
     NoiseScaleWindows,
     window_end,
 )
+from wattcap.data.loader import first_tensor
+from wattcap.runtime.noise_scale import check_chunks
 
 if TYPE_CHECKING:
     import torch
@@ -65,8 +67,7 @@ class CorrectionSettings:
     relevant_factor: float = RELEVANT_FACTOR
 
     def __post_init__(self) -> None:
-        if self.chunks < 2:
-            raise ValueError(f"a measured batch needs at least 2 chunks, got {self.chunks}")
+        check_chunks(self.chunks)
         if self.measured_steps_per_window < MIN_WINDOW_STEPS:
             raise ValueError(f"a window needs at least {MIN_WINDOW_STEPS} measured steps for "
                              f"an interval, got {self.measured_steps_per_window}")
@@ -236,15 +237,10 @@ class OnlineCorrection:
 
 
 def batch_length(batch: Any) -> int | None:
-    """The samples in a framework's batch: the first dimension of its first tensor (a tensor,
-    a tuple or list of them, a dict of them), None when it holds no tensor."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else None
-    values = batch.values() if isinstance(batch, dict) else \
-        batch if isinstance(batch, tuple | list) else ()
-    return next((n for v in values if (n := batch_length(v)) is not None), None)
+    """The samples in a framework's batch: the first dimension of its inputs
+    (`first_tensor`), None when it holds no tensor."""
+    inputs = first_tensor(batch)
+    return int(inputs.shape[0]) if inputs is not None and inputs.dim() else None
 
 
 def split_batch(batch: Any, parts: int) -> list[Any]:
