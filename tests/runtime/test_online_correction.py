@@ -339,3 +339,35 @@ def test_a_run_that_could_not_correct_is_refused_at_its_start(profile, data) -> 
         with pytest.raises(SessionError, match=message):
             Session("emulated:jetson-nano", model=MODEL, planning=planning, cap=cap,
                     device_handling=DeviceHandling(handle_signals=False))
+
+
+def test_a_correction_under_a_moving_cap_reaches_its_chooser_and_ends_the_transfer_factor(
+        profile, data) -> None:
+    """Under a moving cap the run's next choices are the follower's: the corrected r_b must
+    be its chooser's, and the transfer factor (a stand-in for not knowing the target) no
+    longer applies once the target's evidence is in; the same after a board clamp."""
+    from wattcap.algorithms.noise_correction import PooledEvidence
+    from wattcap.devices.caps import ScheduleCap
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import CapSettings, DeviceHandling, PlanSettings
+
+    clean, _, test = data
+    vector = _proxy(10.0, clean, test)
+    session = Session("emulated:jetson-nano", model=MODEL,
+                      planning=PlanSettings(profile=profile, efficiency=vector,
+                                            online_correction=True, transfer_factor=3.0),
+                      cap=CapSettings(power_cap=ScheduleCap([(0.0, CAP_W), (60.0, 4.0)])),
+                      device_handling=DeviceHandling(handle_signals=False))
+    with session:
+        follower = session._follower
+        assert follower is not None and follower.chooser is not None
+        assert follower.chooser.efficiency is vector and follower.chooser.transfer_factor == 3
+        correction = session._noise.correction
+        correction.pending = PooledEvidence(windows=2, samples_end=1024, factor=0.3,
+                                            factor_low=0.2, factor_high=0.45)
+        session._noise._correct_if_due()
+        moved = follower.chooser.efficiency
+        assert moved is session.efficiency and moved is not vector
+        assert moved.ratio(8) < vector.ratio(8)  # toward smaller batches (B' = 0.3 B)
+        assert follower.chooser.transfer_factor is None and session.transfer_factor is None
+        assert any("transfer factor 3 no longer applies" in e for e in session.events)

@@ -103,6 +103,14 @@ class ConfigChooser:
                              self.switch_margin, self.margin_sigmas, self.risk,
                              self.transfer_factor)
 
+    def with_efficiency(self, efficiency: EfficiencyVector | None) -> ConfigChooser:
+        """The same policy with another r_b (the target's own evidence: an online
+        correction), which stands in for the transfer factor: none is applied on top."""
+        return ConfigChooser(self.measured_profile, self.policy, self.batch_size,
+                             self.frequency_hz, efficiency, self.objective,
+                             self.reference_profiles, self.switch_margin, self.margin_sigmas,
+                             self.risk, None)
+
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""
         point = self.replanner.selector.frontier(cap_w).get(batch_size)

@@ -207,7 +207,7 @@ class NoiseScalePart:
         vector = corrected_vector(correction.proxy, pooled.factor, f"pooled {pooled.describe()}")
         if session._follower is not None:
             correction.policy.apply(pooled)
-            session.efficiency = vector
+            self._use_corrected(vector)
             session.events.append(f"{where}; the moving cap's next re-plan uses it")
             return
         monitor = session._monitor
@@ -223,6 +223,7 @@ class NoiseScalePart:
                                   f"{session.power_cap_w} W on this board with it")
             return
         correction.policy.apply(pooled)
+        self._evidence_replaces_transfer_factor()
         if (choice.batch_size, choice.knob_value) == (session.batch_size, session.frequency_hz):
             session.events.append(f"{where}; the choice stays b={session.batch_size}")
             return
@@ -234,6 +235,26 @@ class NoiseScalePart:
             session._guard.restart(session.power_cap_w, ceiling_hz=session.frequency_hz)
         if monitor is not None:
             monitor.follow(session.batch_size, session.power_cap_w)
+
+    def _use_corrected(self, vector: Any) -> None:
+        """r_b moved by the target's evidence, for the run and a moving cap's chooser."""
+        session = self.session
+        session.efficiency = vector
+        follower = session._follower
+        if follower is not None and follower.chooser is not None:
+            follower.chooser = follower.chooser.with_efficiency(vector)
+        self._evidence_replaces_transfer_factor()
+
+    def _evidence_replaces_transfer_factor(self) -> None:
+        """Once r_b is moved by the target's own evidence, the run's later choices (under a
+        clamp, for its board, under a moving cap) plan on it without the transfer factor,
+        which stood for not knowing the target."""
+        session = self.session
+        if session.transfer_factor is not None:
+            session.events.append(f"online correction: the transfer factor "
+                                  f"{session.transfer_factor:g} no longer applies (the "
+                                  "target's evidence stands in for it)")
+            session.transfer_factor = None
 
     def adopt_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
         session = self.session
@@ -265,9 +286,9 @@ class NoiseScalePart:
         assert correction is not None
         factor = float(state.extra["correction_factor"])
         correction.policy.applied_factor = factor
-        session.efficiency = corrected_vector(
+        self._use_corrected(corrected_vector(
             correction.proxy, factor, f"resumed (window ending at "
-            f"{state.extra.get('correction_samples', '?')} samples)")
+            f"{state.extra.get('correction_samples', '?')} samples)"))
         self._resume_at(state, "resumed correction")
         session.events.append(f"online correction: resumed with r_b moved by factor "
                               f"{factor:.2f}")
