@@ -7,7 +7,7 @@ monitor takes to re-plan. The steps are the emulator's model of the training ste
 the monitor sees only time and power), so an hour of device time takes seconds (a minute on the
 H100, whose steps are short).
 
-    python bench/drift_false_alarms.py [--runs 5] [--hours 1] [--kind]
+    python bench/drift_false_alarms.py [--runs 5] [--hours 1] [--kind] [--boards NAME ...]
 
 Prints, per scenario, the re-plans on steady boards (goal: 0), the time from the change to
 the first re-plan after it on the changing ones, and the steady runs' cap violations per hour
@@ -123,6 +123,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--hours", type=float, default=1.0)
     parser.add_argument("--kind", action="store_true", help="the kind board instead")
+    parser.add_argument("--boards", nargs="+", metavar="NAME",
+                        help="only these boards' scenarios (e.g. a100-sxm4)")
     args = parser.parse_args()
     boards = "kind" if args.kind else "unkind"
     print(f"{args.runs} runs of {args.hours:g} h per scenario on {boards} boards")
@@ -130,6 +132,8 @@ def main() -> None:
           f"{'after a 20 % slowdown at 600 s: re-planned after':>50}   steady runs' cap "
           "violations")
     for board, model, b, cap in SCENARIOS:
+        if args.boards and board not in args.boards:
+            continue
         outcomes = [run(board, model, b, cap, seed, args.hours, args.kind, None)
                     for seed in range(args.runs)]
         steady = [len(o.record.replans) for o in outcomes]

@@ -137,11 +137,14 @@ class FakeGpu:
         the square of the clock (dynamic power is f x V^2 and the voltage rises with f: a
         square is the mild end), `busy_draw_mw` at the boost clock; the driver holds the draw
         at the enforced power limit (it would lower the clock to do so)."""
+        return min(self.unheld_draw_mw(), self.power_limit_mw)
+
+    def unheld_draw_mw(self) -> int:
+        """What the board would draw now without its power limit."""
         if not self.busy:
             return self.idle_draw_mw
         share = (self.work_clock_mhz() / self.max_clock_mhz()) ** 2
-        draw = round(self.idle_draw_mw + (self.busy_draw_mw - self.idle_draw_mw) * share)
-        return min(draw, self.power_limit_mw)
+        return round(self.idle_draw_mw + (self.busy_draw_mw - self.idle_draw_mw) * share)
 
     def draw_at_mw(self, t_s: float) -> float:
         """The draw at time `t_s` (the first draw before the trace starts)."""
@@ -341,7 +344,10 @@ class FakeNvml(ModuleType):
     @staticmethod
     def _reasons(gpu: FakeGpu) -> int:
         if gpu.busy:
-            return gpu.clock_reasons & ~real.nvmlClocksEventReasonGpuIdle
+            # the driver holds the draw at the power limit: it says so ("SwPowerCap")
+            limited = gpu.unheld_draw_mw() > gpu.power_limit_mw
+            return (gpu.clock_reasons & ~real.nvmlClocksEventReasonGpuIdle) | \
+                (real.nvmlClocksEventReasonSwPowerCap if limited else 0)
         reasons = gpu.clock_reasons | real.nvmlClocksEventReasonGpuIdle
         if not gpu.lock_reason_at_idle:
             reasons &= ~real.nvmlClocksEventReasonApplicationsClocksSetting

@@ -47,13 +47,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PowerReading:
-    """One sensor sample: device time of the sample and power averaged by the sensor, and the
-    clock the hardware reported with it (`clock_hz`: observed, None where unread)."""
+    """One sensor sample: device time of the sample and power averaged by the sensor, the
+    clock the hardware reported with it (`clock_hz`: observed, None where unread), and whether
+    the hardware said its power limit was acting then (`power_limited`: NVML's "SwPowerCap"
+    clock event reason; None where unread or the device has no power limit)."""
 
     time_s: float
     power_w: float
     rail: str
     clock_hz: int | None = None
+    power_limited: bool | None = None
 
 
 @dataclass
@@ -187,6 +190,10 @@ class Device(ABC):
     def power_limit_range_w(self) -> tuple[float, float] | None:
         """The lowest and highest power limit the board accepts (W), read from the board; None
         where the device has no power limit wattcap can read."""
+        return None
+
+    def power_limit_w(self) -> float | None:
+        """The power limit in force (W), None where the device has none or it cannot be read."""
         return None
 
     def set_power_limit_w(self, limit_w: float) -> float:
@@ -514,7 +521,8 @@ class Device(ABC):
                     "rather than go on without the cap being watched")
                 return
             reading = PowerReading(self.now_s(), power_w, self.sensor_rail,
-                                   clock_hz=self._observed_clock_hz())
+                                   clock_hz=self._observed_clock_hz(),
+                                   power_limited=self._observed_power_limited())
             if not self._dispatch_tick(reading):
                 return
             # Sleep to an absolute schedule, so the sample rate stays at the sensor period
@@ -534,6 +542,10 @@ class Device(ABC):
             return self.current_frequency_hz()
         except Exception:  # noqa: BLE001 - an observation only: the reading stands without it
             return None
+
+    def _observed_power_limited(self) -> bool | None:
+        """Whether the hardware reports its power limit acting now (None: it cannot say)."""
+        return None
 
 
 @dataclass

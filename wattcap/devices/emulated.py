@@ -110,8 +110,10 @@ class EmulatedDevice(Device):
         self._rng = random.Random(seed)
         self._clock_s = 0.0
         self._next_tick_s = self.spec.sensor_period_s
-        #: the clock of the step in flight (None between steps)
+        #: the clock of the step in flight (None between steps), and whether the power limit
+        #: acted on it
         self._step_clock_hz: int | None = None
+        self._step_power_limited = False
         # (start_s, end_s, power_w) of the recent past: enough for one sensor window
         self._segments: deque[tuple[float, float, float]] = deque()
         self._last_reading: PowerReading | None = None
@@ -196,8 +198,13 @@ class EmulatedDevice(Device):
         allowed = [f for f in self._frequencies_hz if f <= running_hz]
         # the limit holds a window's average: an unkind board overshoots it a little
         limit_w = self._power_limit_w * (1.0 + self.board.limit_overshoot)
+        self._step_power_limited = False
         for frequency_hz in reversed(allowed):
-            if self.model_step(cost, frequency_hz)[1] <= limit_w:
+            power_w = self.model_step(cost, frequency_hz)[1]
+            # the limit acts (NVML's "SwPowerCap" reason) where the step would draw more
+            # than it at the clock set
+            self._step_power_limited |= power_w > self._power_limit_w
+            if power_w <= limit_w:
                 return frequency_hz
         return allowed[0]
 
@@ -417,7 +424,7 @@ class EmulatedDevice(Device):
                     self._advance(until_tick_s, phase.power_w)
                     remaining -= until_tick_s / phase.duration_s
                     self._tick()
-        self._step_clock_hz = None
+        self._step_clock_hz, self._step_power_limited = None, False
         return self._clock_s - start_s
 
     def idle(self, seconds: float) -> None:
@@ -468,7 +475,9 @@ class EmulatedDevice(Device):
         if self.heat is not None:
             self.heat.on_period(tick_s)
         self._last_reading = PowerReading(tick_s, noisy_w, self.spec.sensor_rail,
-                                          clock_hz=self._step_clock_hz or self._running_hz())
+                                          clock_hz=self._step_clock_hz or self._running_hz(),
+                                          power_limited=None if self._power_limit_w is None
+                                          else self._step_power_limited)
         self._next_tick_s = tick_s + self.spec.sensor_period_s
         self._dispatch_tick(self._last_reading)
 

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from wattcap.devices.base import Device, DeviceInfo, cuda_of, own_cuda_memory_bytes
+from wattcap.devices.cuda_bus import cuda_index_for_pci_bus, normal_bus_id
 from wattcap.devices.errors import (
     DeviceNotFoundError,
     DeviceNotSupportedError,
@@ -230,6 +231,14 @@ class NvmlDevice(Device):
 
     def clock_event_reasons(self) -> list[str]:
         """Why the clock is below its maximum now (e.g. "SwPowerCap", "HwThermalSlowdown")."""
+        return self._read_clock_event_reasons() or []
+
+    def _observed_power_limited(self) -> bool | None:
+        """NVML's "SwPowerCap" reason beside each reading: the power limit holds the clock."""
+        reasons = self._read_clock_event_reasons()
+        return None if reasons is None else "SwPowerCap" in reasons
+
+    def _read_clock_event_reasons(self) -> list[str] | None:
         nvml = self._nvml
         getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         try:
@@ -242,7 +251,7 @@ class NvmlDevice(Device):
                     # Drivers older than r535 lack the "event" entry point.
                     mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
         except nvml.NVMLError:
-            return []
+            return None
         return clock_reason_names(nvml, int(mask))
 
     def power_limit_w(self) -> float | None:
@@ -442,7 +451,7 @@ class NvmlDevice(Device):
         """The GPU's PCI bus id (NVML and CUDA indices can differ and change), else its
         index."""
         bus = self.pci_bus_id()
-        return f"nvml-{_normal_bus_id(bus) if bus else self.index}"
+        return f"nvml-{normal_bus_id(bus) if bus else self.index}"
 
     def found_settings(self) -> dict[str, object]:
         """The power limit as found (None only on a board without one). NVML has no getter
@@ -556,30 +565,6 @@ class NvmlDevice(Device):
             "energy counter" if self._energy_supported else "no energy counter",
         ]
         return info
-
-
-def cuda_index_for_pci_bus(bus_id: str | None) -> int | None:
-    """The CUDA index of the GPU at PCI `bus_id`, None when torch has no CUDA or no match."""
-    import sys
-
-    torch: Any = sys.modules.get("torch")
-    if bus_id is None or torch is None or not torch.cuda.is_available():
-        return None
-    wanted = _normal_bus_id(bus_id)
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        found = "{:04x}:{:02x}:{:02x}.0".format(
-            int(getattr(props, "pci_domain_id", 0)), int(getattr(props, "pci_bus_id", -1)),
-            int(getattr(props, "pci_device_id", -1)))
-        if found == wanted:
-            return index
-    return None
-
-
-def _normal_bus_id(bus_id: str) -> str:
-    # NVML pads the domain to 8 hex digits ("00000000:3B:00.0"), torch's properties to 4.
-    domain, _, rest = bus_id.strip().lower().partition(":")
-    return f"{int(domain, 16):04x}:{rest}" if rest else bus_id.lower()
 
 
 def list_nvml_devices(pynvml_module: ModuleType | None = None) -> list[str]:

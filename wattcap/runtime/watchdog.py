@@ -5,11 +5,11 @@ It is a sensor-tick callback (`Device.sensor_ticks`), so it acts on every backen
 included: from a polling thread on real hardware, from the virtual clock on the emulator.
 
 * `CapWatchdog` keeps the cap: two consecutive readings above it (power above the cap for
-  longer than one sensor period), or one above it by more than the sensor's noise explains,
-  step the GPU frequency down, and every run of
-  readings above the cap is recorded as a `CapViolation`. Where it cannot step down (the
-  lowest clock already, or the device refuses) the run stops (`unmet`) rather than go on
-  over the cap.
+  longer than one sensor period), or one above it by more than the sensor's noise explains or
+  taken while the board's power limit (at the cap) was acting, step the GPU frequency down,
+  and every run of readings above the cap is recorded as a `CapViolation`. Where it cannot
+  step down (the lowest clock already, or the device refuses) the run stops (`unmet`) rather
+  than go on over the cap.
 
 `exit_cleanly_on_signals` (wattcap.devices.signals) turns SIGTERM/SIGINT/SIGHUP into an
 exception, so device context managers put the clocks back however the run ends.
@@ -61,7 +61,8 @@ class CapWatchdog:
     longer than one sensor period (two consecutive readings), and records every violation. A
     single reading over the cap is noise until the next one confirms it, but it is still
     recorded: the cap is never exceeded silently; one over the cap by more than
-    `SINGLE_READING_SIGMAS` of the sensor's noise (`sensor_noise_w`) is decided at once. The
+    `SINGLE_READING_SIGMAS` of the sensor's noise (`sensor_noise_w`), or taken while the
+    hardware said its power limit, at or above the cap, was acting, is decided at once. The
     first reading after a clock drop (or the watchdog's own step or knob move) carries the
     power from before it on a sensor that reports late: recorded, it never confirms. Each
     further confirmed violation steps down again.
@@ -161,9 +162,10 @@ class CapWatchdog:
                     self._decided = len(self._run)
                 # confirmed: two readings in a row over the cap since the last decision (one
                 # decision per violation; a clock that still breaks it needs two new readings),
-                # or one reading beyond the sensor's noise (`_beyond_noise`)
+                # or one reading that says enough alone (`_single_reading_decides`)
                 new_readings = len(self._run) - self._decided
-                if new_readings >= 2 or (new_readings == 1 and self._beyond_noise(reading)):
+                single = None if new_readings != 1 else self._single_reading_decides(reading)
+                if new_readings >= 2 or single is not None:
                     # what the confirming readings were over by: the plan's choice for the cap
                     # less that much is what draws little enough (a single spike in a run of
                     # two does not count)
@@ -171,7 +173,7 @@ class CapWatchdog:
                     excess_w = min(r.power_w for r in self._run[-used:]) - self.power_cap_w
                     self._decided = len(self._run)
                     if self.held is None:
-                        self._step_down(reading, excess_w, used)
+                        self._step_down(reading, excess_w, used, single)
                     else:
                         self._note(f"held: {self.held}", f"power above the cap, frequency "
                                    f"held: {self.held}")
@@ -182,24 +184,36 @@ class CapWatchdog:
             if self.held is None:
                 self._maybe_step_up(reading, current)
 
-    def _beyond_noise(self, reading: PowerReading) -> bool:
-        """Whether one reading is over the cap by more than the sensor's noise explains, and
-        was taken after the last clock drop settled (a reading that may still carry the power
-        from before a step down waits for a second, as before: one step per violation)."""
-        if self.sensor_noise_w is None or self.sensor_noise_w <= 0:
-            return False
+    def _single_reading_decides(self, reading: PowerReading) -> str | None:
+        """Why one reading over the cap is a violation without a second (None: it waits):
+        taken after the last clock drop settled (a reading that may still carry the power from
+        before a step down waits for a second, as before: one step per violation), and either
+        over the cap by more than the sensor's noise explains, or taken while the hardware
+        said its power limit, at or above the cap, was acting: the board then draws at least
+        the cap (the limit holds a window's average and overshoots it: NVIDIA's lets average
+        power pass it), so a small excess is not the sensor's noise."""
         assert self.power_cap_w is not None
-        settled = self._since_drop is None or self._since_drop > SETTLE_READINGS
-        return settled and reading.power_w > \
-            self.power_cap_w + SINGLE_READING_SIGMAS * self.sensor_noise_w
+        if self._since_drop is not None and self._since_drop <= SETTLE_READINGS:
+            return None
+        noise_w = self.sensor_noise_w
+        if noise_w is not None and noise_w > 0 and \
+                reading.power_w > self.power_cap_w + SINGLE_READING_SIGMAS * noise_w:
+            return (f"by more than {SINGLE_READING_SIGMAS:g} standard deviations of the "
+                    "sensor's noise")
+        if reading.power_limited:
+            limit_w = self.device.power_limit_w()
+            if limit_w is not None and limit_w >= self.power_cap_w - 1e-9:
+                return (f"while the board's power limit ({limit_w:g} W) was acting: the "
+                        "board draws at least the cap")
+        return None
 
-    def _step_down(self, reading: PowerReading, excess_w: float = 0.0, used: int = 2) -> None:
+    def _step_down(self, reading: PowerReading, excess_w: float = 0.0, used: int = 2,
+                   single: str | None = None) -> None:
         """Answer a confirmed violation (`used` readings confirmed it, their least excess
-        `excess_w`): the plan's knob value or clock for a lower cap, else a level down."""
+        `excess_w`; one reading: `single` says why it sufficed): the plan's knob value or
+        clock for a lower cap, else a level down."""
         assert self.power_cap_w is not None
-        why = ("for more than one sensor period" if used >= 2 else
-               f"by more than {SINGLE_READING_SIGMAS:g} standard deviations of the sensor's "
-               "noise")
+        why = "for more than one sensor period" if used >= 2 or single is None else single
         with self.device.clock_lock:
             current = self.device.run_frequency_hz()
             if self.knob_for_cap is not None:
