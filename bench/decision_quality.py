@@ -7,11 +7,12 @@ T(baseline-1)/T(wattcap) >= 1.5 and never below 1 beyond noise.
 
     python bench/decision_quality.py [--out DIR] [--seeds 3] [--quick] [--every-proxy]
                                      [--ray processes:2|local|ADDRESS|serial] [--risk Q]
-                                     [--board kind|unkind]
+                                     [--board kind|unkind] [--transfer-factor K]
 
 Runs `wattcap compare` into DIR (reusing the runs recorded there) and reads its results;
-`--risk 0.9` plans on r_b's 90 % quantile (issue 28 item 10: run it on the DIR of a run without,
-and only the replays are new). With
+`--risk 0.9` plans on r_b's 90 % quantile and `--transfer-factor 3` chooses robustly to a
+target B_noise up to 3x from the proxy's (run either on the DIR of a run without: only the
+replays are new). With
 --every-proxy, every bundled proxy is paired with every target (one `compare` per proxy, the
 target runs shared), so that no single pairing carries the result. The runs replay every seed
 on a board state drawn for it and the fastest is found by replaying (compare --board unkind, the
@@ -37,11 +38,14 @@ METHODS = ("wattcap", "baseline-1", "baseline-2", "fastest")
 
 
 def run_compare(out: Path, seeds: int, quick: bool, proxy: str | None,
-                where: str, risk: float | None = None, board: str = "kind") -> Comparison:
+                where: str, risk: float | None = None, board: str = "kind",
+                transfer_factor: float | None = None) -> Comparison:
     command = [sys.executable, "-m", "wattcap.cli", "compare", "--out", str(out),
                "--seeds", str(seeds), "--ray", where, "--board", board] + (
                    ["--quick"] if quick else []) + (
-                   ["--risk", str(risk)] if risk is not None else [])
+                   ["--risk", str(risk)] if risk is not None else []) + (
+                   ["--transfer-factor", str(transfer_factor)]
+                   if transfer_factor is not None else [])
     if proxy is not None:
         command += ["--proxy", proxy]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -69,6 +73,9 @@ def main() -> None:
                         help=f"pair every proxy ({', '.join(PROXIES)}) with every target")
     parser.add_argument("--risk", type=float, default=None,
                         help="plan on this quantile of r_b (compare --risk)")
+    parser.add_argument("--transfer-factor", type=float, default=None,
+                        help="wattcap chooses robustly to a target B_noise up to this factor "
+                        "from the proxy's (compare --transfer-factor)")
     parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
                         help="the emulated boards the runs replay on (compare --board; "
                         "default: unkind, a board per seed)")
@@ -90,7 +97,7 @@ def main() -> None:
             shared.mkdir(parents=True, exist_ok=True)
             (folder / "runs").symlink_to(shared.resolve(), target_is_directory=True)
         comparison = run_compare(folder, args.seeds, args.quick, proxy, args.ray, args.risk,
-                                 args.board)
+                                 args.board, args.transfer_factor)
         keys = list(dict.fromkeys((r.device, r.power_cap_w, r.target)
                                   for r in comparison.results))
         for device, cap, target in keys:

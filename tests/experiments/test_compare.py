@@ -263,6 +263,42 @@ def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
     assert again.exit_code == 0 and Comparison.load(out / "comparison.json").risk is None
 
 
+def test_compare_with_a_transfer_factor_replays_the_robust_choices(compared):
+    """compare --transfer-factor K: wattcap's choice is plan(transfer_factor=K)'s for the same
+    inputs, the runs are reused, the comparison records K and the report says so."""
+    from wattcap.algorithms.planner import plan
+    from wattcap.core.efficiency import EfficiencyVector
+    from wattcap.core.profile import ProfileTable
+    from wattcap.experiments.compare import Comparison
+    from wattcap.measure.references import emulated_reference_profiles
+
+    out, _, _ = compared
+    args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
+            "--weights", str(out / "w.safetensors"), "--proxy", "digits-rotated",
+            "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
+            "--target-accuracy", "0.8", "--sample-budget", "8192", "--board", "kind"]
+    refused = runner.invoke(app, [*args, "--transfer-factor", "0.5"])
+    assert refused.exit_code != 0 and "transfer-factor" in refused.output
+    robust = runner.invoke(app, [*args, "--transfer-factor", "4"])
+    assert robust.exit_code == 0, robust.output
+    assert "0 training runs trained" in robust.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.transfer_factor == 4
+    assert "up to 4x from the proxy's" in (out / "report.md").read_text()
+    profile = next(ProfileTable.load(p) for p in out.glob("profile-jetson-nano-*.json"))
+    proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
+    for cap in CAPS:
+        ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
+        expected = plan(profile, cap, efficiency=proxy, transfer_factor=4,
+                        reference_profiles=emulated_reference_profiles("jetson-nano"))
+        assert ours is not None
+        assert (ours.batch_size, ours.knob_value) == (
+            expected.choices["wattcap"].batch_size, expected.choices["wattcap"].knob_value)
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0
+    assert Comparison.load(out / "comparison.json").transfer_factor is None
+
+
 def test_a_missed_run_replays_its_whole_budget_as_the_price_of_a_restart() -> None:
     from wattcap.core.run import CurvePoint, RunRecord
     from wattcap.devices import EmulatedDevice

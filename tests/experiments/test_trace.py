@@ -81,6 +81,33 @@ def _replayed(folder: Path, edit, caps: str) -> tuple[Path, Path, Comparison]:  
     return path, out, Comparison.load(out / "comparison.json")
 
 
+def test_a_trace_replays_the_robust_choice_of_a_transfer_factor(tmp_path: Path) -> None:
+    """compare --device trace: --transfer-factor K scores plan(transfer_factor=K)'s choice on
+    the trace's target runs and records K (real tables are where it is to be judged). On this
+    table the proxy's r_b as it is takes b=64 without a cap; robust to a B_noise 3x either way,
+    b=16 (b=64 would lose most if the target's B_noise were a third)."""
+    from wattcap.algorithms.planner import plan
+
+    path = _power_limit_trace(tmp_path)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", "--device", f"trace:{path}", "--power-caps", "none",
+                                 "--out", str(out), "--transfer-factor", "3"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    comparison = Comparison.load(out / "comparison.json")
+    assert comparison.transfer_factor == 3
+    trace = load_trace(path)
+    ours = comparison.get(trace.manifest.device, None, "my-data", "wattcap")
+    expected = plan(trace.profile, None, efficiency=trace.proxy,
+                    transfer_factor=3).choices["wattcap"]
+    assert ours is not None
+    assert (ours.batch_size, ours.knob_value) == (expected.batch_size, expected.knob_value)
+    plain = replay_trace(trace, [None])
+    assert plain.transfer_factor is None
+    assert plain.get(trace.manifest.device, None, "my-data", "wattcap").batch_size == 64
+    assert ours.batch_size == 16
+
+
 def test_a_power_limit_trace_replays_with_its_knob(tmp_path: Path) -> None:
     path = _power_limit_trace(tmp_path)
     trace = load_trace(path)

@@ -46,6 +46,7 @@ from wattcap.cli.options import (
     TargetAccuracyOpt,
     TargetsOpt,
     TestFractionOpt,
+    TransferFactorOpt,
     VocabSizeOpt,
     WeightsOpt,
     WorkersOpt,
@@ -208,18 +209,21 @@ def compare(
     risk: RiskOpt = None,
     cap_on: CapOnOpt = None,
     board: BoardOpt = Board.UNKIND,
+    transfer_factor: TransferFactorOpt = None,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
     start from the model pre-trained on the bundled digits 0-4; --risk plans wattcap and
-    baseline-2 on r_b's quantile."""
+    baseline-2 on r_b's quantile; --transfer-factor makes wattcap's choice robust to a
+    target whose critical batch size lies that far from the proxy's."""
     from wattcap.core.schema import WattcapFileError
     from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import run_comparison
 
     check_risk(risk)
     if device is not None and device.startswith("trace:"):
-        _compare_trace(out, Path(device.partition(":")[2]), power_caps, risk, cap_on)
+        _compare_trace(out, Path(device.partition(":")[2]), power_caps, risk, cap_on,
+                       transfer_factor)
         return
     if cap_on == CapOn.AVERAGE:
         fail("--cap-on average is for a trace (--device trace:FILE): the emulated Jetsons' "
@@ -258,7 +262,8 @@ def compare(
                                         scenarios, seeds, target_accuracy, sweep.sizes,
                                         sample_budget, resume, report.show, sweep.counters,
                                         options, workers, where, risk=risk,
-                                        shared_runs=sweep.shared_runs, board=board.value)
+                                        shared_runs=sweep.shared_runs, board=board.value,
+                                        transfer_factor=transfer_factor)
     if board is Board.UNKIND:
         console.print("unkind boards: each seed replayed on a board drawn for it, the profile "
                       "on one of its own; the fastest found by replaying")
@@ -267,7 +272,7 @@ def compare(
 
 
 def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | None,
-                   cap_on: CapOn | None = None) -> None:
+                   cap_on: CapOn | None = None, transfer_factor: float | None = None) -> None:
     """compare --device trace:FILE: every method planned from the trace's table and proxy
     runs, scored on its target runs; nothing is trained (wattcap.experiments.trace)."""
     from wattcap.core.schema import WattcapFileError
@@ -285,7 +290,8 @@ def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | 
     except (WattcapFileError, ValueError) as err:
         fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
-    comparison = replay_trace(trace, caps, risk, None if cap_on is None else cap_on.value)
+    comparison = replay_trace(trace, caps, risk, None if cap_on is None else cap_on.value,
+                              transfer_factor)
     comparison.save(out / "comparison.json")
     write_csv(comparison, out / "results.csv")
     trace.profile.save(out / "profile-trace.json")

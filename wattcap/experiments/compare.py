@@ -175,11 +175,12 @@ class Comparison(VersionedFile):
     #: 2: risk; 3: knob_kind and trace_label, MethodResult.frequency_hz became knob_value;
     #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
     #: cap_on, target_metric, proxy_target_metric; 5: board; 6: MethodResult.seed_batch_sizes,
-    #: seed_knob_values and board_replans (wattcap's re-plan for the board a seed ran on)
-    SCHEMA_VERSION = 6
+    #: seed_knob_values and board_replans (wattcap's re-plan for the board a seed ran on);
+    #: 7: transfer_factor
+    SCHEMA_VERSION = 7
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
                                                   3: lambda raw: raw, 4: lambda raw: raw,
-                                                  5: lambda raw: raw}
+                                                  5: lambda raw: raw, 6: lambda raw: raw}
 
     model: str
     proxy: str
@@ -195,6 +196,9 @@ class Comparison(VersionedFile):
     runs_reused: int = 0
     #: the quantile of r_b wattcap planned on (`compare --risk`), None: r_b's value
     risk: float | None = None
+    #: wattcap chose robustly to a target B_noise up to this factor from the proxy's
+    #: (`compare --transfer-factor`), None: on the proxy's r_b as it is
+    transfer_factor: float | None = None
     #: the knob of the profiles compared (wattcap.core.knob): the unit of knob_value
     knob_kind: KnobKind = "gpu_clock"
     #: what the numbers are, for a replayed trace (its manifest's label); None: trained here
@@ -443,12 +447,15 @@ def run_comparison(
     risk: float | None = None,
     shared_runs: tuple[Path, ...] = (),
     board: BoardMode = "kind",
+    transfer_factor: float | None = None,
 ) -> Comparison:
     """Train, replay and record every (scenario, target, method); the training math runs on
     `executor` (default: serially here). `progress` counts the training runs of every target
     (a `JobProgress` per run, the record as its item) and says what is replayed. `risk` plans
     on r_b's quantile (`plan(risk=...)`); the oracle stays the brute force over measured
-    runs. Runs recorded in `shared_runs` folders are reused too (see `math_runs`). `board`
+    runs. `transfer_factor` makes wattcap's choice robust to a target B_noise up to that
+    factor from the proxy's (`plan(transfer_factor=...)`; its Session's re-plans too). Runs
+    recorded in `shared_runs` folders are reused too (see `math_runs`). `board`
     "unkind" replays each seed on a board state of its own and finds the fastest by replaying
     (`wattcap.experiments.replay`)."""
     total = len(targets) * len(batch_sizes) * seeds
@@ -481,7 +488,7 @@ def run_comparison(
                 try:
                     result = plan(profile, cap, efficiency=proxy_efficiency,
                                   reference_profiles=references, target_efficiency=oracle_r,
-                                  risk=risk)
+                                  risk=risk, transfer_factor=transfer_factor)
                 except InfeasibleCapError as err:
                     infeasible.append(f"{scenario.device} at {cap} W: {err}")
                     continue
@@ -503,7 +510,8 @@ def run_comparison(
                         b, knob_value = choice.batch_size, choice.knob_value
                         predicted = choice.predicted_time_s
                         planning = PlanSettings(profile=profile, efficiency=proxy_efficiency,
-                                                reference_profiles=references, risk=risk)
+                                                reference_profiles=references, risk=risk,
+                                                transfer_factor=transfer_factor)
                         replays = [replay_planned(math[target], seed,
                                                   run_device(scenario.device, seed, board),
                                                   planning, cap) for seed in range(seeds)]
@@ -532,6 +540,7 @@ def run_comparison(
         devices=[s.device for s in scenarios], seeds=seeds, target_accuracy=target_accuracy,
         results=results, infeasible=infeasible, runs_trained=counters["trained"],
         runs_reused=counters["reused"], risk=risk, board=board,
+        transfer_factor=transfer_factor,
     )
     comparison.save(out / "comparison.json")
     write_csv(comparison, out / "results.csv")

@@ -220,6 +220,10 @@ def write_report(
             "needed on the target; energy uses the table's average power.")
         + (" The caps hold average power (a power limit's, a site's budget), not peaks."
            if comparison.cap_on == "average" else "")
+        + (f" wattcap chose robustly to a target whose critical batch size lies up to "
+           f"{comparison.transfer_factor:g}x from the proxy's either way (minimax regret); "
+           "the baselines and the fastest are unchanged by it."
+           if comparison.transfer_factor is not None else "")
     )
     md = [f"# wattcap comparison: {comparison.model}", "", intro, "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

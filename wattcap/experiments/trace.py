@@ -139,10 +139,12 @@ def measured_oracle(vector: EfficiencyVector) -> EfficiencyVector | None:
 
 
 def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = None,
-                 cap_on: Literal["peak", "average"] | None = None) -> Comparison:
+                 cap_on: Literal["peak", "average"] | None = None,
+                 transfer_factor: float | None = None) -> Comparison:
     """Every method under every cap, scored on the target's measured runs (no training);
     `cap_on` "average": the cap holds average power (what a power limit enforces); None: the
-    manifest's, else peak."""
+    manifest's, else peak. `transfer_factor`: wattcap chooses robustly to a target B_noise up
+    to that factor from the proxy's."""
     cap_on = cap_on or trace.manifest.cap_on or "peak"
     results: list[MethodResult] = []
     infeasible: list[str] = []
@@ -153,7 +155,8 @@ def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = 
         for cap in caps_w:
             try:
                 result = plan(profile, cap, efficiency=trace.proxy,
-                              target_efficiency=oracle, risk=risk)
+                              target_efficiency=oracle, risk=risk,
+                              transfer_factor=transfer_factor)
             except InfeasibleCapError as err:
                 infeasible.append(f"{device} at {cap} W: {err}")
                 continue
@@ -166,7 +169,8 @@ def replay_trace(trace: Trace, caps_w: list[float | None], risk: float | None = 
         targets=list(trace.targets), devices=[device], seeds=seeds,
         target_accuracy=next(iter(trace.targets.values())).target_accuracy,
         proxy_target_accuracy=trace.proxy.target_accuracy, results=results,
-        infeasible=infeasible, risk=risk, knob_kind=trace.profile.knob_kind,
+        infeasible=infeasible, risk=risk, transfer_factor=transfer_factor,
+        knob_kind=trace.profile.knob_kind,
         trace_label=trace.manifest.label, cap_on=cap_on,
         target_metric=next(iter(trace.targets.values())).target_metric,
         proxy_target_metric=trace.proxy.target_metric)
