@@ -122,7 +122,7 @@ def plain_loop(device: Any, model: str, b: int, seconds: float) -> float:
     the GPU waited for at both ends. The Session's per-step cost is its wall time over this."""
     import torch
 
-    from wattcap.devices.base import configure_cuda_backends, cuda_of
+    from wattcap.devices.cuda import configure_cuda_backends, cuda_of
     from wattcap.devices.workload import workload_for
     from wattcap.models import build_model
 

@@ -71,6 +71,8 @@ class FakeGpu:
     memory_total: int = 85_520_809_984
     memory_free: int = 84_000_000_000
     power_limit_mw: int = 700_000
+    #: a lower limit something out of band enforces (a BMC, DCGM), mW; None: the one set
+    enforced_limit_mw: int | None = None
     #: what nvmlDeviceGetPowerManagementLimitConstraints reports (min, max), mW
     power_limit_constraints_mw: tuple[int, int] = (200_000, 700_000)
     #: every power limit ever set, in order
@@ -137,7 +139,11 @@ class FakeGpu:
         the square of the clock (dynamic power is f x V^2 and the voltage rises with f: a
         square is the mild end), `busy_draw_mw` at the boost clock; the driver holds the draw
         at the enforced power limit (it would lower the clock to do so)."""
-        return min(self.unheld_draw_mw(), self.power_limit_mw)
+        return min(self.unheld_draw_mw(), self.enforced_mw())
+
+    def enforced_mw(self) -> int:
+        """The limit the driver holds the draw at."""
+        return min(self.power_limit_mw, self.enforced_limit_mw or self.power_limit_mw)
 
     def unheld_draw_mw(self) -> int:
         """What the board would draw now without its power limit."""
@@ -345,7 +351,7 @@ class FakeNvml(ModuleType):
     def _reasons(gpu: FakeGpu) -> int:
         if gpu.busy:
             # the driver holds the draw at the power limit: it says so ("SwPowerCap")
-            limited = gpu.unheld_draw_mw() > gpu.power_limit_mw
+            limited = gpu.unheld_draw_mw() > gpu.enforced_mw()
             return (gpu.clock_reasons & ~real.nvmlClocksEventReasonGpuIdle) | \
                 (real.nvmlClocksEventReasonSwPowerCap if limited else 0)
         reasons = gpu.clock_reasons | real.nvmlClocksEventReasonGpuIdle
@@ -371,6 +377,11 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPowerManagementLimit", handle)
         return self._gpu(handle).power_limit_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetEnforcedPowerLimit", handle)
+        gpu = self._gpu(handle)
+        return min(gpu.power_limit_mw, gpu.enforced_limit_mw or gpu.power_limit_mw)
 
     # -- setters -------------------------------------------------------------------------------
     def _check_set(self, gpu: FakeGpu) -> None:

@@ -125,6 +125,43 @@ def test_a_chunked_step_costs_the_chunks_launches_at_the_chunks_size() -> None:
         workload.chunked_step_cost(64, 3)
 
 
+def test_a_step_measured_beside_a_frameworks_backward_is_charged_both(profile, data) -> None:
+    """The Lightning callback's measured step runs the batch's own backward (Lightning's) and
+    then the parts' passes: the emulator charges the step both, a plain step and the parts
+    without a second update, more than a chunked step (what `session.backward`'s costs)."""
+    import torch
+
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session import Session
+    from wattcap.runtime.session_config import DeviceHandling, PlanSettings
+
+    clean, _, test = data
+    spec = get_model_spec(MODEL)
+    net = spec.build(num_classes=clean.num_classes)
+    x, y = clean.to_tensors()
+    with Session("emulated:jetson-nano", model=MODEL,
+                 planning=PlanSettings(profile=profile, efficiency=_proxy(10.0, clean, test),
+                                       batch_size=64, online_correction=True),
+                 cap=CAP_W, device_handling=DeviceHandling(handle_signals=False)) as session:
+        optimizer = torch.optim.Adam(net.parameters())
+        session.begin_step(samples=64)
+        correction = session._noise.correction
+        correction._measuring = True  # as `will_measure` decides for a measured step
+        correction.attach(net, optimizer)
+        session.measure_beside(net, optimizer,
+                               lambda part: spec.loss(net(part[0]), part[1]), (x[:64], y[:64]))
+        hz = session.device.run_frequency_hz()
+        busy_s = session.end_step(samples=64)
+    workload, device = workload_for(MODEL), EmulatedDevice("jetson-nano")
+    overhead = device.spec.allocator_overhead_factor
+    plain_s = device.model_step(workload.step_cost(64, overhead), hz)[0]
+    passes = workload.chunk_passes_cost(64, 4, overhead)
+    assert passes.optimizer_bytes == 0  # one update per step, Lightning's
+    passes_s = device.model_step(passes, hz)[0]
+    assert busy_s == pytest.approx(plain_s + passes_s, rel=1e-6)
+    assert busy_s > device.model_step(workload.chunked_step_cost(64, 4, overhead), hz)[0]
+
+
 def test_train_on_the_command_line_corrects_and_refuses_without_a_reference(
         profile, data, tmp_path) -> None:
     """`wattcap train --online-correction`: the record holds the correction's evidence; a
@@ -239,7 +276,7 @@ def test_a_checkpoint_after_a_correction_saves_and_resumes_the_factor(profile, d
     def session() -> Session:
         return Session("emulated:jetson-nano", model=MODEL,
                        planning=PlanSettings(profile=profile, efficiency=vector,
-                                             online_correction=True),
+                                             online_correction=True, transfer_factor=3.0),
                        cap=CAP_W, reporting=Reporting(dataset=clean.name),
                        checkpoint=CheckpointSettings(directory=tmp_path),
                        device_handling=DeviceHandling(handle_signals=False))
@@ -247,7 +284,8 @@ def test_a_checkpoint_after_a_correction_saves_and_resumes_the_factor(profile, d
     net = spec.build(num_classes=clean.num_classes)
     with session() as first:
         first.attach(net, torch.optim.Adam(net.parameters()))
-        first._noise.correction.policy.applied_factor = 3.0  # as a correction leaves it
+        policy = first._noise.correction.policy
+        policy.applied_factor, policy.applied_spread = 3.0, 1.4  # as a correction leaves it
         first.save_checkpoint()  # no window closed since (a resumed run's case)
         first.report(0.5)  # and again, as every evaluation does
     net = spec.build(num_classes=clean.num_classes)
@@ -256,6 +294,9 @@ def test_a_checkpoint_after_a_correction_saves_and_resumes_the_factor(profile, d
         assert second._noise.correction.policy.applied_factor == pytest.approx(3.0)
         assert second.efficiency.ratio(4) > vector.ratio(4)  # r_b moved toward B' = 3B
         assert any("resumed with r_b moved by factor 3.00" in e for e in second.events)
+        # the transfer factor narrowed to the evidence's interval, as in the first run
+        assert second.transfer_factor == pytest.approx(1.4)
+        assert second._noise.correction.policy.applied_spread == pytest.approx(1.4)
 
 
 def test_the_lightning_callback_measures_beside_lightnings_backward(profile, data,
@@ -343,9 +384,9 @@ def test_a_run_that_could_not_correct_is_refused_at_its_start(profile, data) -> 
 
 def test_a_correction_under_a_moving_cap_reaches_its_chooser_and_ends_the_transfer_factor(
         profile, data) -> None:
-    """Under a moving cap the run's next choices are the follower's: the corrected r_b must
-    be its chooser's, and the transfer factor (a stand-in for not knowing the target) no
-    longer applies once the target's evidence is in; the same after a board clamp."""
+    """Under a moving cap the run's choices are the follower's: the corrected r_b must be its
+    chooser's, the cap in force is planned again with it at once, and the transfer factor (a
+    stand-in for not knowing the target) is narrowed to the evidence's own interval."""
     from wattcap.algorithms.noise_correction import PooledEvidence
     from wattcap.devices.caps import ScheduleCap
     from wattcap.runtime.session import Session
@@ -356,18 +397,25 @@ def test_a_correction_under_a_moving_cap_reaches_its_chooser_and_ends_the_transf
     session = Session("emulated:jetson-nano", model=MODEL,
                       planning=PlanSettings(profile=profile, efficiency=vector,
                                             online_correction=True, transfer_factor=3.0),
-                      cap=CapSettings(power_cap=ScheduleCap([(0.0, CAP_W), (60.0, 4.0)])),
+                      cap=CapSettings(power_cap=ScheduleCap([(0.0, CAP_W), (60.0, 4.0)]),
+                                      batch_size_hold_s=0.0),
                       device_handling=DeviceHandling(handle_signals=False))
     with session:
         follower = session._follower
         assert follower is not None and follower.chooser is not None
         assert follower.chooser.efficiency is vector and follower.chooser.transfer_factor == 3
         correction = session._noise.correction
-        correction.pending = PooledEvidence(windows=2, samples_end=1024, factor=0.3,
-                                            factor_low=0.2, factor_high=0.45)
+        planned_b = follower.target.batch_size
+        correction.pending = PooledEvidence(windows=2, samples_end=1024, factor=0.1,
+                                            factor_low=0.2 / 3, factor_high=0.15)
         session._noise._correct_if_due()
         moved = follower.chooser.efficiency
         assert moved is session.efficiency and moved is not vector
-        assert moved.ratio(8) < vector.ratio(8)  # toward smaller batches (B' = 0.3 B)
-        assert follower.chooser.transfer_factor is None and session.transfer_factor is None
-        assert any("transfer factor 3 no longer applies" in e for e in session.events)
+        assert moved.ratio(8) < vector.ratio(8)  # toward smaller batches (B' = 0.1 B)
+        # the cap in force is planned again at once, not at its next move (at 60 s)
+        assert follower.pending is not None and follower.pending.batch_size < planned_b
+        assert any("online correction: re-planned" in e for e in follower.events)
+        # the factor is narrowed to the evidence's interval (0.1 within [0.067, 0.15]: 1.5x)
+        assert follower.chooser.transfer_factor == pytest.approx(1.5)
+        assert session.transfer_factor == pytest.approx(1.5)
+        assert any("transfer factor 3 narrowed to 1.50" in e for e in session.events)

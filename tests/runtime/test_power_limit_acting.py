@@ -67,6 +67,15 @@ def test_nvml_readings_carry_the_sw_power_cap_reason() -> None:
     held = readings()
     assert held and all(r.power_limited is True for r in held)
     assert held[-1].power_w == pytest.approx(300.0)
+    # a limit enforced out of band under the cap (a BMC at 290 W), the one set at 700 W: the
+    # board is held under the cap, so a reading over it is the sensor's noise and waits
+    device.set_power_limit_w(700.0)
+    gpu.enforced_limit_mw = 290_000
+    guard = CapWatchdog(device, power_cap_w=300.0, sensor_noise_w=NOISE_W)
+    assert device.power_limit_w() == 700.0 and device.enforced_power_limit_w() == 290.0
+    guard(PowerReading(0.1, 300.5, "test", power_limited=True))
+    assert guard.steps == []
+    gpu.enforced_limit_mw = None
     # the reasons cannot be read: the reading stands, it says nothing of the limit
     gpu.fail["nvmlDeviceGetCurrentClocksEventReasons"] = (0, "raw")
     unread = readings()
@@ -103,6 +112,28 @@ def test_one_reading_over_the_cap_while_the_limit_at_the_cap_acts_is_answered_at
     # a limit acting under the cap says the board draws that limit, not the cap: it waits
     guard, _ = _guard(limit_w=250.0)
     _feed(guard, [(290.0, True), (slightly_over, True)])
+    assert guard.steps == []
+
+
+def test_a_limit_dithering_the_clock_does_not_hold_the_decision_back() -> None:
+    """NVIDIA's limit moves the clock it holds step by step: those drops are the limit at
+    work, not a change whose old power lingers, so they do not restart the settle wait (which
+    would keep every one-reading decision waiting). A limit above the cap decides too."""
+    mhz = 1_000_000
+    for limit_w in (300.0, 400.0):
+        guard, device = _guard(limit_w)
+        top = device.run_frequency_hz()
+        readings = [(290.0, 1245 * mhz), (300.5, 1230 * mhz)]
+        for index, (power_w, clock_hz) in enumerate(readings, start=1):
+            guard(PowerReading(0.1 * index, power_w, "test", clock_hz=clock_hz,
+                               power_limited=True))
+        (step,) = guard.steps
+        assert step.from_hz == top and f"power limit ({limit_w:g} W) was acting" in step.reason
+    # a drop the limit did not make (a thermal clamp) still waits out its stale readings
+    guard, _ = _guard(300.0)
+    for index, (power_w, clock_hz) in enumerate([(290.0, 1245 * mhz), (300.5, 1230 * mhz)], 1):
+        guard(PowerReading(0.1 * index, power_w, "test", clock_hz=clock_hz,
+                           power_limited=False))
     assert guard.steps == []
 
 

@@ -150,8 +150,11 @@ def pooled_evidence(evidence: list[TransferEvidence]) -> PooledEvidence:
 class CorrectionPolicy:
     """When the target's evidence moves the factor a run plans with (see the module)."""
 
-    #: the factor the run's r_b is moved by now (1: the proxy's r_b as it is)
+    #: the factor the run's r_b is moved by now (1: the proxy's r_b as it is), and how far
+    #: the target's B_noise may still lie from it either way (its pooled interval's wider
+    #: side, a ratio >= 1; None: nothing applied yet)
     applied_factor: float = 1.0
+    applied_spread: float | None = None
     relevant: float = RELEVANT_FACTOR
     evidence: list[TransferEvidence] = field(default_factory=list)
 
@@ -167,6 +170,8 @@ class CorrectionPolicy:
     def apply(self, pooled: PooledEvidence) -> None:
         """The run now plans with `pooled`'s factor."""
         self.applied_factor = pooled.factor
+        self.applied_spread = max(pooled.factor_high / pooled.factor,
+                                  pooled.factor / pooled.factor_low)
 
 
 def corrected_vector(efficiency: EfficiencyVector, factor: float, why: str

@@ -444,7 +444,8 @@ def sensitivity(
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
-    from wattcap.experiments.compare import Comparison, load_or_profile, sensitivity_matrix
+    from wattcap.experiments.compare import Comparison, load_or_profile
+    from wattcap.experiments.sensitivity import sensitivity_matrix
     from wattcap.measure.references import emulated_reference_profiles
 
     console = make_console()

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from wattcap.core.errors import WattcapError
 from wattcap.core.events import ClockClamp
+from wattcap.devices.cuda import cuda_of, out_of_memory_as_device_error
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotSupportedError,
-    DeviceOutOfMemoryError,
     FrequencyNotFollowedError,
     WatchError,
 )
@@ -193,8 +193,13 @@ class Device(ABC):
         return None
 
     def power_limit_w(self) -> float | None:
-        """The power limit in force (W), None where the device has none or it cannot be read."""
+        """The power limit set (W), None where the device has none or it cannot be read."""
         return None
+
+    def enforced_power_limit_w(self) -> float | None:
+        """The power limit the board enforces now (W): the one set, unless something else caps
+        it lower (NVML reads it apart)."""
+        return self.power_limit_w()
 
     def set_power_limit_w(self, limit_w: float) -> float:
         """Set the board's power limit (it holds *average* power), clamped to what the board
@@ -556,56 +561,7 @@ class StepTimer:
     cost: StepCost
     start_s: float
     start_event: Any = None
-
-
-def cuda_of(torch_device: str) -> Any:
-    """`torch.cuda` when `torch_device` is a CUDA device and CUDA is there, else None. torch
-    is not imported for this: a step that ran torch work has imported it already."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None or not torch_device.startswith("cuda") or not torch.cuda.is_available():
-        return None
-    return torch.cuda
-
-
-def own_cuda_memory_bytes(torch_device: str) -> int | None:
-    """What this process's CUDA allocator holds on `torch_device` (the built steps and its
-    cache, both given back before another batch size is built); None while this process has no
-    CUDA context there (torch not imported, or CUDA not initialised). torch is not imported."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is None or not torch_device.startswith("cuda") or not torch.cuda.is_initialized():
-        return None
-    return int(torch.cuda.memory_reserved(torch_device))
-
-
-#: cuDNN autotuning: on, in profiling and in training alike (a profile timed with one setting
-#: and a run with another would disagree); each batch size's warm-up absorbs the tuning
-CUDNN_BENCHMARK = True
-
-
-def configure_cuda_backends(torch_device: str) -> None:
-    """Set torch's CUDA backends the one way wattcap profiles and trains (no-op off CUDA)."""
-    cuda = cuda_of(torch_device)
-    if cuda is not None:
-        import torch
-
-        torch.backends.cudnn.benchmark = CUDNN_BENCHMARK
-
-
-@contextmanager
-def out_of_memory_as_device_error(cost: StepCost | object) -> Iterator[None]:
-    """Turn torch's CUDA out-of-memory error into DeviceOutOfMemoryError naming the batch size
-    (a user's loop and our own see the same error)."""
-    try:
-        yield
-    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
-        if "out of memory" in str(exc).lower():
-            batch_size = getattr(cost, "batch_size", None)
-            what = f"batch size {batch_size}" if batch_size is not None else "the step"
-            raise DeviceOutOfMemoryError(
-                f"{what} does not fit in GPU memory ({exc})", hint="use a smaller batch size"
-            ) from exc
-        raise
+    #: work the step ran besides its own (a framework's backward, then the parts' passes a
+    #: noise-scale measurement adds): a device that models time from cost charges it after
+    #: `cost`; a real one measures the step as it ran
+    extra_costs: list[StepCost] = field(default_factory=list)

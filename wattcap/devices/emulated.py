@@ -371,7 +371,8 @@ class EmulatedDevice(Device):
                 self._power_w(
                     frequency_hz,
                     spec.optimizer_phase_activity,
-                    cost.optimizer_bytes / optimizer_s / bandwidth,
+                    # no update (passes a measurement adds to a step): no optimizer phase
+                    cost.optimizer_bytes / optimizer_s / bandwidth if optimizer_s > 0 else 0.0,
                 )
                 + cpu_w,
             ),
@@ -401,9 +402,15 @@ class EmulatedDevice(Device):
     def end_step(self, timer: StepTimer) -> float:
         """Advance the virtual clock through the step's three phases at the current frequency
         (ticks fire on the way, so the watchdog may change the frequency mid-phase)."""
-        cost = timer.cost
         start_s = self._clock_s
         self.accounted_steps = 1  # modelled now, step by step
+        for cost in [timer.cost, *timer.extra_costs]:
+            self._run_phases(cost)
+        self._step_clock_hz, self._step_power_limited = None, False
+        return self._clock_s - start_s
+
+    def _run_phases(self, cost: StepCost) -> None:
+        """The virtual clock through one cost's three phases (see `end_step`)."""
         for index in range(3):
             # Work is tracked as the fraction left, so a frequency change made by a tick
             # callback mid-phase (the watchdog) applies to the rest of the phase.
@@ -424,8 +431,6 @@ class EmulatedDevice(Device):
                     self._advance(until_tick_s, phase.power_w)
                     remaining -= until_tick_s / phase.duration_s
                     self._tick()
-        self._step_clock_hz, self._step_power_limited = None, False
-        return self._clock_s - start_s
 
     def idle(self, seconds: float) -> None:
         end_s = self._clock_s + seconds

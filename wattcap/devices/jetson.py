@@ -30,7 +30,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from wattcap.devices.base import Device, DeviceInfo, own_cuda_memory_bytes
+from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.cuda import own_cuda_memory_bytes
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,

@@ -10,15 +10,18 @@ kept for a restore.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
 
-from wattcap.devices.base import Device, DeviceInfo, cuda_of, own_cuda_memory_bytes
-from wattcap.devices.cuda_bus import cuda_index_for_pci_bus, normal_bus_id
+from wattcap.devices.base import Device, DeviceInfo
+from wattcap.devices.cuda import (
+    cuda_index_for_pci_bus,
+    cuda_of,
+    normal_bus_id,
+    own_cuda_memory_bytes,
+)
 from wattcap.devices.errors import (
     DeviceNotFoundError,
     DeviceNotSupportedError,
@@ -33,6 +36,7 @@ from wattcap.devices.nvml_clock_hold import (
     replaced_event,
 )
 from wattcap.devices.nvml_errors import clock_reason_names, map_nvml_error, open_error
+from wattcap.devices.nvml_values import field_value, slugify, text, throttle_cause
 
 INSTALL_HINT = "pip install 'wattcap[nvml]'"
 
@@ -55,16 +59,6 @@ CONTEXT_RESERVED_BYTES = 512 << 20
 _BENIGN_REASONS = {"None", "GpuIdle", "UserDefinedClocks", "ApplicationsClocksSetting"}
 
 
-def throttle_cause(reasons: list[str]) -> str:
-    """What holds the clock, from NVML's clock event reasons: "thermal" (a slowdown for
-    temperature), "power limit" (the power cap or brake), else "unknown"."""
-    if any("Thermal" in reason for reason in reasons):
-        return "thermal"
-    if any("Power" in reason for reason in reasons):
-        return "power limit"
-    return "unknown"
-
-
 def import_pynvml() -> ModuleType:
     """The `pynvml` module, or DeviceNotFoundError telling how to install it."""
     try:
@@ -74,29 +68,6 @@ def import_pynvml() -> ModuleType:
             "NVML: the Python bindings (module pynvml) are not installed", hint=INSTALL_HINT
         ) from exc
     return pynvml
-
-
-def slugify(name: str) -> str:
-    """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _text(value: str | bytes) -> str:
-    # Old nvidia-ml-py releases return bytes from string getters.
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _field_value(nvml: ModuleType, field: Any) -> float:
-    # c_nvmlFieldValue_t.value is a union; valueType says which member is meaningful.
-    members = {
-        getattr(nvml, "NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
-        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
-        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
-        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
-        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
-        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
-    }
-    return float(getattr(field.value, members.get(field.valueType, "uiVal")))
 
 
 class NvmlDevice(Device):
@@ -125,6 +96,10 @@ class NvmlDevice(Device):
         self._torch_device: str | None = None
         #: instant-field errors in a row (reset by the next good reading)
         self._instant_failures = 0
+        #: the clock event reasons: the pre-r535 entry point only; SwPowerCap's bit (looked up
+        #: once, off the names' decoding every reading would do)
+        self._old_reasons_api = False
+        self._sw_power_cap_bit: int | None = None
         nvml = self._nvml
         try:
             nvml.nvmlInit()
@@ -134,7 +109,7 @@ class NvmlDevice(Device):
         try:
             self._handle = nvml.nvmlDeviceGetHandleByIndex(index)
             what = "reading the name"
-            self.gpu_name = _text(nvml.nvmlDeviceGetName(self._handle))
+            self.gpu_name = text(nvml.nvmlDeviceGetName(self._handle))
             self.name = slugify(self.gpu_name)
             what = "reading the supported clocks"
             self._frequencies_hz = self._read_frequencies_hz()
@@ -179,7 +154,7 @@ class NvmlDevice(Device):
         (field,) = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])
         if field.nvmlReturn != nvml.NVML_SUCCESS:
             return None, int(field.nvmlReturn)
-        return _field_value(nvml, field), int(field.nvmlReturn)
+        return field_value(nvml, field), int(field.nvmlReturn)
 
     def _probe_instant_power(self) -> bool:
         """Whether the instant field answers: NOT_SUPPORTED says no at once, another error
@@ -231,32 +206,46 @@ class NvmlDevice(Device):
 
     def clock_event_reasons(self) -> list[str]:
         """Why the clock is below its maximum now (e.g. "SwPowerCap", "HwThermalSlowdown")."""
-        return self._read_clock_event_reasons() or []
+        mask = self._clock_event_mask()
+        return [] if mask is None else clock_reason_names(self._nvml, mask)
 
     def _observed_power_limited(self) -> bool | None:
-        """NVML's "SwPowerCap" reason beside each reading: the power limit holds the clock."""
-        reasons = self._read_clock_event_reasons()
-        return None if reasons is None else "SwPowerCap" in reasons
+        """NVML's "SwPowerCap" reason beside each reading (on the polling thread: one NVML
+        call and a bit test, the bit looked up once): the power limit holds the clock."""
+        mask = self._clock_event_mask()
+        if mask is None:
+            return None
+        if self._sw_power_cap_bit is None:
+            nvml = self._nvml
+            self._sw_power_cap_bit = int(getattr(nvml, "nvmlClocksEventReasonSwPowerCap", 0)
+                                         or nvml.nvmlClocksThrottleReasonSwPowerCap)
+        return bool(mask & self._sw_power_cap_bit)
 
-    def _read_clock_event_reasons(self) -> list[str] | None:
+    def _clock_event_mask(self) -> int | None:
         nvml = self._nvml
-        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        getter = None if self._old_reasons_api else \
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         try:
-            if getter is None:
-                mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
-            else:
+            if getter is not None:
                 try:
-                    mask = getter(self._handle)
+                    return int(getter(self._handle))
                 except nvml.NVMLError_FunctionNotFound:
-                    # Drivers older than r535 lack the "event" entry point.
-                    mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
+                    self._old_reasons_api = True  # drivers older than r535: said once
+            return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle))
         except nvml.NVMLError:
             return None
-        return clock_reason_names(nvml, int(mask))
+
+    def enforced_power_limit_w(self) -> float | None:
+        """The limit the board enforces now (lower than `power_limit_w` where something out of
+        band, a BMC or DCGM, caps it too), else `power_limit_w`."""
+        try:
+            return self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
+        except (self._nvml.NVMLError, AttributeError):
+            return self.power_limit_w()
 
     def power_limit_w(self) -> float | None:
-        """The enforced board power limit, None where it cannot be read (diagnostics; what a
-        restore needs is read strictly by `found_settings`)."""
+        """The board power limit set (NVML's management limit), None where it cannot be read
+        (diagnostics; what a restore needs is read strictly by `found_settings`)."""
         nvml = self._nvml
         try:
             return nvml.nvmlDeviceGetPowerManagementLimit(self._handle) / 1e3
@@ -326,7 +315,7 @@ class NvmlDevice(Device):
         except (nvml.NVMLError, AttributeError):
             return None
         bus_id = getattr(info, "busId", None) or getattr(info, "busIdLegacy", None)
-        return _text(bus_id) if bus_id else None
+        return text(bus_id) if bus_id else None
 
     def _apply_frequency_hz(self, frequency_hz: int) -> int:
         """Lock the graphics clock at `frequency_hz` and check that the GPU follows."""

@@ -107,6 +107,14 @@ class Workload:
             part, flops=part.flops * chunks, dram_bytes=part.dram_bytes * chunks,
             kernels=part.kernels * chunks)
 
+    def chunk_passes_cost(self, batch_size: int, chunks: int,
+                          allocator_overhead_factor: float = 1.0) -> StepCost:
+        """Cost of a batch's `chunks` parts' forward and backward passes without an update:
+        what a noise-scale measurement beside a framework's own backward (the Lightning
+        callback's) adds to that step (`StepTimer.extra_costs`)."""
+        return replace(self.chunked_step_cost(batch_size, chunks, allocator_overhead_factor),
+                       optimizer_bytes=0.0)
+
     def max_batch_size(
         self,
         memory_bytes: int,

@@ -33,7 +33,6 @@ from wattcap.core.files import write_file
 from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.metric import ACCURACY, TargetMetric
 from wattcap.core.plan import METHODS, InfeasibleCapError, format_known
-from wattcap.core.profile import ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress, ProgressUpdate
 from wattcap.core.run import RunRecord, TrainConfig
 from wattcap.core.schema import Migration, VersionedFile, WattcapFileError, rename_key
@@ -568,37 +567,3 @@ def write_csv(comparison: Comparison, path: Path) -> None:
                 "" if over is None else f"{over:.2f}",
             ])
     write_file(path, handle.getvalue())
-
-
-def sensitivity_matrix(
-    profile: ProfileTable,
-    references: list[ProfileTable],
-    proxy_vectors: dict[str, EfficiencyVector],
-    target_vectors: dict[str, EfficiencyVector],
-    caps_w: list[float | None],
-) -> dict[str, list[list[float | None]]]:
-    """Per cap, the proxies × targets matrix of wattcap's % time increase over the fastest
-    configuration; times are T(b, f) from the profile × samples-to-target measured on the
-    target (exact on the emulator, where time does not depend on the values computed)."""
-    matrices: dict[str, list[list[float | None]]] = {}
-    for cap in caps_w:
-        rows = []
-        for proxy_vector in proxy_vectors.values():
-            row: list[float | None] = []
-            for target_vector in target_vectors.values():
-                try:
-                    result = plan(profile, cap, efficiency=proxy_vector,
-                                  reference_profiles=references, target_efficiency=target_vector)
-                except InfeasibleCapError:
-                    row.append(None)
-                    continue
-                ours, best = result.choices["wattcap"], result.choices.get("fastest")
-                ours_samples = target_vector.samples(ours.batch_size)
-                if best is None or ours_samples is None or best.predicted_time_s is None:
-                    row.append(None)
-                    continue
-                ours_time = ours.seconds_per_sample * ours_samples
-                row.append(100.0 * (ours_time / best.predicted_time_s - 1.0))
-            rows.append(row)
-        matrices["none" if cap is None else f"{cap:g}"] = rows
-    return matrices

@@ -33,7 +33,7 @@ statistics) and the run re-plans as `wattcap.runtime.online_correction` says; re
 batch sizes need `follow_batch_size=True` and the `SessionBatchSampler`. Without it the run
 record says that nothing can be measured and the correction is off. On real hardware such a
 step's time (the batch's backward and the parts') is measured as it is; the emulated device
-charges it as a chunked step only, less than it costs.
+charges both (`StepTimer.extra_costs`).
 
 Install with `pip install 'wattcap[lightning]'`.
 """

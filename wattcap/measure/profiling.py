@@ -31,13 +31,8 @@ from wattcap.core.knob import KnobKind, format_knob, knob_unit
 from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.core.progress import JobProgress, OnProgress
-from wattcap.devices.base import (
-    Device,
-    PowerReading,
-    configure_cuda_backends,
-    cuda_of,
-    out_of_memory_as_device_error,
-)
+from wattcap.devices.base import Device, PowerReading
+from wattcap.devices.cuda import configure_cuda_backends, cuda_of, out_of_memory_as_device_error
 from wattcap.devices.errors import DeviceOutOfMemoryError
 from wattcap.devices.signals import exit_cleanly_on_signals
 

@@ -174,7 +174,7 @@ class CapControl:
         if follower is None or session._monitor is None:
             return
         if follower.chooser is not None:
-            follower.chooser = follower.chooser.with_profile(session._monitor.reference)
+            follower.use_chooser(follower.chooser.with_profile(session._monitor.reference))
         follower.adopt_frequency(frequency_hz)
 
     def resume(self, state: SessionState) -> None:

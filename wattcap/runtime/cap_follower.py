@@ -363,6 +363,16 @@ class CapFollower:
             if self.segments:
                 self.segments[-1].device_time_s += seconds
 
+    def use_chooser(self, chooser: Any, why: str | None = None) -> None:
+        """Another chooser (re-measured points after drift, r_b moved by the target's
+        evidence), swapped under the lock the ticks hold; with `why`, the cap in force is
+        planned again with it at once (the batch-size hold still applies), not at its next
+        move."""
+        with self.lock:
+            self.chooser = chooser
+            if why is not None and self.stopped is None and not self.paused:
+                self._on_change(self.run_s(), self.cap_w, self.cap_w, why=why)
+
     def adopt_frequency(self, frequency_hz: int) -> None:
         """A drift re-plan chose another frequency for the current batch size."""
         with self.lock:

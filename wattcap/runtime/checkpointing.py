@@ -54,6 +54,7 @@ class Checkpointing:
         if correction is not None and correction.policy.applied_factor != 1.0:
             evidence = correction.policy.evidence
             extra = {**extra, "correction_factor": correction.policy.applied_factor,
+                     "correction_spread": correction.policy.applied_spread,
                      "correction_samples": evidence[-1].target.samples_end if evidence
                      else session.samples}
         if monitor is not None and monitor.board is not None:

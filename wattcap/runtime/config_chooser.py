@@ -103,13 +103,14 @@ class ConfigChooser:
                              self.switch_margin, self.margin_sigmas, self.risk,
                              self.transfer_factor)
 
-    def with_efficiency(self, efficiency: EfficiencyVector | None) -> ConfigChooser:
-        """The same policy with another r_b (the target's own evidence: an online
-        correction), which stands in for the transfer factor: none is applied on top."""
+    def with_efficiency(self, efficiency: EfficiencyVector | None,
+                        transfer_factor: float | None) -> ConfigChooser:
+        """The same policy with another r_b and transfer factor (an online correction: r_b
+        moved by the target's evidence, the factor narrowed to what it leaves uncertain)."""
         return ConfigChooser(self.measured_profile, self.policy, self.batch_size,
                              self.frequency_hz, efficiency, self.objective,
                              self.reference_profiles, self.switch_margin, self.margin_sigmas,
-                             self.risk, None)
+                             self.risk, transfer_factor)
 
     def highest_under(self, batch_size: int, cap_w: float | None) -> int | None:
         """f*(b): the highest frequency of b's row under the cap, None when none is."""

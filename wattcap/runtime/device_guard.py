@@ -11,8 +11,8 @@ from typing import Any
 
 from wattcap.algorithms.drift import BOARD_SWITCH_GAIN, board_calls_for_replan, time_gain
 from wattcap.core.events import ClockClamp
-from wattcap.devices.base import configure_cuda_backends
 from wattcap.devices.clock_clamp import lock_clock_within
+from wattcap.devices.cuda import configure_cuda_backends
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotSupportedError,

@@ -72,7 +72,16 @@ class NoiseScalePart:
             return
         if correction.gns is None:
             correction.attach(model, optimizer)
-        correction.measure_beside(loss_of_batch, batch)
+        ran = correction.measure_beside(loss_of_batch, batch)
+        session, workload = self.session, self.session.workload
+        if ran is not None and session._timer is not None and workload is not None:
+            # the step in flight ran the batch's own backward and then its parts' passes:
+            # where the device models a step's time from its cost (the emulator), it is
+            # charged both (it was begun as a chunked step, as `session.backward` runs one)
+            size, chunks = ran
+            session._timer.cost = workload.step_cost(size, self._overhead())
+            session._timer.extra_costs.append(
+                workload.chunk_passes_cost(size, chunks, self._overhead()))
 
     def _model_and_optimizer(self, what: str) -> tuple[Any, Any]:
         attached = self.session._attached
@@ -134,9 +143,12 @@ class NoiseScalePart:
         workload = session.workload
         if chunks is None or workload is None:
             return session._model_part.step_cost(samples)
-        overhead = getattr(getattr(session.device, "spec", None), "allocator_overhead_factor",
-                           1.0)
-        return workload.chunked_step_cost(samples, chunks, overhead)
+        return workload.chunked_step_cost(samples, chunks, self._overhead())
+
+    def _overhead(self) -> float:
+        """The emulated device's allocator overhead factor (1 elsewhere)."""
+        return getattr(getattr(self.session.device, "spec", None), "allocator_overhead_factor",
+                       1.0)
 
     def after_step(self) -> None:
         """The correction's evidence when the step closed a window (in the run record)."""
@@ -187,8 +199,9 @@ class NoiseScalePart:
     def _correct_if_due(self) -> None:
         """Re-plan with the proxy's r_b moved by the pending evidence's factor: wattcap's
         choice on the profile (scaled to this board where the drift monitor knows its level,
-        never below the profile's power), the moved r_b, the run's cap and settings; a moving
-        cap takes the moved r_b at its next re-plan instead. Where the run may not choose its
+        never below the profile's power), the moved r_b, the run's cap and settings (a
+        transfer factor narrowed to the evidence's interval); a moving cap plans again with
+        the moved r_b at the cap in force. Where the run may not choose its
         batch size and clock again (a given batch size, a clamp being followed), or nothing
         meets the cap on this board, the record says so and the plan stays."""
         correction, session = self.correction, self.session
@@ -207,23 +220,25 @@ class NoiseScalePart:
         vector = corrected_vector(correction.proxy, pooled.factor, f"pooled {pooled.describe()}")
         if session._follower is not None:
             correction.policy.apply(pooled)
-            self._use_corrected(vector)
-            session.events.append(f"{where}; the moving cap's next re-plan uses it")
+            session.events.append(f"{where}; the moving cap plans again with it")
+            self._use_corrected(vector, replan_why="online correction")
             return
         monitor = session._monitor
         profile = session.profile
         if monitor is not None and monitor.board_scale is not None:
             time_f, power_f = monitor.board_scale
             profile = profile.on_board(time_f, max(power_f, 1.0))
-        previous, session.efficiency = session.efficiency, vector
-        choice = guard.wattcap_choice(profile, transfer=False)
+        previous = session.efficiency, session.transfer_factor
+        session.efficiency = vector
+        session.transfer_factor = narrowed_transfer_factor(session.transfer_factor, pooled)
+        choice = guard.wattcap_choice(profile)
         if choice is None:
-            session.efficiency = previous
+            session.efficiency, session.transfer_factor = previous
             session.events.append(f"{where}, not applied: nothing meets the cap "
                                   f"{session.power_cap_w} W on this board with it")
             return
         correction.policy.apply(pooled)
-        self._evidence_replaces_transfer_factor()
+        self._say_narrowed(previous[1])
         if (choice.batch_size, choice.knob_value) == (session.batch_size, session.frequency_hz):
             session.events.append(f"{where}; the choice stays b={session.batch_size}")
             return
@@ -236,25 +251,40 @@ class NoiseScalePart:
         if monitor is not None:
             monitor.follow(session.batch_size, session.power_cap_w)
 
-    def _use_corrected(self, vector: Any) -> None:
-        """r_b moved by the target's evidence, for the run and a moving cap's chooser."""
-        session = self.session
+    def _use_corrected(self, vector: Any, replan_why: str | None = None) -> None:
+        """r_b moved by the target's evidence and the transfer factor narrowed to what the
+        evidence leaves uncertain, for the run and a moving cap's chooser (with `replan_why`,
+        the cap in force is planned again with them at once)."""
+        session, policy = self.session, self.correction.policy
         session.efficiency = vector
+        self._narrow_transfer_factor(policy.applied_factor, policy.applied_spread)
         follower = session._follower
         if follower is not None and follower.chooser is not None:
-            follower.chooser = follower.chooser.with_efficiency(vector)
-        self._evidence_replaces_transfer_factor()
+            follower.use_chooser(follower.chooser.with_efficiency(
+                vector, session.transfer_factor), replan_why)
 
-    def _evidence_replaces_transfer_factor(self) -> None:
-        """Once r_b is moved by the target's own evidence, the run's later choices (under a
-        clamp, for its board, under a moving cap) plan on it without the transfer factor,
-        which stood for not knowing the target."""
+    def _narrow_transfer_factor(self, factor: float, spread: float | None) -> None:
+        """The transfer factor (how far the target's B_noise may lie from the proxy's) is no
+        wider, once r_b is moved by `factor`, than the evidence's interval around it
+        (`spread`): the run's later choices (under a clamp, for its board, under a moving
+        cap) plan with that. Unknown spread (an older checkpoint): the factor stays."""
+        from wattcap.algorithms.noise_correction import FactorInterval
+
         session = self.session
-        if session.transfer_factor is not None:
-            session.events.append(f"online correction: the transfer factor "
-                                  f"{session.transfer_factor:g} no longer applies (the "
-                                  "target's evidence stands in for it)")
-            session.transfer_factor = None
+        old = session.transfer_factor
+        if spread is not None:
+            session.transfer_factor = narrowed_transfer_factor(
+                old, FactorInterval(factor, factor / spread, factor * spread))
+        self._say_narrowed(old)
+
+    def _say_narrowed(self, old: float | None) -> None:
+        session = self.session
+        if old is not None and session.transfer_factor != old:
+            now = session.transfer_factor
+            session.events.append(
+                f"online correction: the transfer factor {old:g} narrowed to "
+                + ("none" if now is None else f"{now:.2f}")
+                + " (the target's evidence: its pooled interval)")
 
     def adopt_choice(self, batch_size: int, frequency_hz: int, why: str) -> None:
         session = self.session
@@ -286,6 +316,8 @@ class NoiseScalePart:
         assert correction is not None
         factor = float(state.extra["correction_factor"])
         correction.policy.applied_factor = factor
+        spread = state.extra.get("correction_spread")
+        correction.policy.applied_spread = None if spread is None else float(spread)
         self._use_corrected(corrected_vector(
             correction.proxy, factor, f"resumed (window ending at "
             f"{state.extra.get('correction_samples', '?')} samples)"))
@@ -316,3 +348,14 @@ class NoiseScalePart:
 
 def _mhz(frequency_hz: int | None) -> str:
     return "-" if frequency_hz is None else f"{frequency_hz / 1e6:.1f} MHz"
+
+
+def narrowed_transfer_factor(transfer_factor: float | None, evidence: Any) -> float | None:
+    """A transfer factor no wider than `evidence`'s interval (a `FactorInterval`) around its
+    factor: the wider side of the interval as a ratio; None where there was none, or where
+    the interval is a point."""
+    if transfer_factor is None:
+        return None
+    spread = max(evidence.factor_high / evidence.factor, evidence.factor / evidence.factor_low)
+    narrowed = min(transfer_factor, spread)
+    return narrowed if narrowed > 1.0 + 1e-9 else None

@@ -172,25 +172,29 @@ class OnlineCorrection:
         if measured:
             self._take_term()
 
-    def measure_beside(self, loss_of_batch: Callable[[Any], torch.Tensor], batch: Any) -> None:
+    def measure_beside(self, loss_of_batch: Callable[[Any], torch.Tensor], batch: Any
+                       ) -> tuple[int, int] | None:
         """A measured step whose backward a framework runs itself: the noise scale of `batch`
-        in parts (`loss_of_batch(part)`: the part's mean loss), `.grad` left alone."""
+        in parts (`loss_of_batch(part)`: the part's mean loss), `.grad` left alone. Returns
+        (the batch's samples, parts) where the parts' passes ran (their cost is the step's on
+        top of its own backward), None where nothing ran."""
         self._backward_called = True
         if not self._measuring or self.gns is None:
-            return
+            return None
         size = batch_length(batch)
         chunks = None if size is None else chunks_for(size, self.settings.chunks)
         if chunks is None or size is None:
-            return
+            return None
         parts = split_batch(batch, chunks)
         try:
             measured = self.gns.measure_parts(lambda i: loss_of_batch(parts[i]), chunks,
                                               size // chunks)
         except ValueError:  # norms not finite or zero: this step is not counted
             self.skipped_steps += 1
-            return
+            return size, chunks
         if measured:
             self._take_term()
+        return size, chunks
 
     def _take_term(self) -> None:
         """The measured step's terms, taken from the tracker (its history is not kept)."""

@@ -42,8 +42,9 @@ from wattcap.core.metric import MetricError, TargetMetric
 from wattcap.core.objective import Objective
 from wattcap.core.run import CurvePoint, RunRecord, scaled_learning_rate
 from wattcap.data.loader import move_to_device
-from wattcap.devices.base import Device, out_of_memory_as_device_error
+from wattcap.devices.base import Device
 from wattcap.devices.caps import CapSource
+from wattcap.devices.cuda import out_of_memory_as_device_error
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.signals import exit_cleanly_on_signals
 from wattcap.runtime.cap_control import CapControl

@@ -144,7 +144,11 @@ class CapWatchdog:
             # the clock the board ran this reading at: the one set, or lower where a power
             # limit or a clamp held it (the readings' power lags behind either)
             ran_hz = _ran_hz(current, reading)
-            if self._last_hz is not None and ran_hz < self._last_hz:
+            if self._last_hz is not None and ran_hz < self._last_hz \
+                    and not reading.power_limited:
+                # a drop whose old power may linger in the next readings; not the clock a
+                # power limit moves as it holds the board (NVIDIA's dithers step by step):
+                # that is the limit answering power over it, not a change to wait out
                 self._since_drop = 0
             self._last_hz = ran_hz
             if self._since_drop is not None:
@@ -189,9 +193,12 @@ class CapWatchdog:
         taken after the last clock drop settled (a reading that may still carry the power from
         before a step down waits for a second, as before: one step per violation), and either
         over the cap by more than the sensor's noise explains, or taken while the hardware
-        said its power limit, at or above the cap, was acting: the board then draws at least
-        the cap (the limit holds a window's average and overshoots it: NVIDIA's lets average
-        power pass it), so a small excess is not the sensor's noise."""
+        said its power limit, at or above the cap, was acting: the board is then held at that
+        limit, outside the plan's margin under the cap whatever the sensor's noise, and
+        NVIDIA's limit holds a window's average and lets it pass the limit (up to ~20 % at
+        low limits, published sweeps): waiting for a second reading only leaves it there a
+        period longer. (Where the board held exactly at the cap would not have passed it,
+        the step is the one the plan's margin asks for all the same.)"""
         assert self.power_cap_w is not None
         if self._since_drop is not None and self._since_drop <= SETTLE_READINGS:
             return None
@@ -201,10 +208,10 @@ class CapWatchdog:
             return (f"by more than {SINGLE_READING_SIGMAS:g} standard deviations of the "
                     "sensor's noise")
         if reading.power_limited:
-            limit_w = self.device.power_limit_w()
+            limit_w = self.device.enforced_power_limit_w()
             if limit_w is not None and limit_w >= self.power_cap_w - 1e-9:
                 return (f"while the board's power limit ({limit_w:g} W) was acting: the "
-                        "board draws at least the cap")
+                        "board is held at it, outside the plan's margin")
         return None
 
     def _step_down(self, reading: PowerReading, excess_w: float = 0.0, used: int = 2,
