@@ -4,6 +4,7 @@ planner's methods (baselines, oracle, refusals) on the emulated Jetson Nano's pr
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -148,8 +149,16 @@ def test_infeasible_cap_names_lowest_feasible_cap(nano_resnet18_profile) -> None
     lowest = min(p.peak_power_w for p in nano_resnet18_profile.points)
     with pytest.raises(InfeasibleCapError) as info:
         plan(nano_resnet18_profile, lowest - 0.05, margin_sigmas=0)
-    assert f"{lowest:.2f}" in str(info.value)
     assert info.value.lowest_feasible_w == pytest.approx(lowest)
+    # the cap the message names is feasible as printed, with the default margin too (it is
+    # rounded up, never down to a cap that would be refused again)
+    for margin in ({"margin_sigmas": 0}, {}):
+        with pytest.raises(InfeasibleCapError) as info:
+            plan(nano_resnet18_profile, lowest - 0.05, **margin)
+        named = re.search(r"lowest feasible cap for this profile is ([0-9.]+) W",
+                          str(info.value))
+        assert named is not None and float(named.group(1)) >= info.value.lowest_feasible_w
+        plan(nano_resnet18_profile, float(named.group(1)), **margin)
     # exactly at the lowest measured peak it is feasible
     result = plan(nano_resnet18_profile, lowest, margin_sigmas=0)
     assert result.choices["wattcap"].peak_power_w <= lowest

@@ -25,6 +25,7 @@ from tests.data_files import (
     write_svhn,
 )
 from wattcap.cli import app
+from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord
@@ -182,8 +183,9 @@ def test_user_model_profiled_estimated_and_trained_on_the_emulated_nano(tmp_path
     result = invoke("train", "--profile", profile, "--efficiency", eff, "--model", text,
                     "--data", "digits-5-9", "--power-cap", "none", "--target-accuracy", "0.6",
                     "--sample-budget", "1024", "--out", run)
-    assert result.exit_code == 0, result.output
     record = RunRecord.load(run)
+    # the record is written either way; the exit code says whether the target was reached
+    assert result.exit_code == (0 if record.reached else NOT_REACHED_EXIT_CODE), result.output
     assert record.model == text
     assert record.architecture_fingerprint == vector.architecture_fingerprint
     assert record.samples_seen > 0

@@ -39,7 +39,8 @@ PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", 
 #: optional server plan/train/estimate fetch from; --model-id and --num-classes of `push`
 #: describe an upload; --metric is what wattcap's loop evaluates (train, estimate), or the
 #: metric an imported table's runs were measured on (any known metric)
-TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes", "--metric"}
+TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes", "--metric",
+                "--sample-budget"}  # a sweep retries a miss; a train run exits 1
 
 
 def test_a_shared_option_reads_the_same_everywhere() -> None:

@@ -21,6 +21,7 @@ from tests.data_files import (
     write_svhn,
 )
 from wattcap.cli import app
+from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.run import RunRecord
 
@@ -98,7 +99,10 @@ def test_the_readme_paper_commands_run_on_small_real_format_files(tmp_path, monk
     for words in commands:
         args = [_expand(w, variables) for w in words] + CI_OVERRIDES.get(words[0], [])
         result = runner.invoke(app, args, env={"COLUMNS": "200"})
-        assert result.exit_code == 0, f"wattcap {' '.join(args)}\n{result.output}"
+        # the CI's small budgets may end a train run short of its target: exit code 1 says so
+        missed = words[0] == "train" and "did not reach" in result.output
+        assert result.exit_code == (NOT_REACHED_EXIT_CODE if missed else 0), \
+            f"wattcap {' '.join(args)}\n{result.output}"
         if "--out" in args:
             assert Path(args[args.index("--out") + 1]).exists()
 

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from wattcap.cli import app
+from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WATTCAP = Path(sys.executable).parent / "wattcap"
@@ -81,7 +82,9 @@ def test_the_readme_tour_runs_end_to_end(tmp_path: Path,
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 output += "".join(traceback.format_exception(result.exception))
         shown = f"$ {shlex.join(command)}\n{output}"
-        assert code == 0, shown
+        # the tests' small budgets may end the tour's train short of its target: exit code 1
+        missed = command[1] == "train" and "did not reach" in output
+        assert code == (NOT_REACHED_EXIT_CODE if missed else 0), shown
         assert "Traceback" not in output, shown
         # output a person reads: no "None" for a missing name, no float noise like 0.30000000004
         assert not re.search(r"\bNone\b", output), shown

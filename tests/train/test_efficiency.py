@@ -160,3 +160,22 @@ def test_a_killed_compare_proxy_sweep_resumes_with_its_finished_runs(tmp_path):
     fresh = estimate_proxy_efficiency(tmp_path / "fresh", *args, False,
                                       {"trained": 0, "reused": 0})
     assert _untimed(json.loads(resumed.to_json())) == _untimed(json.loads(fresh.to_json()))
+
+
+def test_an_auto_proxy_target_near_chance_is_cautioned_in_the_vector():
+    """A largest batch that barely learned within the budget sets an automatic target at a
+    fraction of near-chance accuracy: the vector says so, and how to fix it. Here: 64 samples
+    of the 10-class digits, far too few to learn."""
+    from wattcap.train.efficiency import NEAR_CHANCE_FACTOR, _near_chance
+
+    vec = estimate_efficiency(model="digits-cnn", proxy="digits", batch_sizes=(8, 32),
+                              target_accuracy="auto", sample_budget=64, seeds=1,
+                              eval_every_samples=32)
+    best = float(vec.target_accuracy_rule.split(" x ")[1].split(",")[0])
+    assert best < NEAR_CHANCE_FACTOR / 10
+    assert any("near chance (10% for 10 classes)" in n and "--sample-budget" in n
+               for n in vec.notes)
+    # a model that learned is not cautioned; nor a language model, whose chance is 1/vocab
+    assert _near_chance(0.9, 10, "image-classification", True, 4096) is None
+    assert _near_chance(0.01, 65, "char-lm", True, 4096) is None
+    assert _near_chance(0.15, 10, "image-classification", True, 4096) is not None

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.progress import ProgressUpdate
-    from wattcap.experiments.compare import Comparison, MethodResult, Scenario
+    from wattcap.experiments.compare import Comparison, Scenario
     from wattcap.train.executors import Executor
 
 DEFAULT_MODEL = "digits32-cnn"
@@ -364,20 +364,10 @@ def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, whe
             return None
 
 
-def violations_label(result: MethodResult) -> str:
-    """The cap violations a result recorded, as the report records them (empty where none):
-    a time beside a broken cap is not a time under that cap, so the table says so."""
-    if not result.cap_violations:
-        return ""
-    plural = "" if result.cap_violations == 1 else "s"
-    return (f" ⚠ {result.cap_violations} cap violation{plural}, peak "
-            f"{result.peak_power_w:.2f} W")
-
-
 def print_summary(comparison: Comparison, console: Console) -> None:
     """The comparison as a rich table: time-to-accuracy per method, % over fastest."""
     from wattcap.core.plan import METHODS
-    from wattcap.experiments.significance import mean_std_label
+    from wattcap.experiments.significance import mean_std_label, signed_pct
 
     spread = (f"mean ± std over {comparison.seeds} seeds" if comparison.seeds > 1
               else "one seed: no spread, nothing is within or beyond noise")
@@ -403,11 +393,11 @@ def print_summary(comparison: Comparison, console: Console) -> None:
                     else f"{mean_std_label(times, digits=2, seeds=False)} ({choice})")
             over = comparison.over_fastest_pct(r)
             if over is not None and method != "fastest":
-                text += f" {over:+.1f}%"
+                text += f" {signed_pct(over)}%"
             versus = comparison.versus_wattcap(r)
             if versus is not None:
                 text += f"; {versus.label}"
-            text += violations_label(r)
+            text += r.violations_label()
             cells.append(text)
         table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)
     console.print(table)

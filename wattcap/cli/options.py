@@ -119,6 +119,10 @@ SensitivitySeedsOpt = Annotated[int, typer.Option(
 SampleBudgetOpt = Annotated[int, typer.Option(
     help="A run gives up after this many samples (a proxy batch size that misses gets one "
     "retry with twice the budget).", rich_help_panel=TRAINING)]
+TrainSampleBudgetOpt = Annotated[int, typer.Option(
+    "--sample-budget", help="The run gives up after this many samples if the target is not "
+    "reached (the record says so, and the command exits with code 1).",
+    rich_help_panel=TRAINING)]
 EvalEveryOpt = Annotated[int, typer.Option(
     help="Evaluate every N samples (the same for every batch size).", rich_help_panel=TRAINING)]
 BatchSizesOpt = Annotated[str, typer.Option(

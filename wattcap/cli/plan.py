@@ -262,7 +262,8 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
 
 def print_pareto_front(result: Plan) -> None:
     """The time/energy Pareto front of the feasible choices, each method's point marked."""
-    table = Table(title="Time/energy Pareto front of the feasible choices (predicted, proxy r_b)")
+    basis = "proxy r_b" if result.efficiency_source else "r_b = 1: no efficiency vector"
+    table = Table(title=f"Time/energy Pareto front of the feasible choices (predicted, {basis})")
     for column in ("batch", knob_unit(result.knob_kind).column, "pred. time (s)",
                    "pred. energy (J)", "peak W", "avg W", "methods here"):
         table.add_column(column, justify="left" if column == "methods here" else "right")

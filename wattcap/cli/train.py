@@ -61,7 +61,6 @@ from wattcap.cli.options import (
     ProfileOpt,
     ProxyFilterOpt,
     RiskOpt,
-    SampleBudgetOpt,
     SeedOpt,
     ServerUrlOpt,
     SubsetFractionOpt,
@@ -70,6 +69,7 @@ from wattcap.cli.options import (
     TestFractionOpt,
     TokenOpt,
     TrainDeviceNameOpt,
+    TrainSampleBudgetOpt,
     TransferFactorOpt,
     VocabSizeOpt,
     WeightDecayOpt,
@@ -147,7 +147,7 @@ def train(
     method: Annotated[str, typer.Option(
         help="Whose choice to train with: wattcap, baseline-1, baseline-2 or fastest (needs "
         "--target-efficiency).", rich_help_panel=PLAN_INPUTS)] = "wattcap",
-    sample_budget: SampleBudgetOpt = 20_000,
+    sample_budget: TrainSampleBudgetOpt = 20_000,
     eval_every: EvalEveryOpt = 256,
     seed: SeedOpt = 0,
     lr_ref: LrRefOpt = None,
@@ -261,6 +261,14 @@ def train(
     if out:
         record.save(out)
     print_run(record, plot)
+    if not record.reached:
+        # a script must tell a run that missed its target from one that reached it (the
+        # record is written all the same); bad input exits 2 before any work
+        raise typer.Exit(NOT_REACHED_EXIT_CODE)
+
+
+#: `wattcap train`'s exit code for a run that ended without reaching its target
+NOT_REACHED_EXIT_CODE = 1
 
 
 def _check_correction(method: str, vector: EfficiencyVector | None) -> None:

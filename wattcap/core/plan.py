@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -19,9 +20,11 @@ class InfeasibleCapError(WattcapError, ValueError):
     def __init__(self, cap_w: float, lowest_feasible_w: float, reason: str) -> None:
         self.cap_w = cap_w
         self.lowest_feasible_w = lowest_feasible_w
+        # rounded up: a cap given as printed must be feasible (2.5712 W is "2.58", not "2.57")
+        shown_w = math.ceil(lowest_feasible_w * 100 - 1e-6) / 100
         super().__init__(
             f"power cap {cap_w:.2f} W is infeasible: {reason}. The lowest feasible cap for this "
-            f"profile is {lowest_feasible_w:.2f} W."
+            f"profile is {shown_w:.2f} W."
         )
 
 class Choice(BaseModel):

@@ -27,6 +27,17 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+#: the command that writes each kind of file (what to run where one is damaged or missing)
+_WRITTEN_BY = {"wattcap.profile": "wattcap profile", "wattcap.efficiency": "wattcap estimate",
+               "wattcap.comparison": "wattcap compare", "wattcap.plan": "wattcap plan --out",
+               "wattcap.run": "wattcap train", "wattcap.fleet-run": "wattcap fleet simulate"}
+
+
+def _write_again_hint(kind: str) -> str | None:
+    command = _WRITTEN_BY.get(kind)
+    return None if command is None else f"write it again with `{command}`"
+
+
 #: turns the raw JSON object of one schema version into the next version's (in place or new)
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -80,19 +91,22 @@ class VersionedFile(BaseModel):
     @classmethod
     def from_json(cls: type[_F], text: str, source: str = "<text>") -> _F:
         """Parse and validate, refusing other kinds and schema versions with a clear message."""
+        hint = _write_again_hint(cls.FILE_KIND)
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as err:
             raise WattcapFileError(
-                f"{source}: not valid JSON ({err.msg} at line {err.lineno})"
-            ) from None
+                f"{source}: not valid JSON ({err}): the file is cut short or damaged",
+                hint=hint) from None
         if not isinstance(raw, dict):
-            raise WattcapFileError(f"{source}: expected a JSON object, found {type(raw).__name__}")
+            raise WattcapFileError(f"{source}: expected a JSON object, found "
+                                   f"{type(raw).__name__}", hint=hint)
         kind = raw.get("kind")
         if kind != cls.FILE_KIND:
-            raise WattcapFileError(
-                f"{source}: this is a {kind!r} file, expected {cls.FILE_KIND!r}"
-            )
+            found = "has no \"kind\": not a wattcap file" if kind is None else \
+                f"is a {kind!r} file"
+            raise WattcapFileError(f"{source}: this {found}, expected a {cls.FILE_KIND!r} "
+                                   "file", hint=hint)
         found = raw.get("schema_version")
         raw = cls._migrated(raw, source)
         try:

@@ -142,6 +142,14 @@ class MethodResult(BaseModel):
         return (f"{expected:.{digits}f} s expected with restarts ({self.missed} of {n} seeds "
                 "missed)")
 
+    def violations_label(self) -> str:
+        """The cap violations recorded, as ' ⚠ 2 cap violations, peak 4.89 W' (empty where
+        none): a time beside a broken cap is not a time under that cap, so a table says so."""
+        if not self.cap_violations:
+            return ""
+        plural = "" if self.cap_violations == 1 else "s"
+        return f" ⚠ {self.cap_violations} cap violation{plural}, peak {self.peak_power_w:.2f} W"
+
 
 def _config_of(record: RunRecord) -> TrainConfig:
     """The training configuration of a recorded run (every run compare makes carries one)."""

@@ -188,14 +188,14 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
 def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
     """Measured time-to-accuracy and energy of every method at every cap, mean ± std over the
     seeds, against wattcap and the fastest configuration."""
-    from wattcap.experiments.significance import mean_std_label
+    from wattcap.experiments.significance import mean_std_label, signed_pct
 
     target = comparison.targets[0]
     table = Table(title=f"Measured on the target {target} ({comparison.model}, emulated "
                         f"{DEVICE}, target {comparison.target_accuracy:.0%}, "
                         f"{comparison.seeds} seeds)")
     for column in ("cap", "method", "batch", "MHz", "time-to-acc. (s)", "energy (J)",
-                   "vs wattcap", "over fastest"):
+                   "vs wattcap", "over fastest", "peak (W)"):
         table.add_column(column, justify="left" if column in ("cap", "method") else "right")
     caps = list(dict.fromkeys(r.power_cap_w for r in comparison.results))
     for cap in caps:
@@ -213,7 +213,10 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
                 mean_std_label(times) if reached else r.missed_label(digits=1),
                 mean_std_label(energies, digits=0) if reached else "—",
                 "—" if versus is None else versus.label,
-                "—" if over is None or method == "fastest" else f"{over:+.1f} %",
+                "—" if over is None or method == "fastest" else f"{signed_pct(over)} %",
+                f"{r.peak_power_w:.2f}" + (f" ⚠ {r.cap_violations} violation"
+                                           + ("s" if r.cap_violations > 1 else "")
+                                           if r.cap_violations else ""),
             )
         table.add_section()
     return table
@@ -231,7 +234,7 @@ def _choice_cell(r, with_choice: bool = True) -> str:  # noqa: ANN001 - a Method
         return shown
     replanned = r.board_replan_label(lambda hz: f"{hz / 1e6:.1f} MHz")
     return f"{r.batch_size}, {r.knob_value / 1e6:.1f}" + (
-        f" ({replanned})" if replanned else "") + f": {shown}"
+        f" ({replanned})" if replanned else "") + f": {shown}" + r.violations_label()
 
 
 def _versus_text(versus) -> str:  # noqa: ANN001 - a TimeComparison

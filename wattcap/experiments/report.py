@@ -37,7 +37,7 @@ def scenarios(comparison: Comparison) -> list[tuple[str, float | None, str]]:
 
 
 def _cell(comparison: Comparison, r: MethodResult | None) -> str:
-    from wattcap.experiments.significance import mean_std_label
+    from wattcap.experiments.significance import mean_std_label, signed_pct
 
     if r is None:
         return "n/a"
@@ -46,7 +46,7 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
             f"target {r.missed_label()}" if r.expected_time_s is None else r.missed_label())
         over = comparison.over_fastest_pct(r)
         if over is not None and r.method != "fastest":
-            text += f", {over:+.1f} % over fastest"
+            text += f", {signed_pct(over)} % over fastest"
         return text
     times = [t for t in r.time_s if t is not None]
     energies = [e for e in r.energy_j if e is not None]
@@ -54,7 +54,7 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
             f"{mean_std_label(times, digits=2)} s, {mean_std_label(energies)} J")
     over = comparison.over_fastest_pct(r)
     if over is not None and r.method != "fastest":
-        text += f", {over:+.1f} % over fastest"
+        text += f", {signed_pct(over)} % over fastest"
     versus = comparison.versus_wattcap(r)
     if versus is not None:
         text += f", {versus.label} wattcap's time"
@@ -237,9 +237,12 @@ def write_report(
                "estimated on each proxy (with its own target accuracy) and training happens on "
                "each target: T(b, f) from the profile times the samples to target measured on "
                "the target, mean over "
-               + (f"{seeds} seed(s)" if seeds else "the seeds") + "."]
+               + (f"{seeds} seed(s)" if seeds else "the seeds") + ": a prediction on the "
+               "profile's table, where the comparison above replays each seed's run (on unkind "
+               "boards, each on a board of its own, with the watchdog live), so the two can "
+               "differ for the same pairing."]
         for cap, matrix in sensitivity["matrices"].items():
-            md += ["", f"Power cap {cap}:", "",
+            md += ["", f"{_cap_heading(cap)}:", "",
                    "| proxy \\ target | " + " | ".join(sensitivity["targets"]) + " |",
                    "|" + "---|" * (len(sensitivity["targets"]) + 1)]
             for proxy, row in zip(sensitivity["proxies"], matrix, strict=True):
@@ -281,7 +284,7 @@ def write_report(
         for cap, matrix in sensitivity["matrices"].items():
             body = [[p] + ["n/a" if v is None else f"{v:.1f} %" for v in row]
                     for p, row in zip(sensitivity["proxies"], matrix, strict=True)]
-            parts.append(f"<h3>Power cap {html.escape(cap)}</h3>")
+            parts.append(f"<h3>{html.escape(_cap_heading(cap))}</h3>")
             parts.append(html_table(["proxy \\ target"] + sensitivity["targets"], body))
     parts.append("<h2>Figures</h2>")
     parts += [f"<h3>{html.escape(t)}</h3><img src='{p.name}' alt='{html.escape(t)}'>"
@@ -293,3 +296,8 @@ def write_report(
     html_path = out / "report.html"
     write_file(html_path, "\n".join(parts))
     return md_path, html_path
+
+
+def _cap_heading(cap: str) -> str:
+    """A sensitivity matrix's heading: "Power cap 4.5 W", or "No cap"."""
+    return "No cap" if cap == "none" else f"Power cap {cap} W"

@@ -69,3 +69,10 @@ def mean_std_label(values: list[float], digits: int = 1, seeds: bool = True) -> 
         return f"{mean:.{digits}f}" + (" (1 seed)" if seeds else "")
     spread = f"{mean:.{digits}f} ± {statistics.stdev(values):.{digits}f}"
     return spread + (f" ({len(values)} seeds)" if seeds else "")
+
+
+def signed_pct(value: float) -> str:
+    """'+6.5', '-3.1' or '+0.0': a percentage to one decimal with its sign, never '-0.0' (a
+    ratio of 0.9999 is no loss)."""
+    shown = round(value, 1)
+    return f"{0.0 if shown == 0 else shown:+.1f}"

@@ -300,9 +300,11 @@ def _build_spec(text: str) -> ModelSpec:
     shape = ref.input_shape or _attribute("input_shape", first, factory)
     if shape is None:
         raise UserModelError(
-            f"model {text!r}: cannot tell its input shape; give it (input shape C x H x W, or "
-            "a context length for a char model) or set input_shape on the model"
-        )
+            f"model {text!r}: cannot tell its input shape",
+            hint="give it: `--input-shape 3x32x32` on the command line (C x H x W, or a "
+            "context length for a char model), `user_model_text(..., input_shape=\"3x32x32\")` "
+            "or `file.py:build[input_shape=3x32x32]` in Python, or an `input_shape` attribute "
+            "on the model or its factory")
     shape = tuple(int(d) for d in shape)
     task = ref.task or _attribute("task", first, factory) or "image-classification"
     if task not in TASKS:

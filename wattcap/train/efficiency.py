@@ -203,7 +203,7 @@ def estimate_efficiency(
                 f"{_samples_label(samples_to_target(curve, c.target_accuracy, direction))}")
 
     known: dict[tuple[int, int], float | None] = {}
-    rule = None
+    rule = caution = None
     sweep = f"{runs_total} runs ({len(batch_sizes)} batch size(s) x {seeds} seed(s))"
     # said before the first run, which may be the longest: what the wait is for
     report(f"{sweep}; the first, b={b_max} seed 0, trains the whole {sample_budget}-sample "
@@ -221,7 +221,10 @@ def estimate_efficiency(
                 f"of b={b_max} (seed 0) within {sample_budget} samples")
         known[(b_max, 0)] = samples_to_target(
             stopped_curve(curve, target, EVALS_PAST_TARGET), target)
-        report(f"proxy target {target:.4f} ({rule})", None)
+        caution = _near_chance(best, train.num_classes, spec.task, target_metric.is_accuracy,
+                               sample_budget)
+        report(f"proxy target {target:.4f} ({rule})" + (f"; {caution}" if caution else ""),
+               None)
     else:
         target = float(target_accuracy)
 
@@ -245,7 +248,7 @@ def estimate_efficiency(
             samples[b][seed] = samples_to_target(curve, target, direction)
             budgets[b][seed] = extended
 
-    return vector_from_samples(
+    vector = vector_from_samples(
         samples,
         sample_budget=sample_budget,
         budgets=budgets,
@@ -267,6 +270,28 @@ def estimate_efficiency(
         architecture_fingerprint=model_fingerprint(model),
         model_source_sha256=model_source_sha256(model),
     )
+    return vector if caution is None else \
+        vector.model_copy(update={"notes": [*vector.notes, caution]})
+
+
+#: an automatic proxy target whose best accuracy is under this many times chance is cautioned
+NEAR_CHANCE_FACTOR = 2.0
+
+
+def _near_chance(best: float, num_classes: int, task: str, is_accuracy: bool,
+                 sample_budget: int) -> str | None:
+    """A caution where the largest batch's best accuracy on the proxy is near chance (an
+    image classifier that barely learned within the budget): r_b measured to a fraction of
+    such an accuracy says little about training to a real target."""
+    if not is_accuracy or task != "image-classification" or num_classes < 2:
+        return None
+    chance = 1.0 / num_classes
+    if best >= NEAR_CHANCE_FACTOR * chance:
+        return None
+    return (f"caution: the proxy's best accuracy {best:.1%} is near chance ({chance:.0%} for "
+            f"{num_classes} classes) within {sample_budget} samples: r_b measured to such a "
+            "target says little about training to a real one; give a larger --sample-budget, "
+            "pre-trained --weights, or a proxy target accuracy the model reaches")
 
 
 def _samples_label(samples: float | None) -> str:
