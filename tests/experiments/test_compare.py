@@ -72,7 +72,16 @@ def test_table_has_every_method_and_scenario(compared):
             result = comparison.get("jetson-nano", cap, "digits-5-9", method)
             assert result is not None and len(result.time_s) == 2
     with open(out / "results.csv") as handle:
-        assert len(list(csv.DictReader(handle))) == len(CAPS) * len(METHODS) * 2
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(CAPS) * len(METHODS) * 2
+    # each seed's row has its own run's peak; the result's peak is their maximum
+    for row in rows:
+        cap = None if row["power_cap_w"] == "none" else float(row["power_cap_w"])
+        result = comparison.get("jetson-nano", cap, "digits-5-9", row["method"])
+        assert result is not None and len(result.seed_peak_power_w) == 2
+        assert float(row["peak_power_w"]) == pytest.approx(
+            result.seed_peak_power_w[int(row["seed"])], abs=1e-3)
+        assert result.peak_power_w == max(result.seed_peak_power_w)
 
 
 def _target_runs(out):
@@ -228,9 +237,16 @@ def test_sensitivity_tells_the_same_story_as_the_comparison(compared):
     assert "`sensitivity`: 0 trained" in footer and "`compare`:" in footer
 
 
-def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
-    """compare --risk q: wattcap plans on r_b's q quantile; the recorded runs are reused, the
-    comparison records q, and each choice is plan(risk=q)'s for the same inputs."""
+@pytest.mark.parametrize(("flag", "bad", "refusal", "value", "setting"), [
+    ("--risk", "1.5", "--risk must be a quantile in (0, 1)", 0.9, "risk"),
+    ("--transfer-factor", "0.5", "transfer-factor", 4.0, "transfer_factor"),
+])
+def test_compare_replays_the_same_runs_with_the_plans_of_a_setting(compared, flag, bad,
+                                                                   refusal, value, setting):
+    """compare --risk q (wattcap plans on r_b's q quantile) or --transfer-factor K (robust to
+    a target B_noise up to K from the proxy's): the recorded runs are reused, the comparison
+    records the setting (the report says K), and each choice is plan()'s with it for the
+    same inputs."""
     from wattcap.algorithms.planner import plan
     from wattcap.core.efficiency import EfficiencyVector
     from wattcap.core.profile import ProfileTable
@@ -242,61 +258,28 @@ def test_compare_under_risk_replays_the_same_runs_with_the_risk_plans(compared):
             "--weights", str(out / "w.safetensors"), "--proxy", "digits-rotated",
             "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
             "--target-accuracy", "0.8", "--sample-budget", "8192", "--board", "kind"]
-    refused = runner.invoke(app, [*args, "--risk", "1.5"])
-    assert refused.exit_code != 0 and "--risk must be a quantile in (0, 1)" in refused.output
-    risky = runner.invoke(app, [*args, "--risk", "0.9"])
-    assert risky.exit_code == 0, risky.output
-    assert "0 training runs trained" in risky.output
+    refused = runner.invoke(app, [*args, flag, bad])
+    assert refused.exit_code != 0 and refusal in refused.output
+    changed = runner.invoke(app, [*args, flag, f"{value:g}"])
+    assert changed.exit_code == 0, changed.output
+    assert "0 training runs trained" in changed.output
     comparison = Comparison.load(out / "comparison.json")
-    assert comparison.risk == 0.9
+    assert getattr(comparison, setting) == value
+    if setting == "transfer_factor":
+        assert "up to 4x from the proxy's" in (out / "report.md").read_text()
     profile = next(ProfileTable.load(p) for p in out.glob("profile-jetson-nano-*.json"))
     proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
     for cap in CAPS:
         ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
-        expected = plan(profile, cap, efficiency=proxy, risk=0.9,
+        expected = plan(profile, cap, efficiency=proxy, **{setting: value},
                         reference_profiles=emulated_reference_profiles("jetson-nano"))
         assert ours is not None
         assert (ours.batch_size, ours.knob_value) == (
             expected.choices["wattcap"].batch_size, expected.choices["wattcap"].knob_value)
-    # put the folder back as the other tests expect it (without risk)
-    again = runner.invoke(app, args)
-    assert again.exit_code == 0 and Comparison.load(out / "comparison.json").risk is None
-
-
-def test_compare_with_a_transfer_factor_replays_the_robust_choices(compared):
-    """compare --transfer-factor K: wattcap's choice is plan(transfer_factor=K)'s for the same
-    inputs, the runs are reused, the comparison records K and the report says so."""
-    from wattcap.algorithms.planner import plan
-    from wattcap.core.efficiency import EfficiencyVector
-    from wattcap.core.profile import ProfileTable
-    from wattcap.experiments.compare import Comparison
-    from wattcap.measure.references import emulated_reference_profiles
-
-    out, _, _ = compared
-    args = ["compare", "--out", str(out), "--device", "jetson-nano", "--model", "digits-cnn",
-            "--weights", str(out / "w.safetensors"), "--proxy", "digits-rotated",
-            "--targets", "digits-5-9", "--power-caps", "3.6,none", "--seeds", "2",
-            "--target-accuracy", "0.8", "--sample-budget", "8192", "--board", "kind"]
-    refused = runner.invoke(app, [*args, "--transfer-factor", "0.5"])
-    assert refused.exit_code != 0 and "transfer-factor" in refused.output
-    robust = runner.invoke(app, [*args, "--transfer-factor", "4"])
-    assert robust.exit_code == 0, robust.output
-    assert "0 training runs trained" in robust.output
-    comparison = Comparison.load(out / "comparison.json")
-    assert comparison.transfer_factor == 4
-    assert "up to 4x from the proxy's" in (out / "report.md").read_text()
-    profile = next(ProfileTable.load(p) for p in out.glob("profile-jetson-nano-*.json"))
-    proxy = EfficiencyVector.load(out / "efficiency-proxy.json")
-    for cap in CAPS:
-        ours = comparison.get("jetson-nano", cap, "digits-5-9", "wattcap")
-        expected = plan(profile, cap, efficiency=proxy, transfer_factor=4,
-                        reference_profiles=emulated_reference_profiles("jetson-nano"))
-        assert ours is not None
-        assert (ours.batch_size, ours.knob_value) == (
-            expected.choices["wattcap"].batch_size, expected.choices["wattcap"].knob_value)
+    # put the folder back as the other tests expect it (without the setting)
     again = runner.invoke(app, args)
     assert again.exit_code == 0
-    assert Comparison.load(out / "comparison.json").transfer_factor is None
+    assert getattr(Comparison.load(out / "comparison.json"), setting) is None
 
 
 def test_a_missed_run_replays_its_whole_budget_as_the_price_of_a_restart() -> None:

@@ -258,17 +258,22 @@ def train(
         or table.knob_kind != "gpu_clock" or online_correction else None,
         drift_tolerance=drift_tolerance, margin_sigmas=margin_sigmas, num_workers=workers,
         risk=risk, transfer_factor=transfer_factor, online_correction=online_correction)
-    if out:
-        record.save(out)
-    print_run(record, plot)
-    if not record.reached:
-        # a script must tell a run that missed its target from one that reached it (the
-        # record is written all the same); bad input exits 2 before any work
-        raise typer.Exit(NOT_REACHED_EXIT_CODE)
+    _finish(record, out, plot)
 
 
 #: `wattcap train`'s exit code for a run that ended without reaching its target
 NOT_REACHED_EXIT_CODE = 1
+
+
+def _finish(record: RunRecord, out: Path | None, plot: Path | None) -> None:
+    """Write and print the run; a run that missed its target exits with NOT_REACHED_EXIT_CODE
+    (the record written all the same), so a script can tell it from one that reached it (bad
+    input exits 2 before any work)."""
+    if out:
+        record.save(out)
+    print_run(record, plot)
+    if not record.reached:
+        raise typer.Exit(NOT_REACHED_EXIT_CODE)
 
 
 def _check_correction(method: str, vector: EfficiencyVector | None) -> None:

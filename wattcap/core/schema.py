@@ -105,8 +105,8 @@ class VersionedFile(BaseModel):
         if kind != cls.FILE_KIND:
             found = "has no \"kind\": not a wattcap file" if kind is None else \
                 f"is a {kind!r} file"
-            raise WattcapFileError(f"{source}: this {found}, expected a {cls.FILE_KIND!r} "
-                                   "file", hint=hint)
+            raise WattcapFileError(f"{source}: this {found}, expected {cls.FILE_KIND!r}",
+                                   hint=hint)
         found = raw.get("schema_version")
         raw = cls._migrated(raw, source)
         try:

@@ -87,6 +87,9 @@ class MethodResult(BaseModel):
     seed_knob_values: list[int] = []
     #: seeds whose run re-planned for its board
     board_replans: int = 0
+    #: per seed, the peak power its run read (peak_power_w is their maximum); empty in files
+    #: written before, and for a replayed trace (its table's peak is every seed's)
+    seed_peak_power_w: list[float] = []
 
     @property
     def time_mean_s(self) -> float | None:
@@ -183,7 +186,7 @@ class Comparison(VersionedFile):
     #: 4: MethodResult.budget_time_s and budget_energy_j (missed seeds scored with restarts),
     #: cap_on, target_metric, proxy_target_metric; 5: board; 6: MethodResult.seed_batch_sizes,
     #: seed_knob_values and board_replans (wattcap's re-plan for the board a seed ran on);
-    #: 7: transfer_factor
+    #: 7: transfer_factor, MethodResult.seed_peak_power_w
     SCHEMA_VERSION = 7
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
                                                   3: lambda raw: raw, 4: lambda raw: raw,
@@ -537,6 +540,7 @@ def run_comparison(
                         budget_time_s=[r.budget_time_s for r in replays],
                         budget_energy_j=[r.budget_energy_j for r in replays],
                         peak_power_w=max(r.peak_w for r in replays),
+                        seed_peak_power_w=[r.peak_w for r in replays],
                         cap_violations=sum(len(r.violations) for r in replays),
                         frequency_steps=sum(len(r.frequency_steps) for r in replays),
                         **_seed_choices(replays),
@@ -567,11 +571,12 @@ def write_csv(comparison: Comparison, path: Path) -> None:
             # where the seed's run re-planned for its board, the configuration it ended at
             b = r.seed_batch_sizes[seed] if r.seed_batch_sizes else r.batch_size
             knob = r.seed_knob_values[seed] if r.seed_knob_values else r.knob_value
+            peak_w = r.seed_peak_power_w[seed] if r.seed_peak_power_w else r.peak_power_w
             writer.writerow([
                 r.device, "none" if r.power_cap_w is None else r.power_cap_w, r.target,
                 r.method, b, export_knob_value(comparison.knob_kind, knob), seed,
                 "" if t is None else f"{t:.4f}", "" if e is None else f"{e:.3f}",
-                f"{r.peak_power_w:.3f}", format_known(r.predicted_time_s, ".4f", ""),
+                f"{peak_w:.3f}", format_known(r.predicted_time_s, ".4f", ""),
                 "" if over is None else f"{over:.2f}",
             ])
     write_file(path, handle.getvalue())
