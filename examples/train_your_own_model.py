@@ -93,8 +93,10 @@ def main() -> None:
 
     record = session.record
     assert record is not None
-    print(f"reached {args.target_accuracy:.0%}: {record.reached}, after "
-          f"{record.samples_to_target} samples, time-to-accuracy "
+    after = ("not reached" if record.samples_to_target is None
+             else f"{record.samples_to_target:.0f} samples")  # interpolated: a fraction
+    print(f"reached {args.target_accuracy:.0%}: {record.reached}, after {after}, "
+          "time-to-accuracy "
           f"{record.time_to_accuracy_s or float('nan'):.1f} s (device), energy "
           f"{record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W vs cap "
           f"{args.power_cap:g} W, {len(record.cap_violations)} cap violations")

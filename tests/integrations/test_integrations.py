@@ -171,28 +171,59 @@ def test_hf_callback_runs_the_plan_and_restores(tmp_path) -> None:  # noqa: ANN0
     class ProbeCallback(transformers.TrainerCallback):
         def on_step_end(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
             probe()
+            optimizer = kwargs.get("optimizer")
+            learning_rates.append(optimizer.param_groups[0]["lr"] if optimizer else None)
+
+    learning_rates: list[float | None] = []
+    trained_batches: list[int] = []
 
     def accuracy(prediction) -> dict:  # noqa: ANN001
         logits, labels = prediction
         return {"accuracy": float((logits.argmax(-1) == labels).mean())}
 
-    callback = WattcapTrainerCallback(device=device, example_input=torch.randn(4, 16),
-                                      accuracy_metric="eval_accuracy", set_batch_size=True,
-                                      set_learning_rate=True,
+    def make_callback(**kwargs: object) -> WattcapTrainerCallback:
+        return WattcapTrainerCallback(device=device, example_input=torch.randn(4, 16),
+                                      accuracy_metric="eval_accuracy", set_learning_rate=True,
                                       planning=PlanSettings(batch_size=8, frequency_hz=f_hz),
-                                      goal=Goal(target_accuracy=0.999))
+                                      goal=Goal(target_accuracy=0.999), **kwargs)
+
+    # a Trainer built with another batch size: set_batch_size cannot change it where the
+    # Trainer fixes it when built (it is refused, saying how), and what it trains is checked
+    refused = make_callback(set_batch_size=True)
+    wrong = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4, report_to=[],
+        use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    with refused:
+        trainer = transformers.Trainer(model=HfTinyModel(), args=wrong,
+                                       train_dataset=DictData(tiny_data()),
+                                       callbacks=[refused])
+        if trainer._train_batch_size != 8:  # a release that fixed the batch size when built
+            with pytest.raises(SessionError, match="per_device_train_batch_size=callback"):
+                trainer.train()
+    assert device.current_frequency_hz() == initial_hz
+
+    callback = make_callback()
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4,
+        output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=callback.batch_size,
         per_device_eval_batch_size=32, eval_strategy="steps", eval_steps=2,
         save_strategy="no", report_to=[], use_cpu=True, logging_strategy="no",
         disable_tqdm=True, dataloader_num_workers=0)
     data = DictData(tiny_data())
     with callback:
-        trainer = transformers.Trainer(model=HfTinyModel(), args=args, train_dataset=data,
+        model = HfTinyModel()
+        model.net.register_forward_hook(
+            lambda module, inputs, output: trained_batches.append(int(inputs[0].shape[0]))
+            if module.training else None)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
                                        eval_dataset=data, compute_metrics=accuracy,
                                        callbacks=[callback, ProbeCallback()])
         trainer.train()
-    assert args.per_device_train_batch_size == 8  # set to the plan's before the dataloader
+    # the batches really trained are the plan's (not only the args), at its learning rate
+    # (the session's workload probe runs the example input first: the steps are the last 4)
+    assert trained_batches[-4:] == [8] * 4 and 8 not in trained_batches[:-4]
+    assert learning_rates[0] is not None
+    assert learning_rates[0] <= callback.learning_rate * (1 + 1e-6)
+    assert learning_rates[0] > 0.5 * callback.learning_rate  # not the Trainer's 5e-5 default
     assert args.learning_rate == pytest.approx(callback.learning_rate)
     assert probe.seen == [f_hz] * 4
     assert device.current_frequency_hz() == initial_hz

@@ -282,6 +282,13 @@ def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path
     assert table.knob_kind == "power_limit" and table.rounds == 2
     assert len(table.points) == 6 and all(p.rounds == 2 for p in table.points)
     assert all(len(p.round_seconds_per_sample) == 2 for p in table.points)
+    # --dry-run says what that run measures: every (batch size, limit), not every clock
+    dry = runner.invoke(app, ["profile", "--device", "emulated:a100-sxm4", "--model",
+                              "digits32-cnn", "--batch-sizes", "64,256", "--knob", "power-limit",
+                              "--power-limits", "200,300,400", "--dry-run"],
+                        env={"COLUMNS": "200"})
+    assert dry.exit_code == 0, dry.output
+    assert f"every power limit value, {len(table.points)} points at most" in dry.output
     modes = tmp_path / "modes.json"
     result = runner.invoke(app, ["profile", "--device", "emulated:jetson-nano", "--model",
                                  MODEL, "--batch-sizes", "8,32", "--knob", "power-mode",

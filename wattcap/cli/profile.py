@@ -224,7 +224,7 @@ def profile(
                                architecture_fingerprint=model_fingerprint(model))
     if dry_run:
         _print_dry_run(dev, model, sizes, cap, exhaustive, previous, refresh,
-                       max_points if few_points else None, few_points, rounds)
+                       max_points if few_points else None, few_points, rounds, knob, limits_w)
     elif previous is not None:
         assert refresh is not None
         _refresh(dev, model, previous, refresh, out or refresh, cap)
@@ -422,7 +422,8 @@ def _print_rounds(result: RoundsResult) -> None:
 def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float | None,
                    exhaustive: bool, previous: ProfileTable | None, refresh: Path | None,
                    max_points: int | None = None, few_points: bool = False,
-                   rounds: int = 1) -> None:
+                   rounds: int = 1, knob: str = "gpu-clock",
+                   limits_w: list[float] | None = None) -> None:
     """What `profile --dry-run` reads and would measure; changes nothing."""
     print_device_readout(dev)
     if previous is not None:
@@ -439,7 +440,10 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
         fits = [b for b in sizes if work.memory_needed_bytes(b, overhead) <= dev.memory_bytes()]
         too_big = [b for b in sizes if b not in fits]
         points = len(fits) * len(dev.frequencies_hz())
-        if few_points:
+        if knob != "gpu-clock":  # every (batch size, limit or mode), as the run counts them
+            how = _what_is_measured(dev, tuple(fits), cap, exhaustive, False, knob, limits_w,
+                                    1)[0]
+        elif few_points:
             from wattcap.measure.active_profiling import default_budget
 
             budget = max_points or default_budget(fits, dev.frequencies_hz())

@@ -164,7 +164,13 @@ _F = TypeVar("_F", bound=VersionedFile)
 def require_match(what: str, field: str, expected: object, found: object, source: str) -> None:
     """Refuse a file made for another device, model or input shape."""
     if expected != found:
+        hint = None
+        if field == "model":
+            # a Session over the user's own nn.Module names it by model_name (or its class);
+            # a file from the command line names it as --model was given there
+            hint = (f"where it is the same model, give the Session model_name={found!r} (the "
+                    "name the file was made with; its architecture fingerprint is still "
+                    "checked)")
         raise WattcapFileError(
             f"{source}: {what} was made for {field} {found!r}, but it is used with "
-            f"{field} {expected!r}. Re-create it for {expected!r}."
-        )
+            f"{field} {expected!r}. Re-create it for {expected!r}.", hint=hint)

@@ -14,10 +14,13 @@
     callback.record                                 # the RunRecord
 
 It plans (or takes a given (b, f)) when built; when training begins it applies the frequency
-and checks the Trainer's batch size and learning rate against the plan (or sets them in the
-TrainingArguments with `set_batch_size=True` / `set_learning_rate=True`, which works when the
-callback is passed to the Trainer before `train()`); it times every optimiser step, reports
-the accuracy metric of every evaluation, stops training when the target is reached, and
+and checks the batch the Trainer's dataloader really yields against the plan: build the
+TrainingArguments with `per_device_train_batch_size=callback.batch_size` as above (recent
+transformers releases fix the batch size when the Trainer is built, so `set_batch_size=True`
+only works on older ones, and is refused with this advice where it cannot). With
+`set_learning_rate=True` the plan's learning rate goes into the Trainer's optimiser and its
+scheduler's base when training begins. It times every optimiser step, reports the accuracy
+metric of every evaluation, stops training when the target is reached, and
 restores the device when training ends. The Trainer calls no callback when training raises:
 use the callback as a context manager (as above), or rely on the restore at interpreter exit.
 
@@ -44,6 +47,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 from wattcap.core.run import RunRecord
 from wattcap.integrations.common import SessionDriver
+from wattcap.runtime.errors import SessionError
 from wattcap.runtime.session import Session
 
 
@@ -88,24 +92,44 @@ class WattcapTrainerCallback(TrainerCallback):
         self._driver.close(failed=exc_type is not None)
 
     # -- Trainer events ----------------------------------------------------------------------
+    def on_init_end(self, args: TrainingArguments, state: TrainerState,
+                    control: TrainerControl, **kwargs: Any) -> None:
+        # the end of Trainer.__init__: train() builds the dataloader and the optimizer later
+        # (recent releases before on_train_begin), so the plan's values go in here
+        self._set_args(args)
+
+    def _set_args(self, args: TrainingArguments) -> None:
+        session = self.session
+        if self._driver.set_batch_size:
+            args.per_device_train_batch_size = session.batch_size // _accumulation(args)
+        if self._driver.set_learning_rate:
+            args.learning_rate = session.learning_rate
+
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
         session = self.session
         self._driver.adopt(model, self._example_input)
-        per_step = _samples_per_step(args)
-        if self._driver.set_batch_size:
-            # The Trainer builds its dataloader after this event: the plan's batch size holds.
-            args.per_device_train_batch_size = session.batch_size // _accumulation(args)
-            per_step = _samples_per_step(args)
+        self._set_args(args)
+        # what the Trainer really trains with: its dataloader's batch, not only the args
+        # (recent releases fix the batch size when the Trainer is built: args changed after
+        # that do not reach the dataloader)
+        loader_batch = _loader_batch_size(kwargs.get("train_dataloader"))
+        per_step = _samples_per_step(args) if loader_batch is None else \
+            loader_batch * _accumulation(args)
+        if self._driver.set_batch_size and per_step != session.batch_size:
+            raise SessionError(
+                f"the Trainer trains batches of {per_step} per optimiser step, not the plan's "
+                f"{session.batch_size}: this transformers release fixes the batch size when the "
+                "Trainer is built, so set_batch_size cannot change it; build the "
+                "TrainingArguments with per_device_train_batch_size=callback.batch_size "
+                "(divided by gradient_accumulation_steps x processes)")
         self._driver.check_batch_size(per_step, "the Trainer's batch per optimiser step "
-                                      "(per_device_train_batch_size x gradient_accumulation_"
-                                      "steps x processes)")
+                                      "(its dataloader's batch x gradient_accumulation_steps x "
+                                      "processes)")
         self._driver.check_torch_device(args.device)
         if self._driver.set_learning_rate:
-            args.learning_rate = session.learning_rate
-            optimizer = kwargs.get("optimizer")
-            for group in getattr(optimizer, "param_groups", []):
-                group["lr"] = session.learning_rate
+            _set_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"),
+                               session.learning_rate)
         self._driver.start()
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState,
@@ -128,6 +152,26 @@ class WattcapTrainerCallback(TrainerCallback):
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
         self._driver.close()
+
+
+def _loader_batch_size(loader: Any) -> int | None:
+    """The batch a (possibly accelerate-wrapped) dataloader yields per process, None where it
+    cannot say."""
+    for found in (getattr(loader, "batch_size", None),
+                  getattr(getattr(loader, "batch_sampler", None), "batch_size", None)):
+        if isinstance(found, int):
+            return found
+    return None
+
+
+def _set_learning_rate(optimizer: Any, scheduler: Any, learning_rate: float) -> None:
+    """The plan's learning rate in an optimiser the Trainer built already, and as its
+    scheduler's base (a scheduler rewrites the groups' rate from its base at every step)."""
+    groups = getattr(optimizer, "param_groups", [])
+    for group in groups:
+        group["lr"] = group["initial_lr"] = learning_rate
+    if scheduler is not None and hasattr(scheduler, "base_lrs"):
+        scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
 
 
 def _accumulation(args: TrainingArguments) -> int:
