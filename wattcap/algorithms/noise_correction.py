@@ -47,6 +47,12 @@ class FactorInterval:
     factor_low: float
     factor_high: float
 
+    @property
+    def spread(self) -> float:
+        """How far the factor may lie from `factor` either way: the interval's wider side, as
+        a ratio (>= 1)."""
+        return max(self.factor_high / self.factor, self.factor / self.factor_low)
+
     def beyond(self, factor: float, relevant: float = RELEVANT_FACTOR) -> bool:
         """The interval lies wholly outside [factor/relevant, factor·relevant]."""
         return self.factor_low > factor * relevant or self.factor_high < factor / relevant
@@ -170,8 +176,7 @@ class CorrectionPolicy:
     def apply(self, pooled: PooledEvidence) -> None:
         """The run now plans with `pooled`'s factor."""
         self.applied_factor = pooled.factor
-        self.applied_spread = max(pooled.factor_high / pooled.factor,
-                                  pooled.factor / pooled.factor_low)
+        self.applied_spread = pooled.spread
 
 
 def corrected_vector(efficiency: EfficiencyVector, factor: float, why: str

@@ -230,7 +230,8 @@ class NoiseScalePart:
             profile = profile.on_board(time_f, max(power_f, 1.0))
         previous = session.efficiency, session.transfer_factor
         session.efficiency = vector
-        session.transfer_factor = narrowed_transfer_factor(session.transfer_factor, pooled)
+        session.transfer_factor = narrowed_transfer_factor(session.transfer_factor,
+                                                           pooled.spread)
         choice = guard.wattcap_choice(profile)
         if choice is None:
             session.efficiency, session.transfer_factor = previous
@@ -257,24 +258,21 @@ class NoiseScalePart:
         the cap in force is planned again with them at once)."""
         session, policy = self.session, self.correction.policy
         session.efficiency = vector
-        self._narrow_transfer_factor(policy.applied_factor, policy.applied_spread)
+        self._narrow_transfer_factor(policy.applied_spread)
         follower = session._follower
         if follower is not None and follower.chooser is not None:
             follower.use_chooser(follower.chooser.with_efficiency(
                 vector, session.transfer_factor), replan_why)
 
-    def _narrow_transfer_factor(self, factor: float, spread: float | None) -> None:
+    def _narrow_transfer_factor(self, spread: float | None) -> None:
         """The transfer factor (how far the target's B_noise may lie from the proxy's) is no
-        wider, once r_b is moved by `factor`, than the evidence's interval around it
-        (`spread`): the run's later choices (under a clamp, for its board, under a moving
-        cap) plan with that. Unknown spread (an older checkpoint): the factor stays."""
-        from wattcap.algorithms.noise_correction import FactorInterval
-
+        wider, once r_b is moved by the evidence, than the evidence's interval (`spread`): the
+        run's later choices (under a clamp, for its board, under a moving cap) plan with that.
+        Unknown spread (an older checkpoint): the factor stays."""
         session = self.session
         old = session.transfer_factor
         if spread is not None:
-            session.transfer_factor = narrowed_transfer_factor(
-                old, FactorInterval(factor, factor / spread, factor * spread))
+            session.transfer_factor = narrowed_transfer_factor(old, spread)
         self._say_narrowed(old)
 
     def _say_narrowed(self, old: float | None) -> None:
@@ -350,12 +348,10 @@ def _mhz(frequency_hz: int | None) -> str:
     return "-" if frequency_hz is None else f"{frequency_hz / 1e6:.1f} MHz"
 
 
-def narrowed_transfer_factor(transfer_factor: float | None, evidence: Any) -> float | None:
-    """A transfer factor no wider than `evidence`'s interval (a `FactorInterval`) around its
-    factor: the wider side of the interval as a ratio; None where there was none, or where
-    the interval is a point."""
+def narrowed_transfer_factor(transfer_factor: float | None, spread: float) -> float | None:
+    """A transfer factor no wider than the evidence's `spread` (its interval's wider side as
+    a ratio); None where there was none, or where the interval is a point."""
     if transfer_factor is None:
         return None
-    spread = max(evidence.factor_high / evidence.factor, evidence.factor / evidence.factor_low)
     narrowed = min(transfer_factor, spread)
     return narrowed if narrowed > 1.0 + 1e-9 else None
