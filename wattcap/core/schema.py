@@ -168,9 +168,9 @@ def require_match(what: str, field: str, expected: object, found: object, source
         if field == "model":
             # a Session over the user's own nn.Module names it by model_name (or its class);
             # a file from the command line names it as --model was given there
-            hint = (f"where it is the same model, give the Session model_name={found!r} (the "
-                    "name the file was made with; its architecture fingerprint is still "
-                    "checked)")
+            hint = (f"in Python, where it is the same model, give the Session "
+                    f"model_name={found!r} (the name the file was made with; its architecture "
+                    "fingerprint is still checked)")
         raise WattcapFileError(
             f"{source}: {what} was made for {field} {found!r}, but it is used with "
             f"{field} {expected!r}. Re-create it for {expected!r}.", hint=hint)
