@@ -9,7 +9,7 @@ _.setup, _.on_train_start, _.on_train_batch_start, _.on_train_batch_end  # Light
 _.on_validation_end, _.on_fit_end, _.on_exception, _.teardown, _.on_before_backward  # Lightning
 _.should_stop  # Lightning's Trainer reads it
 _.training_step, _.validation_step, _.configure_optimizers  # a test's LightningModule
-_.on_train_begin, _.on_step_begin, _.on_step_end, _.on_evaluate, _.on_train_end  # HF
+_.on_init_end, _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_evaluate, _.on_train_end  # HF
 _.should_training_stop  # Hugging Face's TrainerControl reads it
 identify  # Flower's ClientApp calls it (@app.query(): the node's partition id)
 pytest_collection_modifyitems  # pytest calls it (tests/conftest.py: the longest test files first)

@@ -107,7 +107,7 @@ class VersionedFile(BaseModel):
                 f"is a {kind!r} file"
             raise WattcapFileError(f"{source}: this {found}, expected {cls.FILE_KIND!r}",
                                    hint=hint)
-        found = raw.get("schema_version")
+        found_version = raw.get("schema_version")
         raw = cls._migrated(raw, source)
         try:
             loaded = cls.model_validate(raw)
@@ -116,8 +116,8 @@ class VersionedFile(BaseModel):
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5]
             )
             raise WattcapFileError(f"{source}: invalid {cls.FILE_KIND} file: {problems}") from None
-        if found != cls.SCHEMA_VERSION:
-            loaded._migrated_from = int(found)  # type: ignore[arg-type]  # an int: _migrated checked it
+        if found_version != cls.SCHEMA_VERSION:
+            loaded._migrated_from = int(found_version)  # type: ignore[arg-type]  # _migrated checked it
         return loaded
 
     @classmethod

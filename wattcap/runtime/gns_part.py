@@ -256,9 +256,10 @@ class NoiseScalePart:
         """r_b moved by the target's evidence and the transfer factor narrowed to what the
         evidence leaves uncertain, for the run and a moving cap's chooser (with `replan_why`,
         the cap in force is planned again with them at once)."""
-        session, policy = self.session, self.correction.policy
+        session, correction = self.session, self.correction
+        assert correction is not None  # only a correction moves r_b
         session.efficiency = vector
-        self._narrow_transfer_factor(policy.applied_spread)
+        self._narrow_transfer_factor(correction.policy.applied_spread)
         follower = session._follower
         if follower is not None and follower.chooser is not None:
             follower.use_chooser(follower.chooser.with_efficiency(
