@@ -160,6 +160,20 @@ def test_plan_with_a_corrupt_profile(tmp_path) -> None:
     assert isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.parametrize("command", ["plan", "train"])
+def test_a_missing_profile_says_how_to_measure_one(command) -> None:
+    args = ["--power-cap", "5"] if command == "plan" else \
+        ["--device", "nvml:0", "--model", MODEL, "--data", "digits", "--dry-run",
+         "--power-cap", "5", "--target-accuracy", "0.9"]
+    result = invoke(command, *args)
+    assert result.exit_code == 2
+    output = _flat(result.output)
+    assert "--profile is required" in output
+    device = "nvml:0" if command == "train" else "DEVICE"
+    assert f"wattcap profile --device {device} --model" in output, output
+    assert "Traceback" not in result.output
+
+
 def test_plan_with_a_plan_file_as_profile(profile_file, tmp_path) -> None:
     plan_path = tmp_path / "plan.json"
     assert invoke("plan", "--profile", profile_file, "--power-cap", "5", "--out",

@@ -287,3 +287,57 @@ def test_a_profile_from_a_spec_file_plans_without_the_file(tmp_path):
     hot_point = hot.lookup(32, hot.knob_values[0])
     bundled_point = bundled.lookup(32, bundled.knob_values[0])
     assert hot_point.avg_power_w == pytest.approx(bundled_point.avg_power_w + 1.0, abs=0.1)
+
+
+# --------------------------------------------------------------------------- richer outputs
+
+HF_VIT = """
+from transformers import ViTConfig, ViTForImageClassification
+
+def build(num_classes=10):
+    return ViTForImageClassification(ViTConfig(
+        image_size=8, patch_size=4, num_channels=1, hidden_size=16, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=32, num_labels=num_classes))
+"""
+
+
+def test_a_hugging_face_model_from_a_file_is_profiled_and_trained(tmp_path):
+    """A Hugging Face model returns a ModelOutput, not a tensor: its logits are what the
+    profiler and the training loop get, as for any model (no wrapper in the user's file)."""
+    pytest.importorskip("transformers")
+    text = user_model_text(f"{_write(tmp_path / 'vit.py', HF_VIT)}:build", input_shape="1x8x8")
+    spec = get_model_spec(text)
+    assert spec.default_num_classes == 10
+    model = spec.build(num_classes=10)
+    assert type(model).__name__ == "ViTForImageClassification"  # the user's class, not a wrapper
+    assert model(torch.zeros(3, 1, 8, 8)).shape == (3, 10)
+    profile = Profiler(EmulatedDevice("jetson-nano"), text, batch_sizes=(8, 16)).run(
+        power_cap_w=5.0)
+    assert {p.batch_size for p in profile.points} == {8, 16}
+    train, test = get_dataset("digits").split(0.2, seed=0)
+    config = TrainConfig(model=text, batch_size=16, target_accuracy=0.999, sample_budget=256,
+                         eval_every_samples=128, seed=0)
+    record = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"))
+    assert record.samples_seen == 256 and record.batch_size == 16 and record.device_time_s > 0
+
+
+def test_a_module_returning_a_dict_of_logits_is_taken_and_left_as_it_is():
+    class DictNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Linear(64, 4)
+
+        def forward(self, x):
+            return {"logits": self.head(x.flatten(1)), "hidden": x}
+
+    module = DictNet()
+    spec = spec_for_module(module, torch.zeros(2, 1, 8, 8), register=False)
+    assert spec.default_num_classes == 4
+    assert spec.build(4)(torch.zeros(3, 1, 8, 8)).shape == (3, 4)
+    assert isinstance(module(torch.zeros(1, 1, 8, 8)), dict)  # the user's instance: no hook
+    class Hidden(DictNet):
+        def forward(self, x):
+            return {"scores": self.head(x.flatten(1))}
+
+    with pytest.raises(UserModelError, match="an output with a `logits` tensor"):
+        spec_for_module(Hidden(), torch.zeros(2, 1, 8, 8), register=False)

@@ -142,6 +142,13 @@ def test_a_session_takes_f1_on_0_to_100_and_refuses_a_fraction_target() -> None:
     with pytest.raises(SessionError, match="outside f1's range"):
         Session(None, planning=PlanSettings(batch_size=8),
                 goal=Goal(target_accuracy=185, target_metric="f1:100"))
+    with pytest.raises(SessionError, match=r"0.85 on f1's 0-100 scale .*say 85, or the metric "
+                       "f1:1"):
+        # in range, but a fraction on a percentage's scale: a unit mistake
+        Session(None, planning=PlanSettings(batch_size=8),
+                goal=Goal(target_accuracy=0.85, target_metric="f1:100"))
+    Session(None, planning=PlanSettings(batch_size=8),  # a fraction on f1's own scale
+            goal=Goal(target_accuracy=0.85, target_metric="f1")).close()
     with pytest.raises(SessionError, match="a percentage"):
         # accuracy is a fraction
         Session(None, planning=PlanSettings(batch_size=8), goal=Goal(target_accuracy=85))

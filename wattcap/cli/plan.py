@@ -349,7 +349,10 @@ def plan_command(
             server, token, profile=profile, efficiency=efficiency, device_name=device_name,
             model=model, power_mode=power_mode, proxy=proxy, target_accuracy=target_accuracy)
     elif profile is None:
-        fail("--profile is required (or --server URL with --device-name and --model)")
+        fail("--profile is required: the device's measured table of power and time",
+             hint="measure it on the device with `wattcap profile --device DEVICE --model "
+                  "MODEL --out profile.json`, or fetch one with --server URL, --device-name "
+                  "and --model")
     if len(caps) > 1:
         plans = make_plans(profile, efficiency, caps, reference_profiles, target_efficiency,
                            objective=goal, margin_sigmas=margin_sigmas,

@@ -222,7 +222,10 @@ def train(
             server, token, device, device_name, model, model_id, proxy, profile, efficiency,
             weights)
     elif profile is None:
-        fail("--profile is required (or --server URL)")
+        fail("--profile is required: the device's measured table of power and time",
+             hint=f"measure it on the device with `wattcap profile --device {device} --model "
+                  f"{model} --out profile.json` (`--dry-run` says how long it takes), or fetch "
+                  "one with --server URL")
     check_weights(weights, model)
     table = _train_profile(profile, source)
     try:

@@ -38,6 +38,13 @@ class TargetMetric(BaseModel):
             hint = (" (a percentage? say NAME:100)" if self.high == 1.0 and 1 < target <= 100
                     else "")
             raise MetricError(f"target {target:g} is outside {self.name}'s range {scale}{hint}")
+        if self.direction == "higher" and high >= 10 and target <= 1:
+            # within range, but a fraction given on a percentage's scale is a unit mistake
+            # that would train to almost nothing and call it reached
+            raise MetricError(
+                f"target {target:g} on {self.name}'s 0-{high:g} scale is {target / high:.2%} "
+                f"of it (a fraction? say {target * high:g}, or the metric {self.name}:1 if "
+                "yours reports fractions)")
         return target
 
     def check_value(self, value: float) -> float:

@@ -28,7 +28,7 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -232,6 +232,17 @@ def _accepted(factory: Callable[..., Any]) -> set[str]:
     return names & {"num_classes", "vocab_size"}
 
 
+def _logits_only(module: nn.Module, args: Any, output: Any) -> torch.Tensor | None:
+    """A forward hook: the logits of a model that returns them in a richer output (a Hugging
+    Face model's `ModelOutput`, a dict with "logits"), so the profiler and the training loop
+    get the tensor they take; any other output is left as it is (and refused by the check)."""
+    if isinstance(output, torch.Tensor):
+        return None
+    logits = output.get("logits") if isinstance(output, Mapping) else \
+        getattr(output, "logits", None)
+    return logits if isinstance(logits, torch.Tensor) else None
+
+
 def _call(factory: Callable[..., Any], text: str, num_classes: int | None) -> nn.Module:
     kwargs: dict[str, int] = {}
     if num_classes is not None:
@@ -249,6 +260,7 @@ def _call(factory: Callable[..., Any], text: str, num_classes: int | None) -> nn
             f"model {text!r}: the factory returned {type(model).__name__}, expected a "
             "torch.nn.Module"
         )
+    model.register_forward_hook(_logits_only)
     return model
 
 
@@ -273,9 +285,12 @@ def _output_classes(model: nn.Module, example: torch.Tensor, task: str, what: st
         ) from None
     finally:
         model.train(was_training)
+    logits = _logits_only(model, None, out)  # the instance of spec_for_module has no hook
+    out = out if logits is None else logits
     if not isinstance(out, torch.Tensor):
         raise UserModelError(f"{what}: the model returned {type(out).__name__}, expected a "
-                             "tensor of logits")
+                             "tensor of logits (or an output with a `logits` tensor, as a "
+                             "Hugging Face model's)")
     want_dims = 3 if task == "char-lm" else 2
     if out.dim() != want_dims or out.shape[0] != example.shape[0]:
         form = "(batch, context, vocabulary)" if task == "char-lm" else "(batch, classes)"
@@ -402,6 +417,7 @@ def spec_for_module(
     if classes < 2:
         raise UserModelError(f"model {label!r}: the model outputs {classes} class; need >= 2")
     snapshot = copy.deepcopy(module).cpu()
+    snapshot.register_forward_hook(_logits_only)
 
     def build(num_classes: int) -> nn.Module:
         if num_classes != classes:
