@@ -9,16 +9,21 @@ asserts on the default setting's rows.
 
     python bench/online_correction.py [--seeds 1 2 3] [--budget 16384] [--all-settings]
     python bench/online_correction.py --decision-scenario DQ [--seeds 0 1 2]
+    python bench/online_correction.py --reference-spread 14
 
-About 20 s per setting on 2 cores. With --decision-scenario DQ (a folder of
-bench/decision_quality.py): the decision-quality bench's worst scenario with the correction on
-and off, trained here side by side.
+About 20 s per setting on 2 cores. With --reference-spread N (about 15 s per seed): N runs of
+the reference's own measurement (clean digits, b = 128 in 4 parts, seeds 0 to N-1), each
+window's B_simple over the geometric mean of the seeds that are not the reference's: how far
+a reference of REFERENCE_SEEDS lies from the population by chance. With --decision-scenario DQ
+(a folder of bench/decision_quality.py): the decision-quality bench's worst scenario with the
+correction on and off, trained here side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import statistics
 from pathlib import Path
@@ -164,6 +169,35 @@ def decision_scenario(folder: Path, seeds: tuple[int, ...]) -> None:
               f"{spread} | {versus} | {'; '.join(notes)} |", flush=True)
 
 
+def reference_spread(seeds: int, budget: int) -> None:
+    """Each window of `seeds` runs of the reference's measurement over the geometric mean of
+    the runs that are not REFERENCE_SEEDS, and the reference's own (its runs' geometric
+    mean) over the same; the run-to-run spread of log B_simple."""
+    from wattcap.train.noise_scale import measure_noise_scale
+
+    clean, _, test = splits()
+    runs = {seed: {w.samples_end: w.b_simple for w in measure_noise_scale(
+        MODEL, clean, test, batch_size=128, chunk_size=32, sample_budget=budget,
+        seed=seed).trajectory.windows} for seed in range(seeds)}
+    others = [s for s in runs if s not in REFERENCE_SEEDS]
+
+    def geomean(of: list[int], end: int) -> float:
+        return math.exp(statistics.fmean(math.log(runs[s][end]) for s in of))  # type: ignore[arg-type]
+
+    print("| window ends at | population B_simple (seeds not the reference's) | reference over it "
+          "| each seed over it | sd of log B per run |")
+    print("|---|---|---|---|---|")
+    for end in sorted({e for r in runs.values() for e, b in r.items() if b}):
+        if any(not runs[s].get(end) for s in runs):
+            continue  # a run that did not resolve it
+        population = geomean(others, end)
+        each = ", ".join(f"{s}: {runs[s][end] / population:.2f}" for s in runs)  # type: ignore[operator]
+        spread = statistics.stdev(math.log(runs[s][end]) for s in runs)  # type: ignore[arg-type]
+        print(f"| {end} | {population:.3g} | "
+              f"{geomean(list(REFERENCE_SEEDS), end) / population:.2f} | {each} | "
+              f"{spread:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(TARGET_SEEDS))
@@ -173,7 +207,13 @@ def main() -> None:
     parser.add_argument("--decision-scenario", type=Path, metavar="DQ",
                         help="instead: the decision-quality bench's worst scenario, with the "
                         "pre-trained weights, profiles and proxy vector of its folder DQ")
+    parser.add_argument("--reference-spread", type=int, metavar="N",
+                        help="instead: N runs of the reference's measurement, each window "
+                        "against the runs that are not the reference's")
     args = parser.parse_args()
+    if args.reference_spread is not None:
+        reference_spread(args.reference_spread, args.budget)
+        return
     if args.decision_scenario is not None:
         decision_scenario(args.decision_scenario, tuple(args.seeds))
         return
