@@ -47,6 +47,7 @@ from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
 from wattcap.devices.caps import BatteryCap, CapSource, SolarCap
 from wattcap.experiments.replay import PROFILE_BOARD_SEED, BoardMode, run_device
+from wattcap.experiments.significance import compare_times
 from wattcap.measure.profiling import Profiler
 from wattcap.measure.references import cache_dir, emulated_reference_profiles
 from wattcap.train.efficiency import estimate_efficiency
@@ -167,6 +168,18 @@ def ratio(numerator: Runs, denominator: Runs) -> float:
     return numerator.time_s / denominator.time_s
 
 
+def separated(numerator: Runs, denominator: Runs) -> str:
+    """Whether two methods' times differ beyond the seeds' noise (Welch on log time), where
+    every seed of both reached the target: 'beyond noise', 'within noise' or '-'."""
+    if numerator.time_s is None or denominator.time_s is None:
+        return "-"
+    comparison = compare_times([r.time_to_accuracy_s for r in numerator.records],  # type: ignore[misc]
+                               [r.time_to_accuracy_s for r in denominator.records])  # type: ignore[misc]
+    if comparison.separated is None:
+        return "1 seed"
+    return "beyond noise" if comparison.separated else "within noise"
+
+
 def seconds(runs: Runs) -> str:
     return "not reached" if runs.time_s is None else f"{runs.time_s:.2f}"
 
@@ -222,7 +235,7 @@ def main() -> None:
           "included)")
     header = (f"{'scenario':12} {'T wattcap':>10} {'T fixed':>12} {'fixed b,MHz':>12} "
               f"{'T base-1':>12} {'fixed/W':>8} {'base-1/W':>9} {'paused W':>9} "
-              f"{'E saved':>8} {'T cost':>7}")
+              f"{'E saved':>8} {'T cost':>7}  base-1 vs wattcap")
     print(header)
     fixed_ratios, b1_ratios, savings, costs = [], [], [], []
     for scenario, fixed, records in rows:
@@ -237,7 +250,8 @@ def main() -> None:
         print(f"{scenario.name:12} {seconds(ours):>10} {seconds(records['fixed']):>12} "
               f"{f'{fixed.batch_size},{fixed.knob_value / 1e6:.0f}':>12} "
               f"{seconds(records['baseline-1']):>12} {a:8.2f} {b:9.2f} "
-              f"{ours.paused_s:9.2f} {saved:8.1%} {cost:7.2f}")
+              f"{ours.paused_s:9.2f} {saved:8.1%} {cost:7.2f}  "
+              f"{separated(records['baseline-1'], ours)}")
     finite = [r for r in fixed_ratios if math.isfinite(r)]
     if finite:
         print(f"\nT(fixed plan for the lowest cap)/T(wattcap): median "

@@ -11,12 +11,13 @@ asserts on the default setting's rows.
     python bench/online_correction.py --decision-scenario DQ [--seeds 0 1 2]
     python bench/online_correction.py --reference-spread 14
 
-About 20 s per setting on 2 cores. With --reference-spread N (about 15 s per seed): N runs of
-the reference's own measurement (clean digits, b = 128 in 4 parts, seeds 0 to N-1), each
-window's B_simple over the geometric mean of the seeds that are not the reference's: how far
-a reference of REFERENCE_SEEDS lies from the population by chance. With --decision-scenario DQ
-(a folder of bench/decision_quality.py): the decision-quality bench's worst scenario with the
-correction on and off, trained here side by side.
+About 1.5 min for the default setting on 2 cores, about 8 with --all-settings. With
+--reference-spread N (about 15 s per seed): N runs of the reference's own measurement (clean
+digits, b = 128 in 4 parts, seeds 0 to N-1), each window's B_simple over the geometric mean of
+the seeds that are not the reference's: how far a reference of REFERENCE_SEEDS lies from the
+population by chance. With --decision-scenario DQ (a folder of bench/decision_quality.py): the
+decision-quality bench's worst scenario with the correction on and off, trained here side by
+side.
 """
 
 from __future__ import annotations
