@@ -172,6 +172,27 @@ def test_pareto_front_drops_ties_that_are_dominated() -> None:
     assert CandidateSet(table.points, ones, ones).pareto_front(4.0)[0].predicted_time_s == 2.0
 
 
+@pytest.mark.parametrize("noise", [1e-12, -1e-12])
+def test_times_equal_but_for_float_rounding_are_ties(noise: float) -> None:
+    """A host-bound row (every clock as fast) computed through different clocks differs in the
+    last bits: the choice must not follow them. Algorithm 1 takes the highest clock of equal
+    times; the front lists the thriftier of the equal points."""
+    def point(f_mhz, seconds, avg_w):
+        return ProfilePoint(batch_size=8, knob_value=f_mhz * 1_000_000, peak_power_w=avg_w,
+                            avg_power_w=avg_w, seconds_per_sample=seconds, steps=1, readings=5)
+
+    base = 1.0729687500e-05
+    points = [point(600, base * (1 + noise), 100.0), point(1200, base, 150.0),
+              point(1800, base * (1 - noise), 200.0)]
+    table = _table(points, [8], [600_000_000, 1_200_000_000, 1_800_000_000])
+    chosen = Selector(table).select(None, {8: 1.0})
+    assert chosen is not None and chosen.knob_value == 1_800_000_000
+    candidates = CandidateSet(table.points, {8: 1.0}, {8: 1.0})
+    assert candidates.best(Objective(), None).knob_value == 1_800_000_000
+    front = candidates.pareto_front(None)
+    assert [p.knob_value for p in front] == [600_000_000]  # as fast, least energy
+
+
 # -- the emulated Nano --------------------------------------------------------------------------
 @pytest.fixture
 def proxy(make_efficiency):

@@ -67,6 +67,10 @@ def test_profile_pruned_measures_fewer_points(tmp_path, profile_file) -> None:
     assert pruned.mode == "pruned" and pruned.power_cap_w == 5.0
     assert 0 < pruned.points_measured < exhaustive.points_measured
     assert f"{pruned.points_measured} points" in result.output
+    lower = _flat(invoke("plan", "--profile", out, "--power-cap", "4").output)
+    assert "pruned for a cap of 5.00 W" in lower and "--power-cap 4" in lower
+    assert "pruned for a cap" not in _flat(invoke("plan", "--profile", out, "--power-cap",
+                                                  "5").output)
 
 
 def test_profile_with_an_unknown_model_lists_known_models(tmp_path) -> None:
@@ -239,6 +243,41 @@ def test_estimate_in_a_pipe_prints_progress_lines_before_the_table(tmp_path) -> 
         samples = entry.samples_per_seed[0]
         assert samples is not None
         assert f"b={entry.batch_size} seed=0: {samples:.0f} samples to target" in shown
+
+def test_an_unresolved_r_b_is_cautioned_by_estimate_and_plan(tmp_path, profile_file) -> None:
+    """A target every run passes at its first evaluation (below chance here) leaves the
+    samples unresolved: estimate and plan both print the caution, and the file keeps it."""
+    out = tmp_path / "efficiency.json"
+    result = invoke("estimate", "--model", MODEL, "--proxy", "digits-32", "--target-accuracy",
+                    "0.05", "--batch-sizes", "8,32", "--seeds", "1", "--sample-budget", "512",
+                    "--eval-every", "256", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "r_b is not resolved" in _flat(result.output)
+    assert any("r_b is not resolved" in n for n in EfficiencyVector.load(out).notes)
+    result = invoke("plan", "--profile", profile_file, "--efficiency", out, "--power-cap", "5")
+    assert result.exit_code == 0, result.output
+    assert "r_b is not resolved" in _flat(result.output)
+
+
+def test_the_run_summary_says_what_was_not_measured(profile_file, tmp_path, capsys) -> None:
+    from wattcap.cli.train import print_run
+    from wattcap.core.run import RunRecord
+
+    out = tmp_path / "run.json"
+    result = invoke("train", "--device", DEVICE, "--model", MODEL, "--data", "digits-32",
+                    "--profile", profile_file, "--power-cap", "5", "--target-accuracy", "0.999",
+                    "--sample-budget", "256", "--out", out)
+    assert result.exit_code == 1, result.output  # the budget ends short of the target
+    record = RunRecord.load(out)
+    assert record.peak_power_w is not None
+    summary = _flat(result.output)
+    assert f"energy {record.energy_j:.3g} J, peak {record.peak_power_w:.2f} W vs cap 5 W" in summary
+    capsys.readouterr()
+    print_run(record.model_copy(update={"peak_power_w": None, "energy_j": 0.0}))
+    shown = _flat(capsys.readouterr().out)
+    assert "no power reading (the run was shorter than the sensor's period); cap 5 W" in shown
+    assert "0.00 W" not in shown and "energy 0 J" not in shown
+
 
 # `wattcap demo --quick` as its user sees it: tests/golden/test_golden.py, on the run of the demo
 # that the goldens make

@@ -101,6 +101,11 @@ def test_without_efficiency_the_figure_says_r_b_1_and_stars_that_plan(
                  "--out", tmp_path / "heatmap.png")
     assert ASSUMPTION in _texts(fig)
     assert _star(fig, table) == [_planned(table, None)] * 2
+    b, knob = _planned(table, None)
+    for ax in fig.axes[:2]:  # the star lies on the frontier drawn (the planner's, margined)
+        [line] = [ln for ln in ax.lines if ln.get_label().startswith("cap frontier")]
+        drawn = dict(zip(line.get_ydata(), line.get_xdata(), strict=True))
+        assert drawn[table.batch_sizes.index(b)] == table.knob_values.index(knob)
     assert (tmp_path / "heatmap.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -341,3 +341,42 @@ def test_a_module_returning_a_dict_of_logits_is_taken_and_left_as_it_is():
 
     with pytest.raises(UserModelError, match="an output with a `logits` tensor"):
         spec_for_module(Hidden(), torch.zeros(2, 1, 8, 8), register=False)
+
+
+def test_profile_auto_profiles_the_module_as_built_for_the_data(net_file):
+    """A factory whose default head has 10 classes, built for 3: profile='auto' measures the
+    module given, so the profile is of that architecture and the same Session accepts it (it
+    used to record the name's default build and refuse its own profile)."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("tiny_for_auto", net_file)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    net = module.build(num_classes=3)
+    text = user_model_text(f"{net_file}:build")
+    for _ in range(2):  # measured, then reused from the cache
+        session = Session(EmulatedDevice("jetson-nano"), model=net, model_name=text,
+                          example_input=torch.zeros(4, 1, 8, 8),
+                          planning=PlanSettings(profile="auto"), cap=5.0)
+        with session:
+            assert session.profile is not None
+            assert session.profile.architecture_fingerprint == architecture_fingerprint(net)
+            assert architecture_fingerprint(net) != model_fingerprint(text)  # 3 heads, not 10
+    assert any("profile reused" in e for e in session.events)
+
+
+def test_a_file_of_another_architecture_says_so_without_a_rename_hint(net_file, tmp_path):
+    other = _write(tmp_path / "other.py", TINY_NET.format(hidden=32))
+    device = EmulatedDevice("jetson-nano")
+    profile = Profiler(device, f"{other}:build", batch_sizes=(4, 8)).run(power_cap_w=5.0)
+    with pytest.raises(WattcapFileError) as info:
+        profile.check_matches(model=f"{net_file}:build",
+                              architecture_fingerprint=model_fingerprint(f"{net_file}:build"))
+    assert "model_name=" not in str(info.value) and "model_name=" not in str(info.value.hint)
+    same = Profiler(device, f"{net_file}:build", batch_sizes=(4, 8)).run(power_cap_w=5.0)
+    with pytest.raises(WattcapFileError, match="layers or their shapes differ"):
+        same.check_matches(architecture_fingerprint=model_fingerprint(f"{other}:build"))
+    with pytest.raises(WattcapFileError) as info:  # same architecture, another name: the hint
+        same.check_matches(model="my-net",
+                           architecture_fingerprint=model_fingerprint(f"{net_file}:build"))
+    assert "model_name=" in str(info.value.hint)

@@ -162,6 +162,32 @@ def test_a_user_loop_runs_the_plan_and_leaves_a_record(
         record.samples_seen * point.seconds_per_sample, rel=0.02)
 
 
+def test_a_short_last_batch_counts_the_samples_it_trains(user_profile: ProfileTable) -> None:
+    """A DataLoader without drop_last ends each epoch with a short batch: `session.step()`
+    without a count trains the batch moved with `to_device`, not the plan's batch size."""
+    session = make_session(user_profile, cap_w=None, batch_size=16, frequency_hz=None)
+    data = TensorDataset(torch.randn(40, 1, 8, 8), torch.randint(0, 10, (40,)))
+    net = UserNet()
+    optimizer = torch.optim.Adam(net.parameters(), lr=session.learning_rate)
+    sizes = []
+    with session:
+        for _ in range(2):  # two epochs of 16 + 16 + 8
+            for x, y in DataLoader(data, batch_size=session.batch_size, shuffle=True):
+                x, y = session.to_device(x, y)
+                before = session.samples
+                with session.step():
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(net(x), y).backward()
+                    optimizer.step()
+                sizes.append(session.samples - before)
+        with session.step(5):  # a count given wins; nothing moved: the batch size
+            pass
+        with session.step():
+            pass
+    assert sizes == [16, 16, 8, 16, 16, 8]
+    assert session.samples == 80 + 5 + 16 and session.steps == 8
+
+
 def test_a_killed_user_loop_resumes_to_the_same_result(
     user_profile: ProfileTable, digits: tuple, tmp_path: Path
 ) -> None:

@@ -31,7 +31,7 @@ from wattcap.core.objective import (
     ObjectiveError,
     ObjectiveName,
 )
-from wattcap.core.profile import ProfilePoint
+from wattcap.core.profile import ProfilePoint, time_key
 
 
 class CandidateSet:
@@ -114,21 +114,23 @@ class CandidateSet:
                 knob_kind: str = "gpu_clock") -> int:
         knob = -self.knob_value[indices] if knob_unit(knob_kind).ties_to_highest \
             else self.knob_value[indices]
-        # lexsort: the last key sorts first
-        order = np.lexsort((knob, -self.batch_size[indices],
-                            secondary[indices], primary[indices]))
+        # lexsort: the last key sorts first; values equal but for float rounding are ties
+        order = np.lexsort((knob, -self.batch_size[indices], _keyed(secondary[indices]),
+                            _keyed(primary[indices])))
         return int(indices[order[0]])
 
     def pareto_front(self, cap_w: float | None) -> list[FrontPoint]:
         """The feasible points no other feasible point beats on both time and energy, in order
         of increasing time (decreasing energy). Equal (time, energy) points appear once."""
         indices = np.flatnonzero(self.feasible(cap_w))
-        order = indices[np.lexsort((self.energy_j[indices], self.time_s[indices]))]
+        energy_j = _keyed(self.energy_j[indices])
+        order = np.lexsort((energy_j, _keyed(self.time_s[indices])))
         front: list[FrontPoint] = []
         lowest_j = math.inf
-        for i in order:
-            if self.energy_j[i] < lowest_j:
-                lowest_j = float(self.energy_j[i])
+        for k in order:
+            i = indices[k]
+            if energy_j[k] < lowest_j:
+                lowest_j = float(energy_j[k])
                 point = self.points[i]
                 front.append(FrontPoint(
                     batch_size=point.batch_size,
@@ -139,6 +141,11 @@ class CandidateSet:
                     avg_power_w=point.avg_power_w,
                 ))
         return front
+
+
+def _keyed(values: np.ndarray) -> np.ndarray:
+    """Values as compared: rounded to `time_key`'s significant digits."""
+    return np.array([time_key(float(v)) for v in values], dtype=float)
 
 
 __all__ = [

@@ -39,7 +39,7 @@ from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_unit
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import Choice, InfeasibleCapError, Plan
-from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase
+from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase, time_key
 
 #: samples a prediction is made for when no efficiency vector gives samples to target
 DEFAULT_SAMPLES = 10_000
@@ -72,7 +72,7 @@ class Selector:
             ratio = ratios.get(b)
             if ratio is None:
                 continue
-            cost = point.seconds_per_sample * ratio
+            cost = time_key(point.seconds_per_sample * ratio)
             if cost < best_cost or (cost == best_cost and best is not None and b > best.batch_size):
                 best, best_cost = point, cost
         return best
@@ -433,6 +433,13 @@ def plan(
             notes.append(
                 f"the profile was pruned for a cap of {profile.power_cap_w:.2f} W; points above "
                 "it were not measured, so higher frequencies may be missed at this cap"
+            )
+        elif power_cap_w < profile.power_cap_w:
+            notes.append(
+                f"the profile was pruned for a cap of {profile.power_cap_w:.2f} W: each batch "
+                "size was measured around its highest clock under that cap, so points that fit "
+                f"under {power_cap_w:g} W may be missing (profile again with --power-cap "
+                f"{power_cap_w:g}, or --exhaustive)"
             )
 
     notes += replanner.ratio_notes

@@ -282,7 +282,7 @@ def print_pareto_front(result: Plan) -> None:
         c = result.choices[name]
         console.print(f"  [dim]{name} (b={c.batch_size}, {result.describe_knob(c.knob_value)}: "
                       f"{c.predicted_time_s:.1f} s, {c.predicted_energy_j:.0f} J) is off the "
-                      "front: another choice is both faster and thriftier"
+                      "front: another choice is at least as fast and thriftier"
                       + (" (the oracle's point uses the target's r_b)" if name == "fastest"
                          else "") + "[/]")
 

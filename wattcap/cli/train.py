@@ -224,8 +224,8 @@ def train(
     elif profile is None:
         fail("--profile is required: the device's measured table of power and time",
              hint=f"measure it on the device with `wattcap profile --device {device} --model "
-                  f"{model} --out profile.json` (`--dry-run` says how long it takes), or fetch "
-                  "one with --server URL")
+                  f"{model} --out profile.json` (`--dry-run` says how many points it "
+                  "measures), or fetch one with --server URL")
     check_weights(weights, model)
     table = _train_profile(profile, source)
     try:
@@ -266,6 +266,17 @@ def train(
 
 #: `wattcap train`'s exit code for a run that ended without reaching its target
 NOT_REACHED_EXIT_CODE = 1
+
+
+def _power_summary(record: RunRecord) -> str:
+    """', energy 1.34 J, peak 2.68 W vs cap 3 W', or what was not measured: a run shorter
+    than the sensor's period has no reading to give a peak (nor a sensor energy)."""
+    against = (f" under {record.cap_source}" if record.cap_source else
+               f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
+    if record.peak_power_w is None:
+        return (", no power reading (the run was shorter than the sensor's period)"
+                + (f"; cap {record.power_cap_w:g} W" if record.power_cap_w else ""))
+    return f", energy {record.energy_j:.3g} J, peak {record.peak_power_w:.2f} W{against}"
 
 
 def _finish(record: RunRecord, out: Path | None, plot: Path | None) -> None:
@@ -478,15 +489,13 @@ def print_run(record: RunRecord, plot: Path | None = None) -> None:
     console.print(
         f"[bold]{record.method or 'run'}[/] b={record.batch_size}: "
         + (f"reached {goal} after {record.samples_to_target:.0f} samples"
-           f", time-to-{'accuracy' if metric.is_accuracy else 'target'} {tta:.1f} s (device)"
+           f", time-to-{'accuracy' if metric.is_accuracy else 'target'} {tta:.3g} s (device)"
            if record.reached and target and tta
            else f"did not reach {goal} "
            + (f"({record.stop_reason})" if record.stop_reason
               else f"within {record.sample_budget} samples")
            + f" (final {final})")
-        + f", energy {record.energy_j:.0f} J, peak {record.peak_power_w or 0:.2f} W"
-        + (f" under {record.cap_source}" if record.cap_source else
-           f" vs cap {record.power_cap_w:g} W" if record.power_cap_w else "")
+        + _power_summary(record)
     )
     if record.segments:
         print_segments(record)

@@ -177,8 +177,10 @@ class EfficiencyVector(VersionedFile):
         return [b for b, n in counts.items() if n == 1 and b != self.reference_batch_size]
 
     def ratio_notes(self) -> list[str]:
-        """What a plan should say about where r_b came from."""
-        return self._origin_notes() + self._run_count_notes()
+        """What a plan should say about where r_b came from, and the cautions the estimate
+        left in the notes (a near-chance proxy target, r_b not resolved)."""
+        cautions = [note for note in self.notes if note.startswith("caution:")]
+        return self._origin_notes() + self._run_count_notes() + cautions
 
     def _run_count_notes(self) -> list[str]:
         """What a plan should say where batch sizes have different numbers of runs."""
@@ -241,7 +243,9 @@ class EfficiencyVector(VersionedFile):
                              and architecture_fingerprint == self.architecture_fingerprint)
         if model is not None and not (same_architecture and portable_model_name(model)
                                       == portable_model_name(self.model) is not None):
-            require_match("the efficiency vector", "model", model, self.model, source)
+            require_match("the efficiency vector", "model", model, self.model, source,
+                          other_architecture=not same_architecture and None not in (
+                              architecture_fingerprint, self.architecture_fingerprint))
         if model_source_sha256 is not None and self.model_source_sha256 is not None \
                 and model_source_sha256 != self.model_source_sha256:
             raise WattcapFileError(

@@ -274,7 +274,9 @@ class ProfileTable(VersionedFile):
                                       == portable_model_name(self.model) is not None):
             # a user model's file may move (a copied project, a profile carried from the
             # server): its file name, factory and options and its architecture identify it
-            require_match("the profile", "model", model, self.model, source)
+            require_match("the profile", "model", model, self.model, source,
+                          other_architecture=not same_architecture and None not in (
+                              architecture_fingerprint, self.architecture_fingerprint))
         if input_shape is not None:
             require_match("the profile", "input shape", list(input_shape), self.input_shape, source)
         if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
@@ -344,6 +346,16 @@ def portable_model_name(name: str) -> str | None:
     return head.replace("\\", "/").rsplit("/", 1)[-1] + sep + rest
 
 
+#: significant digits two predicted times are compared to: times that differ only in float
+#: rounding (a host-bound row's equal times, computed through different clocks) are equal
+TIME_DIGITS = 9
+
+
+def time_key(seconds: float) -> float:
+    """`seconds` rounded to TIME_DIGITS significant digits, for comparing predicted times."""
+    return float(f"{seconds:.{TIME_DIGITS}g}")
+
+
 @dataclass
 class Staircase:
     """One row reduced to the points no other beats: the best feasible point of the row under
@@ -366,8 +378,8 @@ class Staircase:
         kept: list[ProfilePoint] = []
         best: ProfilePoint | None = None
         for point in sorted(row, key=lambda p: (p.peak_power_w, sign * p.knob_value)):
-            if best is None or (point.seconds_per_sample, sign * point.knob_value) < (
-                    best.seconds_per_sample, sign * best.knob_value):
+            if best is None or (time_key(point.seconds_per_sample), sign * point.knob_value) < (
+                    time_key(best.seconds_per_sample), sign * best.knob_value):
                 best = point
             powers_w.append(point.peak_power_w)
             kept.append(best)

@@ -161,16 +161,23 @@ class VersionedFile(BaseModel):
 _F = TypeVar("_F", bound=VersionedFile)
 
 
-def require_match(what: str, field: str, expected: object, found: object, source: str) -> None:
-    """Refuse a file made for another device, model or input shape."""
+def require_match(what: str, field: str, expected: object, found: object, source: str,
+                  other_architecture: bool = False) -> None:
+    """Refuse a file made for another device, model or input shape (`other_architecture`:
+    the architecture fingerprints are known and differ, so a model of another name is not the
+    same model under another name)."""
     if expected != found:
         hint = None
-        if field == "model":
+        again = f"Re-create it for {expected!r}."
+        if field == "model" and not other_architecture:
             # a Session over the user's own nn.Module names it by model_name (or its class);
             # a file from the command line names it as --model was given there
             hint = (f"in Python, where it is the same model, give the Session "
                     f"model_name={found!r} (the name the file was made with; its architecture "
                     "fingerprint is still checked)")
+        elif field == "architecture fingerprint":
+            again = ("The model's layers or their shapes differ (another model, or another "
+                     "number of classes): make the file again with the model as it is trained.")
         raise WattcapFileError(
             f"{source}: {what} was made for {field} {found!r}, but it is used with "
-            f"{field} {expected!r}. Re-create it for {expected!r}.", hint=hint)
+            f"{field} {expected!r}. {again}", hint=hint)

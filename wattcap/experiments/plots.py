@@ -13,10 +13,11 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from wattcap.algorithms.planner import Replanner
 from wattcap.core.files import atomic_path
 from wattcap.core.knob import knob_number, knob_unit
 from wattcap.core.plan import Plan
-from wattcap.core.profile import ProfileTable
+from wattcap.core.profile import ProfileTable, portable_model_name
 
 _MARKERS = {
     "wattcap": ("*", "tab:green"),
@@ -69,6 +70,12 @@ def plot_profile(
     return out
 
 
+def _model_label(model: str, limit: int = 40) -> str:
+    """A title's model name: a user model without its folders, cut to `limit` characters."""
+    label = portable_model_name(model) or model
+    return label if len(label) <= limit else label[:limit - 1] + "…"
+
+
 def profile_figure(
     profile: ProfileTable,
     power_cap_w: float | None = None,
@@ -80,6 +87,10 @@ def profile_figure(
     time_ms = _grid(profile, "seconds_per_sample") * 1e3
     unit = knob_unit(profile.knob_kind)
     ticks = [knob_number(profile.knob_kind, v) for v in profile.knob_values]
+    # each batch size's best feasible knob value f*(b) as the planner sees it: its margin
+    # below the cap and the peaks held at a lower value's (what the stars were chosen from)
+    frontier = None if power_cap_w is None else \
+        Replanner(profile).selector.frontier(power_cap_w)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
     panels = [
         (axes[0], power, "Peak power (W)", "viridis", None),
@@ -92,13 +103,12 @@ def profile_figure(
         ax.set_yticks(range(len(profile.batch_sizes)), [str(b) for b in profile.batch_sizes])
         ax.set_xlabel(f"{unit.label} ({unit.shown_unit})")
         ax.set_ylabel("Batch size (samples)")
-        ax.set_title(f"{label}: {profile.model} on {profile.device}")
-        if power_cap_w is not None:
-            # Frontier: each batch size's best feasible knob value (f*(b)).
-            frontier = profile.frontier(power_cap_w)
+        ax.set_title(f"{label}: {_model_label(profile.model)} on {profile.device}")
+        if frontier is not None:
             xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
             ys = [profile.batch_sizes.index(b) for b in frontier]
-            ax.plot(xs, ys, line, lw=1.5, label=f"cap frontier ({power_cap_w:g} W)")
+            ax.plot(xs, ys, line, lw=1.5,
+                    label=f"cap frontier ({power_cap_w:g} W, with the planner's margin)")
         if plan is not None:
             for i, (method, choice) in enumerate(plan.choices.items()):
                 marker, color = _MARKERS.get(method, ("x", "black"))

@@ -158,9 +158,12 @@ class PlanMaker:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session.model_name)
         path = cache_dir() / "profiles" / f"{device.name}-{safe_name}-{digest}.json"
+        # the points are the session's workload (its module, its head), so the profile is of
+        # its architecture, not of the name's default build (another number of classes)
+        own = {"architecture_fingerprint": session.architecture_fingerprint}
         if path.exists():
             try:
-                table = ProfileTable.load(path)
+                table = ProfileTable.load(path).model_copy(update=own)
                 session.events.append(f"profile reused from {path}")
                 return table
             except WattcapFileError:
@@ -171,7 +174,7 @@ class PlanMaker:
         result = profile_in_rounds(profiler, default_rounds(device),
                                    power_cap_w=session.power_cap_w,
                                    max_first_round_s=DEFAULT_ROUNDS_MAX_FIRST_S)
-        table = result.table
+        table = result.table.model_copy(update=own)
         if result.skipped is not None:
             session.events.append(result.skipped)
         table.save(path)

@@ -208,6 +208,9 @@ class Session:
         self._stack: ExitStack | None = None
         self._timer: Any = None
         self._step_start_s = 0.0
+        #: a step without a count trains the batch moved last (a short last batch as it is)
+        self._moved_samples: int | None = None
+        self._step_samples: int | None = None
         self._counter_start_j: float | None = None
         self._energy_before_j = 0.0
         self._wall_start = time.monotonic()
@@ -375,6 +378,8 @@ class Session:
         """Move tensors to `torch_device` (pinned memory and non-blocking copies on CUDA);
         one tensor in, one out; several in, a tuple out."""
         target = self.torch_device
+        first: Any = tensors[0] if tensors else None
+        self._moved_samples = int(first.shape[0]) if getattr(first, "ndim", 0) else None
         moved = tuple(move_to_device(t, target) for t in tensors)
         return moved[0] if len(moved) == 1 else moved
 
@@ -385,9 +390,11 @@ class Session:
     # -- steps -----------------------------------------------------------------------------------
     def begin_step(self, samples: int | None = None) -> None:
         """Mark the start of one optimiser step (for loops that cannot use `step()`); its
-        device cost is that of a batch of `samples` (default: the batch size)."""
+        device cost is that of a batch of `samples` (default: the first dimension of the batch
+        last moved with `to_device`, else the batch size)."""
         if not self._open:
             raise SessionError("use the session in a `with` block (or call start()) first")
+        samples = self._step_samples = samples or self._moved_samples
         self._cap.before_step()
         self._noise.before_step(samples)
         if self.device is not None:
@@ -396,8 +403,9 @@ class Session:
             self._timer = self.device.begin_step(cost)
 
     def end_step(self, samples: int | None = None) -> float:
-        """Account the step begun with `begin_step`: `samples` trained (default: the batch
-        size); returns its device seconds. Raises if the power watch failed meanwhile."""
+        """Account the step begun with `begin_step`: `samples` trained (default: as
+        `begin_step`'s); returns its device seconds. Raises if the power watch failed."""
+        samples, self._moved_samples = samples or self._step_samples, None
         busy_s = 0.0
         device = self.device
         if device is not None:
@@ -429,7 +437,7 @@ class Session:
     @contextmanager
     def step(self, samples: int | None = None) -> Iterator[None]:
         """Wrap one optimiser step: `with session.step(): loss.backward(); opt.step()`.
-        `samples`: the samples in the batch (default: the batch size)."""
+        `samples`: the samples in the batch (default: as `begin_step`'s)."""
         self.begin_step(samples)
         with out_of_memory_as_device_error(self._costs.get(self.batch_size)):
             yield
@@ -485,10 +493,8 @@ class Session:
 
     @property
     def samples_to_target(self) -> float | None:
-        """Samples at which the reported metric's curve crosses the target in the metric's
-        direction, interpolated on the smoothed curve (`wattcap.algorithms.curves`), not read
-        at the first report past it (reports are hundreds of samples apart); None: not
-        reached."""
+        """Samples at which the smoothed curve of the reported metric crosses the target
+        (interpolated: `wattcap.algorithms.curves`); None: not reached."""
         if self.target_accuracy is None or not self.curve:
             return None
         # asked at every step by loops that test `done`: computed once per report
@@ -500,10 +506,8 @@ class Session:
 
     @property
     def reports_past_target(self) -> int:
-        """Reports made since the one at which the smoothed curve crossed the target, while it
-        stayed crossed (0: not reached, or reached at the last report). A loop that goes on for
-        a few reports past the target counts from here after a resume, as the uninterrupted run
-        counted (a resume does not start its count again)."""
+        """Reports since the one at which the smoothed curve crossed the target, while it stayed
+        crossed (0: not reached, or at the last report); a resume does not restart the count."""
         if not self.reached:
             return 0
         assert self.target_accuracy is not None  # reached
@@ -511,8 +515,7 @@ class Session:
                                    self.target_metric.direction)
 
     def time_at_samples_s(self, samples: float) -> float:
-        """Device seconds when the run had trained `samples` samples (linear between
-        reports: the device's time per sample is constant between them)."""
+        """Device seconds when the run had trained `samples` samples (linear between reports)."""
         return time_at_samples_s(self.curve, samples)
 
     def status(self) -> SessionStatus:
@@ -581,15 +584,12 @@ class Session:
 
     def apply_learning_rate(self, optimizer: torch.optim.Optimizer) -> bool:
         """Set every parameter group's learning rate to `learning_rate` (the √ rule at the
-        current batch size), keeping the optimiser's state (Adam's moments); True when it
-        changed. Call it every iteration under a moving cap (it overrides a scheduler's
-        rate)."""
+        current batch size), keeping the optimiser's state; True when it changed. Call it every
+        iteration under a moving cap (it overrides a scheduler's rate)."""
         rate = self.learning_rate
-        changed = False
+        changed = any(group["lr"] != rate for group in optimizer.param_groups)
         for group in optimizer.param_groups:
-            if group["lr"] != rate:
-                group["lr"] = rate
-                changed = True
+            group["lr"] = rate
         return changed
 
 

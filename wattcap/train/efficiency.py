@@ -270,8 +270,23 @@ def estimate_efficiency(
         architecture_fingerprint=model_fingerprint(model),
         model_source_sha256=model_source_sha256(model),
     )
-    return vector if caution is None else \
-        vector.model_copy(update={"notes": [*vector.notes, caution]})
+    cautions = [c for c in (caution, _unresolved(samples, eval_every_samples, target_metric))
+                if c is not None]
+    return vector.model_copy(update={"notes": [*vector.notes, *cautions]}) if cautions \
+        else vector
+
+
+def _unresolved(samples: dict[int, list[float | None]], eval_every_samples: int,
+                metric: TargetMetric) -> str | None:
+    """A caution where every run reached the target by its first evaluation: the samples
+    each batch size needs are then not resolved, and r_b reads 1 for all of them."""
+    reached = [s for runs in samples.values() for s in runs]
+    if len(samples) < 2 or any(s is None or s > eval_every_samples for s in reached):
+        return None
+    return (f"caution: every batch size reached the target ({metric.name}) by its first "
+            f"evaluation ({eval_every_samples} samples): r_b is not resolved (it reads about 1 "
+            "for every batch size); evaluate more often (--eval-every) or give a higher "
+            "--target-accuracy")
 
 
 #: an automatic proxy target whose best accuracy is under this many times chance is cautioned
