@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -150,6 +151,8 @@ def test_a_session_status_is_a_progress_update() -> None:
                                                                      status)
     assert status.detail == ("accuracy 80.0% (target 90%), 4.50 W (cap 5 W), b=32 at 614 MHz, "
                              "3.2 s of device time")
+    deviceless = dataclasses.replace(status, device_time_s=0.0, frequency_hz=None, power_w=None)
+    assert deviceless.detail == "accuracy 80.0% (target 90%), b=32"  # no device: no device time
     piped = Console(file=io.StringIO(), force_terminal=False, width=200)
     with make_progress(piped, "training", 2048, "samples") as report:
         report.show(status)

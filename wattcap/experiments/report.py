@@ -51,7 +51,9 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
     times = [t for t in r.time_s if t is not None]
     energies = [e for e in r.energy_j if e is not None]
     text = (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: "
-            f"{mean_std_label(times, digits=2)} s, {mean_std_label(energies)} J")
+            f"{mean_std_label(times, digits=2, seeds=False)} s, "
+            f"{mean_std_label(energies, seeds=False)} J ({len(times)} seed"
+            f"{'' if len(times) == 1 else 's'})")
     over = comparison.over_fastest_pct(r)
     if over is not None and r.method != "fastest":
         text += f", {signed_pct(over)} % over fastest"

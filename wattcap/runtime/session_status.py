@@ -73,7 +73,8 @@ class SessionStatus:
                          + (f" (cap {self.power_cap_w:g} W)" if self.power_cap_w else ""))
         parts.append(f"b={self.batch_size}" + (f" at {self.frequency_hz / 1e6:.0f} MHz"
                                                if self.frequency_hz is not None else ""))
-        parts.append(f"{self.device_time_s:.1f} s of device time")
+        if self.device_time_s > 0 or self.frequency_hz is not None:  # none without a device
+            parts.append(f"{self.device_time_s:.1f} s of device time")
         return ", ".join(parts)
 
 
