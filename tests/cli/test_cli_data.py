@@ -335,8 +335,12 @@ def test_a_batch_size_larger_than_the_split_is_refused_before_any_run(tmp_path) 
     result = invoke("estimate", "--model", "digits-cnn", "--proxy", "digits", "--target-accuracy",
                     "0.5", "--batch-sizes", "16,256", "--seeds", "1", "--subset-fraction", "0.1",
                     "--out", out)
-    _refused(result, "--proxy: batch size 256 is larger than the training split (144 samples)")
+    _refused(result, "--proxy: batch size 256 is larger than the training split (144 samples)",
+             # what to do, with flags that exist: train's batch size comes from the profile
+             "batch sizes of at most 144: `wattcap estimate ... --batch-sizes "
+             "4,8,16,32,64,128`", "re-profile with `wattcap profile ... --batch-sizes")
     assert not out.exists() and "estimating" not in result.output
+    assert "--batch-sizes" in invoke("profile", "--help").output
 
 
 def test_a_split_of_few_steps_is_warned_about(tmp_path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from tests.data_files import (
     class_images,
@@ -303,6 +304,45 @@ def test_cache_falls_back_to_the_cache_dir_when_beside_the_data_is_unwritable(
     explicit = load_dataset(f"imagefolder:{data}", cache_dir=tmp_path / "mine")
     assert len(list((tmp_path / "mine").glob("pixels-*.npy"))) == 1
     assert np.array_equal(_all(explicit)[0], _all(ds)[0])
+
+
+def test_a_load_that_may_not_write_reads_the_cache_but_writes_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("WATTCAP_CACHE_DIR", str(tmp_path / "global"))
+    images, labels = class_images(12, (3, 8, 8), num_classes=3, seed=12)
+    folder = write_image_folder(tmp_path / "data", images, labels, CLASSES)
+    dry, _ = load_splits(f"imagefolder:{tmp_path / 'data'}", write_cache=False)
+    assert not (folder / ".wattcap-cache").exists()
+    assert not (tmp_path / "global" / "datasets").exists()
+    written, _ = load_splits(f"imagefolder:{tmp_path / 'data'}")
+    assert np.array_equal(_all(dry)[0], _all(written)[0])
+    again = load_dataset(f"imagefolder:{tmp_path / 'data'}", write_cache=False)
+    assert isinstance(again.images, np.memmap)  # the cache written since is read
+
+
+def _mixed_folder(root: Path) -> Path:
+    for i, (height, width) in enumerate([(12, 10), (12, 11), (10, 12), (11, 12)]):
+        path = root / CLASSES[i % 2] / f"{i}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((height, width, 3), 40 * i, np.uint8)).save(path)
+    return root
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_images_of_mixed_sizes_are_resized_to_the_input_shape(tmp_path, cache):
+    from wattcap.data.image_files import MixedImageSizesError
+
+    folder = _mixed_folder(tmp_path / "mixed")
+    spec = f"imagefolder:{folder}"
+    with pytest.raises(MixedImageSizesError, match="is 12×10 but 0.png is 10×12; pass size="):
+        load_dataset(spec, cache=cache)
+    assert not (folder / ".wattcap-cache").exists()  # the failed cache left no empty folder
+    train, test = load_splits(spec, input_shape=(1, 8, 8), test_fraction=0.5, cache=cache)
+    assert train.input_shape == (1, 8, 8) and len(train) + len(test) == 4
+    # decoded at 8x8 (not converted from one of the sizes), the colours kept per image
+    whole = load_dataset(spec, cache=cache, resize_if_mixed=(8, 8))
+    assert whole.images.shape == (4, 3, 8, 8)
+    assert sorted(int(v) for v in whole.images[:, 0, 4, 4]) == [0, 40, 80, 120]
+    assert (folder / ".wattcap-cache").exists() == cache
 
 
 def test_memmapped_set_pickles_as_its_file_name(tmp_path):

@@ -6,6 +6,7 @@ modules) inside its function, so `wattcap --help` and the light commands start f
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 
     FileT = TypeVar("FileT", bound=VersionedFile)
 
+
+#: True while a command given --dry-run runs (set by the option, see `cli.options`): data is
+#: then read without writing an image folder's pixel cache, as a dry run writes no file
+DRY_RUN: ContextVar[bool] = ContextVar("wattcap_dry_run", default=False)
 
 
 def fail(message: str, code: int = 2, hint: str | None = None) -> NoReturn:

@@ -18,10 +18,13 @@ from wattcap.cli.inputs import (
     check_data,
     check_risk,
     check_seeds,
+    check_split_size,
     check_target_accuracy,
     check_weights,
     check_workers,
+    data_error_text,
     data_options,
+    fitting_batch_sizes,
     parse_target,
     resolve_model,
 )
@@ -104,7 +107,7 @@ def _check_inputs(
 ) -> tuple[str, dict]:
     """Resolve the model and check every dataset before any run: (model name, data options).
     Each dataset is loaded once here (and kept for the sweep) to refuse data that does not
-    fit the model."""
+    fit the model, or whose training split is smaller than a batch size the sweep trains."""
     from wattcap.data import DataMismatchError, DatasetFormatError, check_data_fits_model
     from wattcap.experiments.compare import dataset_splits
 
@@ -118,21 +121,59 @@ def _check_inputs(
         check_data(dataset, option=f"dataset {dataset}")
     for dataset in datasets:
         try:
-            check_data_fits_model(dataset_splits(dataset, options)[0], spec)
+            train = dataset_splits(dataset, options)[0]
+            check_data_fits_model(train, spec)
         except (DatasetFormatError, DataMismatchError, ValueError) as err:
-            fail(f"dataset {dataset}: {err}")
+            fail(f"dataset {dataset}: {data_error_text(err, spec)}")
+        check_split_size(len(train), DEFAULT_BATCH_SIZES, f"dataset {dataset}",
+                         hint=_split_size_hint(len(train)))
     return spec.name, options
 
 
-def _weights(out: Path, model: str, weights: Path | None, console: Console) -> Path | None:
+def _split_size_hint(train_samples: int) -> str:
+    """What to do about a data set too small for every batch size compare and sensitivity
+    train (they have no option to leave one out)."""
+    largest = max(DEFAULT_BATCH_SIZES)
+    sizes = ",".join(map(str, DEFAULT_BATCH_SIZES))
+    hint = (f"this command trains every batch size of {sizes}, so each data set needs at least "
+            f"{largest} training samples: add data (or hold out less with --test-fraction)")
+    fit = fitting_batch_sizes(train_samples)
+    if fit:
+        hint += (f"; or run the steps with batch sizes of at most {train_samples}: `wattcap "
+                 f"profile ... --batch-sizes {fit}`, `wattcap estimate ... --batch-sizes {fit}`, "
+                 "then `wattcap train ...`")
+    return hint
+
+
+def pretrained_weights_path(out: Path, model: str) -> Path:
+    """Where compare keeps the weights it pre-trains for `model`: in `out`, under the model's
+    name where that is a plain file name (a registered model), else (your own model, named by
+    an absolute path, ':' and options) a safe stem with a short hash of the text and of the
+    architecture, so that an edited model file is pre-trained again."""
+    from wattcap.models import model_fingerprint
+    from wattcap.train.run_store import file_stem
+
+    stem = file_stem(model)
+    if stem != model:
+        stem = f"{stem}-{model_fingerprint(model)[:8]}"
+    return out / f"{stem}-pretrained.safetensors"
+
+
+def _weights(out: Path, model: str, weights: Path | None, console: Console,
+             options: dict[str, Any]) -> Path | None:
+    """--weights, or the model pre-trained on the bundled digits 0-4 (once per --out), its
+    images converted as `options` convert the proxy's and the targets'."""
     if weights is not None:
         return weights
     from wattcap.train.loop import pretrain
 
-    path = out / f"{model}-pretrained.safetensors"
+    path = pretrained_weights_path(out, model)
     if not path.exists():
-        console.print(f"no --weights: pre-training {model} on {DEFAULT_PRETRAIN} -> {path}")
-        pretrain(model, DEFAULT_PRETRAIN, path, epochs=2)
+        console.print(escape(f"no --weights: pre-training {model} on {DEFAULT_PRETRAIN} -> "
+                             f"{path}"), highlight=False)
+        # only the conversion to the model's input: the fractions are the user's data's
+        shape = {k: v for k, v in options.items() if k in ("input_shape", "context")}
+        pretrain(model, DEFAULT_PRETRAIN, path, epochs=2, data_options=shape)
     return path
 
 
@@ -242,7 +283,7 @@ def compare(
     try:
         scenarios = _scenarios(device, power_caps)
         workload_for(model)
-        weights_path = _weights(out, model, weights, console)
+        weights_path = _weights(out, model, weights, console, options)
     except (KeyError, ValueError, WattcapFileError) as err:
         fail(str(err).strip(chr(39)))
     sweep = _ProxySweep(out, model, weights_path, seeds, sample_budget, resume, options,
@@ -450,7 +491,7 @@ def sensitivity(
     out.mkdir(parents=True, exist_ok=True)
     device = device.removeprefix("emulated:")
     scenario = _scenarios(device, power_caps)[0]
-    sweep = _ProxySweep(out, model, _weights(out, model, weights, console), seeds,
+    sweep = _ProxySweep(out, model, _weights(out, model, weights, console, options), seeds,
                         sample_budget, resume, options, workers,
                         counters={"trained": 0, "reused": 0})
     where = executor_or_fail(ray)

@@ -79,15 +79,35 @@ def parse_loop_metric(name: str, target: float | None = None,
 FEW_STEPS = 4
 
 
+def fitting_batch_sizes(train_samples: int) -> str:
+    """wattcap's batch sizes that a training split of `train_samples` holds ('4,8,16,32'),
+    or '' when it holds none."""
+    from wattcap.core.batches import DEFAULT_BATCH_SIZES
+
+    return ",".join(str(b) for b in DEFAULT_BATCH_SIZES if b <= train_samples)
+
+
+def smaller_batch_sizes_hint(train_samples: int) -> str:
+    """What to do about a batch size larger than the training split, in `estimate` (its
+    --batch-sizes) and in `train` (whose batch size comes from the profile)."""
+    fit = fitting_batch_sizes(train_samples)
+    if not fit:
+        return f"add data: {train_samples} training samples hold no batch of 4"
+    return (f"add data, or use batch sizes of at most {train_samples}: `wattcap estimate ... "
+            f"--batch-sizes {fit}`; `wattcap train` plans from the profile's batch sizes: "
+            f"re-profile with `wattcap profile ... --batch-sizes {fit}`")
+
+
 def check_split_size(train_samples: int, batch_sizes: tuple[int, ...] | list[int],
-                     option: str = "--data") -> None:
-    """Refuse a batch size larger than the training split (every batch would repeat samples);
-    warn when the split holds fewer than a few steps of the largest batch size."""
+                     option: str = "--data", hint: str | None = None) -> None:
+    """Refuse a batch size larger than the training split (every batch would repeat samples),
+    saying what to do (`hint`, by default how to use smaller batch sizes); warn when the split
+    holds fewer than a few steps of the largest batch size."""
     largest = max(batch_sizes)
     if largest > train_samples:
         fail(f"{option}: batch size {largest} is larger than the training split "
-             f"({train_samples} samples): every batch would repeat samples; use smaller batch "
-             "sizes or more data")
+             f"({train_samples} samples): every batch would repeat samples",
+             hint=hint or smaller_batch_sizes_hint(train_samples))
     if train_samples < FEW_STEPS * largest:
         from wattcap.cli.common import err_console
 
@@ -221,11 +241,25 @@ def data_options(
     return options
 
 
+def data_error_text(err: Exception, model: ModelSpec) -> str:
+    """A data error as the command line says it: an image folder of mixed sizes is resized
+    by --input-shape (the model's shape), not by Python's size=."""
+    from wattcap.data.image_files import MixedImageSizesError
+
+    if isinstance(err, MixedImageSizesError) and model.task == "image-classification":
+        where = f"{err.path}: " if err.path is not None else ""
+        shape = "x".join(map(str, model.input_shape))
+        return (f"{where}{err.sizes}: the images are not all the same size; give "
+                f"--input-shape {shape} (the model's) to resize them")
+    return str(err)
+
+
 def load_data(
     spec: DataSpec, model: ModelSpec, options: dict[str, Any], seed: int = 0,
     option: str = "--data",
 ) -> tuple[AnyDataset, AnyDataset]:
     """Load the (train, test) splits and refuse data the model cannot train on."""
+    from wattcap.cli.common import DRY_RUN
     from wattcap.data import (
         DataMismatchError,
         DatasetFormatError,
@@ -234,11 +268,11 @@ def load_data(
         load_splits,
     )
 
-    try:
-        train, test = load_splits(spec, seed=seed, **options)
+    try:  # a dry run reads an image folder's pixel cache but writes none
+        train, test = load_splits(spec, seed=seed, write_cache=not DRY_RUN.get(), **options)
         check_data_fits_model(train, model)
     except (DataSpecError, DatasetFormatError, DataMismatchError) as err:
-        fail(f"{option}: {err}")
+        fail(f"{option}: {data_error_text(err, model)}")
     try:  # the head must fit the data's classes (a user's factory may fix its own)
         model.build(num_classes=train.num_classes)
     except ValueError as err:

@@ -58,9 +58,22 @@ MovingPowerCapOpt = Annotated[str, typer.Option(
     "(a file another process rewrites).", rich_help_panel=CAP_AND_DEVICE)]
 MarginOpt = Annotated[float, typer.Option(
     min=0.0, help=MARGIN_HELP, rich_help_panel=CAP_AND_DEVICE)]
+
+
+def _note_dry_run(ctx: typer.Context, value: bool) -> bool:
+    """--dry-run's callback: while the command runs, `DRY_RUN` says so to the code that
+    would write a file on the way (the data loader's pixel cache)."""
+    from wattcap.cli.common import DRY_RUN
+
+    if value:
+        DRY_RUN.set(True)
+        ctx.call_on_close(lambda: DRY_RUN.set(False))
+    return value
+
+
 DryRunOpt = Annotated[bool, typer.Option(
     "--dry-run", help="Read the device and say what would be done; change no setting, write "
-    "no file, train nothing.", rich_help_panel=CAP_AND_DEVICE)]
+    "no file, train nothing.", rich_help_panel=CAP_AND_DEVICE, callback=_note_dry_run)]
 DriftOpt = Annotated[str | None, typer.Option(
     help="Emulated devices only: AFTER_S,SPEED,POWER derating after AFTER_S device seconds "
     "(e.g. 0,0.8,1.15), to try --refresh and drift handling.", rich_help_panel=CAP_AND_DEVICE)]

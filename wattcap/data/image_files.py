@@ -4,9 +4,10 @@ by the image-folder reader and its pixel cache)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image
@@ -16,6 +17,23 @@ from wattcap.data.base import DatasetFormatError
 IMAGE_EXTENSIONS = (
     ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp",
 )
+
+
+class MixedImageSizesError(DatasetFormatError):
+    """The images of a folder are not all the same size, and nothing said what to resize
+    them to. ``sizes`` is the part of the message that says which two differ."""
+
+    #: how to resize them, in each of the ways wattcap is used
+    REMEDY = ("pass size=(height, width) to resize them (input_shape= of load_splits, "
+              "--input-shape on the command line)")
+
+    def __init__(self, path: str | Path | None, sizes: str) -> None:
+        self.sizes = sizes
+        super().__init__(path, f"{sizes}; {self.REMEDY}")
+
+    def __reduce__(self) -> tuple[type, tuple[Path | None, str]]:
+        return (type(self), (self.path, self.sizes))
+
 
 def _load(path: str | Path, mode: str, size: tuple[int, int] | None) -> np.ndarray:
     try:
@@ -106,12 +124,36 @@ def decode_images(
     for i, f in enumerate(files):
         img = _load(f, mode, size)
         if img.shape[:2] != (height, width):
-            raise DatasetFormatError(
+            raise MixedImageSizesError(
                 f, f"image is {img.shape[1]}×{img.shape[0]} but {Path(like or files[0]).name} is "
-                f"{width}×{height}; pass size=(height, width) to resize",
-            )
+                f"{width}×{height}")
         out[i] = img[None] if mode == "L" else img.transpose(2, 0, 1)
     return out
+
+
+Size = tuple[int, int]
+T = TypeVar("T")
+
+
+def size_attempts(size: Size | None, resize_if_mixed: Size | None) -> list[Size | None]:
+    """The (height, width) sizes to decode a folder at, in order: ``size`` alone when given
+    (every image resized), else the images' own size and then, where they differ,
+    ``resize_if_mixed``."""
+    if size is not None or resize_if_mixed is None:
+        return [size]
+    return [None, resize_if_mixed]
+
+
+def first_size_that_fits(sizes: Sequence[Size | None], decode: Callable[[Size | None], T]) -> T:
+    """``decode(size)`` for the first of ``sizes`` whose decoding does not find images of
+    different sizes (the last one's MixedImageSizesError is raised)."""
+    for size in sizes[:-1]:
+        try:
+            return decode(size)
+        except MixedImageSizesError:
+            continue
+    return decode(sizes[-1])
+
 
 def first_image_shape(
     path: str | Path, mode: str, size: tuple[int, int] | None

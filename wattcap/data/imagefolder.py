@@ -17,26 +17,14 @@ from wattcap.data.base import ArrayDataset, UInt8ImageDataset
 from wattcap.data.image_files import (
     channel_stats,
     decode_images,
+    first_size_that_fits,
     list_image_folder,
+    size_attempts,
 )
 
 # From the CINIC-10 README (training split, pixels scaled to [0, 1]).
 CINIC10_MEAN = (0.47889522, 0.47227842, 0.43047404)
 CINIC10_STD = (0.24205776, 0.23828046, 0.25874835)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def image_folder_pixels(
@@ -49,13 +37,20 @@ def image_folder_pixels(
     name: str | None = None,
     cache: bool = False,
     cache_dir: str | Path | None = None,
+    *,
+    resize_if_mixed: tuple[int, int] | None = None,
+    write_cache: bool = True,
 ) -> UInt8ImageDataset:
     """``root/<split>/<class>/<image>`` (or ``root/<class>/<image>``) as uint8 images.
 
-    Without ``mean``/``std`` the per-channel statistics of these images are used. With
-    ``cache``, the decoded pixels are kept in a ``.npy`` file and memory-mapped on later calls
-    (see :func:`wattcap.data.pixel_cache.cached_pixels` for where it goes and how to clear
-    it); ``cache_dir`` puts the cache in that folder instead.
+    Every image must have the same size unless ``size=(height, width)`` resizes them all, or
+    ``resize_if_mixed=(height, width)`` resizes them all where their sizes differ (what
+    :func:`wattcap.data.load_splits` passes for ``input_shape``). Without ``mean``/``std`` the
+    per-channel statistics of these images are used. With ``cache``, the decoded pixels are
+    kept in a ``.npy`` file and memory-mapped on later calls (see
+    :func:`wattcap.data.pixel_cache.cached_pixels` for where it goes and how to clear it);
+    ``cache_dir`` puts the cache in that folder instead, and ``write_cache=False`` reads a
+    current cache but writes none (the pixels are then decoded in memory).
     """
     if mode not in ("RGB", "L"):
         raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
@@ -66,10 +61,13 @@ def image_folder_pixels(
     if cache:
         from wattcap.data.pixel_cache import cached_pixels
 
-        images, cached_stats = cached_pixels(listing, mode, size, cache_dir)
+        images, cached_stats = cached_pixels(listing, mode, size, cache_dir,
+                                             resize_if_mixed=resize_if_mixed,
+                                             write=write_cache)
         stats: tuple[tuple[float, ...], ...] | None = cached_stats
     else:
-        images = decode_images(listing.files, mode, size)
+        images = first_size_that_fits(size_attempts(size, resize_if_mixed),
+                                      lambda s: decode_images(listing.files, mode, s))
         stats = channel_stats(images) if mean is None else None
     if mean is None or std is None:
         assert stats is not None

@@ -31,8 +31,12 @@ from wattcap.core.files import atomic_path, write_file
 from wattcap.data.base import DatasetFormatError
 from wattcap.data.image_files import (
     FolderListing,
+    Size,
+    channel_stats,
     decode_images,
     first_image_shape,
+    first_size_that_fits,
+    size_attempts,
 )
 from wattcap.data.image_files import stats_from_sums as _stats
 
@@ -91,14 +95,25 @@ def _open(location: Path, key: str, n: int) -> tuple[np.ndarray, Stats] | None:
 
 
 def _writable(location: Path) -> bool:
+    existed = location.exists()
     try:
         location.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".probe-", dir=location)
     except OSError:
+        if not existed:
+            _remove_if_empty(location)
         return False
     os.close(fd)
     os.unlink(probe)
     return True
+
+
+def _remove_if_empty(location: Path) -> None:
+    """Remove a cache folder this load created and left empty (a decode that failed)."""
+    try:
+        location.rmdir()  # only an empty folder goes
+    except OSError:
+        pass
 
 
 def _remove_stale(location: Path, folder: Path, key: str) -> None:
@@ -147,23 +162,53 @@ def _build(
     return np.load(npy, mmap_mode="r"), (mean, std)
 
 
+def _build_first_that_fits(location: Path, listing: FolderListing, mode: str,
+                           sizes: list[Size | None]) -> tuple[np.ndarray, Stats]:
+    def build(size: Size | None) -> tuple[np.ndarray, Stats]:
+        return _build(location, cache_key(listing, mode, size), listing, mode, size)
+
+    return first_size_that_fits(sizes, build)
+
+
 def cached_pixels(
     listing: FolderListing,
     mode: str,
-    size: tuple[int, int] | None,
+    size: Size | None,
     cache_dir: str | Path | None = None,
+    *,
+    resize_if_mixed: Size | None = None,
+    write: bool = True,
 ) -> tuple[np.ndarray, Stats]:
     """The folder's images as a read-only uint8 memory map, and their per-channel (mean, std):
-    from the cache when it is current, else decoded once into a new cache."""
-    key = cache_key(listing, mode, size)
+    from the cache when it is current, else decoded once into a new cache.
+
+    ``resize_if_mixed`` is the (height, width) a folder whose images differ in size is
+    decoded at (see :func:`wattcap.data.image_files.size_attempts`). Without ``write`` a
+    current cache is read but none is written (a dry run): the images are decoded in memory.
+    A cache folder this call created is removed again when the decoding fails.
+    """
+    sizes = size_attempts(size, resize_if_mixed)
     locations = cache_locations(listing.folder, cache_dir)
+    for each in sizes:
+        key = cache_key(listing, mode, each)
+        for location in locations:
+            found = _open(location, key, len(listing.files))
+            if found is not None:
+                return found
+    if not write:
+        images = first_size_that_fits(sizes, lambda s: decode_images(listing.files, mode, s))
+        mean, std = channel_stats(images)
+        return images, (mean, std)
     for location in locations:
-        found = _open(location, key, len(listing.files))
-        if found is not None:
-            return found
-    for location in locations:
-        if _writable(location):
-            return _build(location, key, listing, mode, size)
+        existed = location.exists()
+        if not _writable(location):
+            continue
+        try:
+            return _build_first_that_fits(location, listing, mode, sizes)
+        except BaseException:
+            if not existed:
+                _remove_if_empty(location)
+            raise
     raise DatasetFormatError(
         listing.folder,
         "cannot write the pixel cache to any of: " + ", ".join(str(p) for p in locations),

@@ -278,6 +278,8 @@ def load_dataset(
     context: int = 64,
     cache: bool = True,
     cache_dir: str | Path | None = None,
+    resize_if_mixed: tuple[int, int] | None = None,
+    write_cache: bool = True,
 ) -> AnyDataset:
     """The whole data set a spec names (official training files, see the module docstring).
 
@@ -285,7 +287,9 @@ def load_dataset(
     data set's published statistics, or the folder's own for ``imagefolder``); bundled tasks
     and text as :class:`ArrayDataset`. ``context`` is the window length for text. ``cache``
     keeps an image folder's decoded pixels in a one-time ``.npy`` cache (see
-    :mod:`wattcap.data.pixel_cache`), in ``cache_dir`` when given.
+    :mod:`wattcap.data.pixel_cache`), in ``cache_dir`` when given; ``write_cache=False``
+    reads a current one but writes none. An image folder whose images differ in size is
+    resized to ``resize_if_mixed`` (height, width) when given.
     """
     spec = parse_data_spec(spec)
     if spec.format == "bundled":
@@ -326,7 +330,8 @@ def load_dataset(
         from wattcap.data.imagefolder import image_folder_pixels
 
         split = "train" if (path / "train").is_dir() else None
-        ds = image_folder_pixels(path, split=split, cache=cache, cache_dir=cache_dir)
+        ds = image_folder_pixels(path, split=split, cache=cache, cache_dir=cache_dir,
+                                 resize_if_mixed=resize_if_mixed, write_cache=write_cache)
     elif spec.format == "text":
         from wattcap.data.text import read_text_windows
 
@@ -350,6 +355,7 @@ def load_splits(
     context: int = 64,
     cache: bool = True,
     cache_dir: str | Path | None = None,
+    write_cache: bool = True,
 ) -> tuple[AnyDataset, AnyDataset]:
     """Load a spec's data set and make the seeded (train, test) pair the paper uses.
 
@@ -358,8 +364,12 @@ def load_splits(
     2. a seeded split, stratified for images: ``test_fraction`` (default 0.2 for images, 0.1
        for text files, 0.2 for bundled tasks) goes to the test side;
     3. ``input_shape`` converts images to the model's (C, H, W) — 1 ↔ 3 channels and any size
-       (MNIST 1×28×28 → 3×32×32, STL-10 96 → 32) — batch by batch for uint8 data. For text
+       (MNIST 1×28×28 → 3×32×32, STL-10 96 → 32) — batch by batch for uint8 data; an image
+       folder whose images differ in size is decoded at the shape's height × width. For text
        it is ``(context,)`` and sets the window length instead of ``context``.
+
+    ``cache``, ``cache_dir`` and ``write_cache`` are :func:`load_dataset`'s (an image folder's
+    pixel cache; ``write_cache=False`` for a run that must write no file).
 
     The same arguments always give the same samples. Raises DataSpecError, DatasetFormatError
     or DataMismatchError with a one-line message for bad input.
@@ -380,7 +390,9 @@ def load_splits(
         raise DataMismatchError(f"test fraction must be in (0, 1), got {test_fraction}")
     if subset_fraction is not None and not 0.0 < subset_fraction <= 1.0:
         raise DataMismatchError(f"subset fraction must be in (0, 1], got {subset_fraction}")
-    data = load_dataset(spec, context=context, cache=cache, cache_dir=cache_dir)
+    data = load_dataset(spec, context=context, cache=cache, cache_dir=cache_dir,
+                        resize_if_mixed=None if shape is None else (shape[1], shape[2]),
+                        write_cache=write_cache)
     if subset_fraction is not None and subset_fraction < 1.0:
         data = seeded_subset(data, subset_fraction, seed)
     try:
