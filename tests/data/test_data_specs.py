@@ -86,6 +86,19 @@ def test_bundled_names_and_unknown_specs():
         parse_data_spec("svhn:")
 
 
+def test_a_path_given_without_its_format_is_told_which_format(tmp_path):
+    images, labels = class_images(6, (3, 8, 8), num_classes=2, seed=3)
+    folder = write_image_folder(tmp_path / "photos", images, labels, CLASSES[:2])
+    with pytest.raises(DataSpecError, match=f"use imagefolder:{folder}"):
+        parse_data_spec(str(folder))
+    (tmp_path / "notes.txt").write_text("some text")
+    with pytest.raises(DataSpecError, match="a file: text is read as text:"):
+        parse_data_spec(str(tmp_path / "notes.txt"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataSpecError, match="a folder: give its format"):
+        parse_data_spec(str(tmp_path / "empty"))
+
+
 # --------------------------------------------------------------------------- each format
 
 

@@ -267,9 +267,22 @@ def parse_data_spec(spec: str | DataSpec) -> DataSpec:
     if sep and len(head) > 1:
         raise DataSpecError(f"unknown data format {head!r} in {text!r}; formats: {formats}")
     raise DataSpecError(
-        f"unknown dataset {text!r}; bundled: {', '.join(list_datasets())}; or a path as "
-        f"{formats}"
+        f"unknown dataset {text!r}{_path_without_format(text)}; bundled: "
+        f"{', '.join(list_datasets())}; or a path as {formats}"
     )
+
+
+def _path_without_format(text: str) -> str:
+    """For a spec that is a path without its FORMAT: prefix, what it looks like:
+    "; it is a folder: it looks like an image folder: use imagefolder:photos"."""
+    path = Path(text).expanduser()
+    if path.is_file():
+        return f" (a file: text is read as text:{text})"
+    if not path.is_dir():
+        return ""
+    found = _looks_like(path, expected="")
+    return f" (a folder{found.replace(';', ':', 1)})" if found else \
+        " (a folder: give its format, e.g. imagefolder:PATH)"
 
 
 def load_dataset(
