@@ -11,6 +11,7 @@ _.should_stop  # Lightning's Trainer reads it
 _.training_step, _.validation_step, _.configure_optimizers  # a test's LightningModule
 _.on_init_end, _.on_train_begin, _.on_step_begin, _.on_step_end, _.on_evaluate, _.on_train_end  # HF
 _.should_training_stop  # Hugging Face's TrainerControl reads it
+_.on_pre_optimizer_step, _.get_train_dataloader  # HF Trainer (a test's Trainer subclass)
 identify  # Flower's ClientApp calls it (@app.query(): the node's partition id)
 pytest_collection_modifyitems  # pytest calls it (tests/conftest.py: the longest test files first)
 _.persistent_load  # pickle.Unpickler calls it (the safe CIFAR/STL reader refuses it)

@@ -234,8 +234,8 @@ def test_knob_units() -> None:
     assert format_knob("gpu_clock", 614_400_000) == "614.4 MHz"
     assert format_knob("power_limit", 150_500) == "power limit 150.5 W"
     assert format_knob("power_mode", 3) == "power mode 3"
-    assert [knob_unit(k).ties_to_highest for k in ("gpu_clock", "power_limit",
-                                                   "power_mode")] == [True, False, False]
+    assert [knob_unit(k).power_rises_with_value for k in ("gpu_clock", "power_limit",
+                                                          "power_mode")] == [True, True, False]
     with pytest.raises(ValueError, match="unknown knob kind 'fan'"):
         knob_unit("fan")
 

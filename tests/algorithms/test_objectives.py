@@ -175,8 +175,8 @@ def test_pareto_front_drops_ties_that_are_dominated() -> None:
 @pytest.mark.parametrize("noise", [1e-12, -1e-12])
 def test_times_equal_but_for_float_rounding_are_ties(noise: float) -> None:
     """A host-bound row (every clock as fast) computed through different clocks differs in the
-    last bits: the choice must not follow them. Algorithm 1 takes the highest clock of equal
-    times; the front lists the thriftier of the equal points."""
+    last bits: the choice must not follow them. Of equal times the lowest clock is taken (the
+    higher ones buy no time and spend power), and the front lists that point alone."""
     def point(f_mhz, seconds, avg_w):
         return ProfilePoint(batch_size=8, knob_value=f_mhz * 1_000_000, peak_power_w=avg_w,
                             avg_power_w=avg_w, seconds_per_sample=seconds, steps=1, readings=5)
@@ -186,11 +186,46 @@ def test_times_equal_but_for_float_rounding_are_ties(noise: float) -> None:
               point(1800, base * (1 - noise), 200.0)]
     table = _table(points, [8], [600_000_000, 1_200_000_000, 1_800_000_000])
     chosen = Selector(table).select(None, {8: 1.0})
-    assert chosen is not None and chosen.knob_value == 1_800_000_000
+    assert chosen is not None and chosen.knob_value == 600_000_000
     candidates = CandidateSet(table.points, {8: 1.0}, {8: 1.0})
-    assert candidates.best(Objective(), None).knob_value == 1_800_000_000
+    assert candidates.best(Objective(), None).knob_value == 600_000_000
     front = candidates.pareto_front(None)
     assert [p.knob_value for p in front] == [600_000_000]  # as fast, least energy
+
+
+def test_a_host_bound_row_under_a_cap_that_never_binds_is_said_and_read(capsys) -> None:
+    """A datacenter GPU's host-bound row: every clock as fast, the cap far above every peak.
+    The plan takes the thriftiest clock of the fastest, says the cap does not bind, and prints
+    times of a tenth of a second with their digits (not '0.1' for every method)."""
+    from wattcap.cli.plan import print_pareto_front, print_plan
+
+    def point(f_mhz, avg_w, seconds=1.0729687500e-05):
+        return ProfilePoint(batch_size=8, knob_value=f_mhz * 1_000_000, peak_power_w=avg_w + 3,
+                            avg_power_w=avg_w, seconds_per_sample=seconds, steps=1, readings=5)
+
+    table = _table([point(600, 80.0), point(1200, 110.0), point(1800, 150.0)], [8],
+                   [600_000_000, 1_200_000_000, 1_800_000_000])
+    result = plan(table, 350.0)
+    assert result.choices["wattcap"].knob_value == 600_000_000
+    assert any(n.startswith("the cap does not bind: every profiled point peaks at") and
+               "under 350 W" in n for n in result.notes)
+    assert not any("does not bind" in n for n in plan(table, 120.0).notes)
+    print_plan(result)
+    printed = capsys.readouterr().out
+    assert "0.107" in printed and " 0.1 " not in printed  # 10,000 samples x 10.7 us
+    # a choice off the front is told which point beats it and by how much
+    result.choices["baseline-1"] = result.choices["wattcap"].model_copy(update={
+        "knob_value": 1_800_000_000, "avg_power_w": 150.0, "on_pareto_front": False,
+        "predicted_energy_j": 2 * result.choices["wattcap"].predicted_energy_j})
+    print_pareto_front(result)
+    assert "b=8 at 600.0 MHz is at least as fast and 50.0% thriftier" in capsys.readouterr().out
+
+
+def test_three_significant_digits_never_use_an_exponent() -> None:
+    from wattcap.core.plan import three_significant
+
+    assert [three_significant(v) for v in (0.13284, 7.2, 20.34, 1234.5, 0.0)] == [
+        "0.133", "7.20", "20.3", "1234", "0"]
 
 
 # -- the emulated Nano --------------------------------------------------------------------------

@@ -413,3 +413,29 @@ def test_spec_file_by_path_and_unknown_name(tmp_path) -> None:
     with pytest.raises(KeyError) as info:
         load_spec("jetson-nope")
     assert "jetson-nano" in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "guess"), [
+    ("emulated-h100-sxm", "did you mean emulated:h100-sxm?"),
+    ("emulated_h100", "did you mean emulated:h100-sxm?"),
+    ("h100-sxm", "did you mean emulated:h100-sxm?"),
+    ("emulated:", "use auto, jetson, nvml:<index> or emulated:<"),
+    ("nvml:x", "use nvml:0 (the first GPU)"),
+])
+def test_a_mistyped_device_is_refused_never_read_as_the_nano(name: str, guess: str) -> None:
+    from wattcap.devices import DeviceNotFoundError, get_device
+
+    with pytest.raises(DeviceNotFoundError, match="unknown device") as refused:
+        get_device(name)
+    assert guess in (refused.value.hint or "")
+
+
+def test_auto_without_a_gpu_says_it_uses_the_emulated_nano(monkeypatch, tmp_path) -> None:
+    import wattcap.devices.nvml as nvml
+    from wattcap.devices import get_device
+
+    monkeypatch.setattr(nvml, "list_nvml_devices", lambda: [])
+    with pytest.warns(UserWarning, match="no Jetson and no NVIDIA GPU here: using the emulated"):
+        device = get_device("auto", sysfs_root=str(tmp_path))
+    assert device.name == "jetson-nano"
+    assert get_device("emulated").name == "jetson-nano"  # the documented short form

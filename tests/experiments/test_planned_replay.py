@@ -142,3 +142,22 @@ def test_every_replayed_configuration_runs_under_the_sessions_backstop() -> None
     nano = replay_on_device(_record(64, 16_384.0), EmulatedDevice("jetson-nano", seed=SEED),
                             EmulatedDevice("jetson-nano").frequencies_hz()[-1], CAP_W)
     assert nano.time_s is not None
+
+
+def test_a_replay_shorter_than_the_sensors_period_has_no_energy_not_zero() -> None:
+    """A host-bound model on a datacenter GPU reaches its target in a few hundredths of a
+    second, under the 100 ms sensor: no reading, so no energy (shown as not read), never a
+    measured 0 J; a longer replay reads it."""
+    from wattcap.runtime.meter import PowerMeter
+
+    device = EmulatedDevice("h100-sxm", seed=SEED)
+    top_hz = device.frequencies_hz()[-1]
+    short = replay_on_device(_record(128, 512.0, seen=1024), device, top_hz, None)
+    assert short.time_s is not None and short.time_s < device.sensor_period_s
+    assert short.energy_j is None
+    missed = replay_on_device(_record(128, None, seen=512), device, top_hz, None)
+    assert missed.budget_time_s is not None and missed.budget_energy_j is None
+    long = replay_on_device(_record(128, 60_000.0, seen=65_536), device, top_hz, None)
+    assert long.energy_j is not None and long.energy_j > 0
+    meter = PowerMeter(0.1)
+    assert meter.measured_energy_j is None and meter.energy_j == 0.0

@@ -319,3 +319,74 @@ def test_hf_callback_keeps_the_trainers_batch_size_under_a_moving_cap() -> None:
                                       cap="solar:seed=2,day_s=60")
     assert callback.session.cap_policy == "frequency"
     assert callback.session.cap_source is not None
+
+
+@pytest.mark.slow(seconds=3)  # the digits and a profile: make test runs it, test-fast not
+def test_hf_callback_follows_a_replanned_batch_size_with_the_batch_it_trained(
+        tmp_path) -> None:  # noqa: ANN001
+    """follow_batch_size through a real Trainer drawing from `callback.train_dataloader`: a cap
+    drop re-plans b=32 -> 16 (test_moving_cap's schedule); the batches trained change to 16,
+    the samples counted are those trained (the Trainer fetches batches ahead: the new size
+    lands late), and each optimiser step runs at the √-scaled rate of the batch it trained."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from wattcap.algorithms.efficiency import vector_from_samples
+    from wattcap.core.run import scaled_learning_rate
+    from wattcap.data import get_dataset
+    from wattcap.devices.caps import ScheduleCap
+    from wattcap.integrations.huggingface import WattcapTrainerCallback
+    from wattcap.measure.profiling import Profiler
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session_config import CapSettings
+
+    model_name = "digits32-cnn"
+    profile = Profiler(EmulatedDevice("jetson-nano"), model_name,
+                       batch_sizes=(8, 16, 32)).run(exhaustive=True)
+    efficiency = vector_from_samples(  # small batches need fewer samples: a drop moves to 16
+        {8: [600], 16: [700], 32: [1000]}, sample_budget=4096, model=model_name,
+        input_shape=[1, 32, 32], dataset="proxy", task="image-classification",
+        target_accuracy=0.7, seeds=[0])
+    callback = WattcapTrainerCallback(
+        device=EmulatedDevice("jetson-nano"), model=model_name,
+        planning=PlanSettings(profile=profile, efficiency=efficiency),
+        cap=CapSettings(power_cap=ScheduleCap([(0.0, 4.5), (0.52, 3.2)]), batch_size_hold_s=0),
+        goal=Goal(sample_budget=4096), follow_batch_size=True, set_learning_rate=True)
+    assert callback.session.cap_policy == "replan" and callback.batch_size == 32
+    x, y = get_dataset("digits-32").split(0.2, seed=0)[0].to_tensors()
+    trained: list[tuple[int, float]] = []  # each step's batch and the rate it stepped with
+
+    class Net(HfTinyModel):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = get_model_spec(model_name).build(num_classes=10)
+
+    class Following(transformers.Trainer):
+        def get_train_dataloader(self):  # noqa: ANN202
+            return callback.train_dataloader(self)
+
+        def training_step(self, model, inputs, *args):  # noqa: ANN001, ANN002, ANN202
+            trained.append((len(inputs["x"]), 0.0))
+            return super().training_step(model, inputs, *args)
+
+    class Rate(transformers.TrainerCallback):  # after ours: the rate the optimiser uses
+        def on_pre_optimizer_step(self, *args, optimizer=None, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+            trained[-1] = (trained[-1][0], optimizer.param_groups[0]["lr"])
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=30, report_to=[], use_cpu=True, save_strategy="no",
+        logging_strategy="no", disable_tqdm=True, lr_scheduler_type="constant")
+    with callback:
+        Following(model=Net(), args=args, train_dataset=DictData(TensorDataset(x, y)),
+                  callbacks=[callback, Rate()]).train()
+    record = callback.record
+    assert record is not None and record.steps == 30
+    sizes = [b for b, _ in trained]
+    changed = sizes.index(16)
+    assert set(sizes[:changed]) == {32} and set(sizes[changed:]) == {16}
+    assert record.samples_seen == sum(sizes)  # not the plan's size at the steps it lagged
+    assert [s.batch_size for s in record.segments] == [32, 16]
+    session = callback.session
+    for b, rate in trained:
+        assert rate == pytest.approx(scaled_learning_rate(session.lr_ref,
+                                                          session.batch_size_ref, b))

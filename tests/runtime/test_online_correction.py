@@ -365,6 +365,142 @@ def test_the_lightning_callback_measures_beside_lightnings_backward(profile, dat
     assert not any("pooled factor" in e for e in unmeasured.events)
 
 
+def _hf_parts(spec, clean):  # noqa: ANN001, ANN202
+    """The bench's model as a Trainer expects one (keyword inputs, its mean loss from
+    `labels`) and the target's training set as dicts."""
+    import torch
+    from torch import nn
+
+    class HfNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = spec.build(num_classes=clean.num_classes)
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict:
+            return {"loss": spec.loss(self.net(x), labels)}
+
+    x, y = clean.to_tensors()
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return len(x)
+
+        def __getitem__(self, i: int) -> dict:
+            return {"x": x[i], "labels": y[i]}
+
+    return HfNet, Data()
+
+
+def _hf_args(tmp_path, max_steps: int, **kwargs: object):  # noqa: ANN001, ANN202
+    import transformers
+
+    return transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=max_steps, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True, **kwargs)
+
+
+def test_the_hugging_face_callback_measures_beside_the_trainers_backward(
+        profile, data, tmp_path) -> None:
+    """Through a real Trainer drawing from the callback's dataloader: the correction's windows
+    are measured (its evidence is in the record) after the Trainer's backward, whose gradient
+    the optimiser steps with unchanged, and the samples counted are those the Trainer
+    trained."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    import torch
+
+    from wattcap.integrations.huggingface import WattcapTrainerCallback
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session_config import Goal, PlanSettings
+
+    clean, _, test = data
+    vector = bench.proxy_vector(10.0, clean, test, budget=4096)
+    spec = get_model_spec(MODEL)
+    HfNet, train_set = _hf_parts(spec, clean)  # noqa: N806
+    budget = 2048 + 64 * 4
+    callback = WattcapTrainerCallback(
+        device=EmulatedDevice("jetson-nano"), model=MODEL, follow_batch_size=True,
+        planning=PlanSettings(profile=profile, efficiency=vector, online_correction=True),
+        cap=CAP_W, goal=Goal(sample_budget=budget))
+    trained: list[int] = []
+    grads: list[list[torch.Tensor]] = []
+    unchanged: list[bool] = []
+    measured_at: list[int] = []
+
+    class Following(transformers.Trainer):
+        def get_train_dataloader(self):  # noqa: ANN202
+            return callback.train_dataloader(self)
+
+        def training_step(self, model, inputs, *args):  # noqa: ANN001, ANN002, ANN202
+            trained.append(len(inputs["x"]))  # what the Trainer really trains
+            return super().training_step(model, inputs, *args)
+
+    class Before(transformers.TrainerCallback):  # the Trainer's gradient, before ours
+        def on_pre_optimizer_step(self, *args, model=None, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+            grads.append([p.grad.clone() for p in model.parameters()])
+
+    class After(transformers.TrainerCallback):  # what the optimiser steps with, after ours
+        def on_pre_optimizer_step(self, *args, model=None, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+            correction = callback.session._noise.correction
+            if correction.measuring:
+                measured_at.append(len(trained))
+            unchanged.append(all(torch.equal(p.grad, g)
+                                 for p, g in zip(model.parameters(), grads[-1], strict=True)))
+
+    with callback:
+        Following(model=HfNet(), args=_hf_args(tmp_path, budget // callback.batch_size),
+                  train_dataset=train_set, callbacks=[Before(), callback, After()]).train()
+    record = callback.record
+    assert record is not None
+    evidence = [e for e in record.events if "pooled factor" in e]
+    assert evidence and "(1024, 2048]" in evidence[0], record.events
+    assert len(measured_at) >= 16 and all(unchanged)
+    assert callback.session._noise.correction.measured_steps > 0
+    assert record.samples_seen == sum(trained) and record.steps == len(trained)
+
+
+def test_the_hugging_face_callback_refuses_what_it_cannot_correct(
+        profile, data, tmp_path) -> None:
+    """The correction without follow_batch_size (its re-plans change the batch size), a
+    Trainer that accumulates gradients (no callback sees the step's whole batch) and one whose
+    dataloader keeps its own batch size: refused, saying what to do, before any step."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+
+    from wattcap.integrations.huggingface import WattcapTrainerCallback
+    from wattcap.models import get_model_spec
+    from wattcap.runtime.session_config import PlanSettings
+
+    clean, _, test = data
+    HfNet, train_set = _hf_parts(get_model_spec(MODEL), clean)  # noqa: N806
+
+    def callback_for(**kwargs: object) -> WattcapTrainerCallback:
+        return WattcapTrainerCallback(
+            device=EmulatedDevice("jetson-nano"), model=MODEL, cap=CAP_W,
+            planning=PlanSettings(profile=profile, efficiency=_proxy(10.0, clean, test),
+                                  online_correction=True), **kwargs)
+
+    for kwargs in ({}, {"noise_scale_loss": lambda model, part: model(**part)["loss"]}):
+        with pytest.raises(SessionError, match="pass follow_batch_size=True"):
+            callback_for(**kwargs)
+    callback = callback_for(follow_batch_size=True)
+
+    class Following(transformers.Trainer):
+        def get_train_dataloader(self):  # noqa: ANN202
+            return callback.train_dataloader(self)
+
+    for trainer_class, args, message in (
+            (Following, _hf_args(tmp_path, 2, gradient_accumulation_steps=2),
+             "gradient_accumulation_steps=1"),
+            (transformers.Trainer, _hf_args(tmp_path, 2, per_device_train_batch_size=64),
+             r"callback.train_dataloader\(self\)")):
+        with callback, pytest.raises(SessionError, match=message):
+            trainer_class(model=HfNet(), args=args, train_dataset=train_set,
+                          callbacks=[callback]).train()
+        assert callback.session.steps == 0
+
+
 def test_a_run_that_could_not_correct_is_refused_at_its_start(profile, data) -> None:
     """Before any training: a baseline method (its choice is not wattcap's), and a proxy
     vector without a B_noise to move (no fit, no noise scale)."""

@@ -267,6 +267,19 @@ def test_bad_session_arguments_are_refused_by_name(user_profile: ProfileTable) -
         session.begin_step()
 
 
+def test_a_run_shorter_than_the_sensors_period_says_no_energy_was_read() -> None:
+    """Two steps of a small model on the emulated H100 (100 ms sensor): no reading, so the
+    record's energy is marked as not measured, never a sensor's 0 J."""
+    with Session(EmulatedDevice("h100-sxm"), model="digits-cnn",
+                 planning=PlanSettings(batch_size=32)) as session:
+        for _ in range(2):
+            with session.step():
+                pass
+    record = session.record
+    assert record is not None and record.device_time_s < 0.1
+    assert record.energy_source == "none" and record.peak_power_w is None
+
+
 # -- real backends: the model and every batch go to the device's torch device --------------------
 
 

@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 
-from wattcap.core.knob import knob_unit
 from wattcap.core.objective import (
     OBJECTIVES,
     FrontPoint,
@@ -85,9 +84,10 @@ class CandidateSet:
              knob_kind: str = "gpu_clock") -> ProfilePoint | None:
         """The feasible point minimising the objective; None when nothing is under the cap.
 
-        Ties: the faster, then the larger b, then the higher clock (Algorithm 1's choice for
-        time), or the lower value of another knob (a power limit that does not bind: the lowest
-        leaves the most headroom, as `Staircase` chooses). `knob_kind` names the knob in errors.
+        Ties: the faster, then the larger b, then the lower peak power and knob value (a clock
+        that buys no time, or a limit that does not bind, only spends power: as `Staircase`
+        chooses).
+        `knob_kind` names the knob in errors.
         Raises `InfeasibleObjectiveError` when points are under the cap but none meets the
         maximum energy or the deadline.
         """
@@ -102,20 +102,20 @@ class CandidateSet:
                 limit, achieved = objective.deadline_s, self.time_s
             meets = mask & (achieved <= limit)
             if not meets.any():
-                index = self._argmin(np.flatnonzero(mask), achieved, self.time_key, knob_kind)
+                index = self._argmin(np.flatnonzero(mask), achieved, self.time_key)
                 raise InfeasibleObjectiveError(objective, cap_w, float(achieved[index]),
                                                self.points[index], knob_kind)
             mask = meets
-        index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key,
-                             knob_kind)
+        index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key)
         return self.points[index]
 
-    def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray,
-                knob_kind: str = "gpu_clock") -> int:
-        knob = -self.knob_value[indices] if knob_unit(knob_kind).ties_to_highest \
-            else self.knob_value[indices]
+    def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> int:
+        # of equal values: the larger batch, then the lowest peak power and knob value (as
+        # fast, less power: as `Staircase` chooses)
+        knob = self.knob_value[indices]
+        peak_w = self.peak_power_w[indices]
         # lexsort: the last key sorts first; values equal but for float rounding are ties
-        order = np.lexsort((knob, -self.batch_size[indices], _keyed(secondary[indices]),
+        order = np.lexsort((knob, peak_w, -self.batch_size[indices], _keyed(secondary[indices]),
                             _keyed(primary[indices])))
         return int(indices[order[0]])
 

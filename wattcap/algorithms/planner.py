@@ -50,7 +50,7 @@ class Selector:
 
     def __init__(self, profile: ProfileTable) -> None:
         self.profile = profile
-        self._rows = {b: Staircase.of(row, profile.ties_to_highest)
+        self._rows = {b: Staircase.of(row)
                       for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:
@@ -423,6 +423,7 @@ def plan(
             " (the imported table has no peak power)" if no_peak else
             " (--cap-on average: the peak W columns show average power)"))
     replanner.check_cap(power_cap_w)
+    notes += _cap_does_not_bind(margined, power_cap_w)
     held = [] if power_cap_w is None else replanner.held_below(power_cap_w)
     if held:
         notes.append(f"{len(held)} measured point(s) under the cap held at a lower "
@@ -519,6 +520,19 @@ def plan(
         objective=objective,
         pareto_front=front,
     )
+
+
+def _cap_does_not_bind(margined: ProfileTable, power_cap_w: float | None) -> list[str]:
+    """A note where no measured point reaches the cap (a site budget above the GPU's draw for
+    this model): the choice is then no trade-off against power at all."""
+    if power_cap_w is None or not margined.points:
+        return []
+    highest_w = max(p.peak_power_w for p in margined.points)
+    if highest_w > power_cap_w:
+        return []
+    return [f"the cap does not bind: every profiled point peaks at {highest_w:.1f} W or less "
+            f"(with the margin), under {power_cap_w:g} W, so each batch size takes its fastest "
+            f"{knob_unit(margined.knob_kind).label}"]
 
 
 def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | None,

@@ -48,7 +48,7 @@ from wattcap.core.knob import knob_number, knob_unit
 
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
-    from wattcap.core.plan import Plan
+    from wattcap.core.plan import Choice, Plan
 
 
 def make_plan(
@@ -189,8 +189,8 @@ def print_plan(result: Plan, title: str | None = None) -> None:
         table.add_row(method, str(c.batch_size), knob_number(result.knob_kind, c.knob_value),
                       f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}",
                       format_known(c.efficiency_ratio, ".2f"),
-                      format_known(c.predicted_time_s, ".1f"),
-                      format_known(c.predicted_energy_j, ".0f"), speedup)
+                      format_known(c.predicted_time_s, "sig"),
+                      format_known(c.predicted_energy_j, "sig"), speedup)
     console.print(table)
     for method, reason in result.unavailable.items():
         console.print(f"  [dim]note: {method} not available: {escape(reason)}[/]",
@@ -242,8 +242,8 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
         table.add_row(_cap_text(cap), str(c.batch_size),
                       knob_number(result.knob_kind, c.knob_value), f"{c.peak_power_w:.2f}",
                       f"{c.avg_power_w:.2f}", format_known(c.efficiency_ratio, ".2f"),
-                      format_known(c.predicted_time_s, ".1f"),
-                      format_known(c.predicted_energy_j, ".0f"),
+                      format_known(c.predicted_time_s, "sig"),
+                      format_known(c.predicted_energy_j, "sig"),
                       *(format_known(result.speedup(m), ".2f", suffix="x")
                         if m in result.choices else "n/a" for m in others))
     console.print(table)
@@ -262,6 +262,7 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
 
 def print_pareto_front(result: Plan) -> None:
     """The time/energy Pareto front of the feasible choices, each method's point marked."""
+    from wattcap.core.plan import format_known, three_significant
     basis = "proxy r_b" if result.efficiency_source else "r_b = 1: no efficiency vector"
     table = Table(title=f"Time/energy Pareto front of the feasible choices (predicted, {basis})")
     for column in ("batch", knob_unit(result.knob_kind).column, "pred. time (s)",
@@ -273,7 +274,8 @@ def print_pareto_front(result: Plan) -> None:
     for point in result.pareto_front:
         here = at.get((point.batch_size, point.knob_value), [])
         table.add_row(str(point.batch_size), knob_number(result.knob_kind, point.knob_value),
-                      f"{point.predicted_time_s:.1f}", f"{point.predicted_energy_j:.0f}",
+                      three_significant(point.predicted_time_s),
+                      three_significant(point.predicted_energy_j),
                       f"{point.peak_power_w:.2f}", f"{point.avg_power_w:.2f}", ", ".join(here))
     console.print(table)
     off = [name for name, c in result.choices.items()
@@ -281,10 +283,25 @@ def print_pareto_front(result: Plan) -> None:
     for name in off:
         c = result.choices[name]
         console.print(f"  [dim]{name} (b={c.batch_size}, {result.describe_knob(c.knob_value)}: "
-                      f"{c.predicted_time_s:.1f} s, {c.predicted_energy_j:.0f} J) is off the "
-                      "front: another choice is at least as fast and thriftier"
+                      f"{format_known(c.predicted_time_s, 'sig')} s, "
+                      f"{format_known(c.predicted_energy_j, 'sig')} J) is off the front: "
+                      f"{_dominating(result, c)}"
                       + (" (the oracle's point uses the target's r_b)" if name == "fastest"
-                         else "") + "[/]")
+                         else "") + "[/]", highlight=False)
+
+
+def _dominating(result: Plan, choice: Choice) -> str:
+    """Which front point is at least as fast as `choice` and thriftier, and by how much (so
+    that a saving within the power readings' noise reads as what it is)."""
+    time_s, energy_j = choice.predicted_time_s, choice.predicted_energy_j
+    better = [p for p in result.pareto_front if time_s is not None and energy_j
+              and p.predicted_time_s <= time_s * (1 + 1e-9) and p.predicted_energy_j < energy_j]
+    if not better or energy_j is None:
+        return "another choice is at least as fast and thriftier"
+    best = min(better, key=lambda p: p.predicted_energy_j)
+    saving = 1 - best.predicted_energy_j / energy_j
+    return (f"b={best.batch_size} at {result.describe_knob(best.knob_value)} is at least as "
+            f"fast and {saving:.1%} thriftier (predicted)")
 
 
 def plan_command(

@@ -34,12 +34,6 @@ class KnobUnit:
     label: str
     #: a table's column heading for the knob's values
     column: str
-    #: every knob: each batch size takes its fastest feasible value, wherever it lies (a
-    #: higher power limit can be slower: the board throttles on temperature, memory clocks
-    #: move with it). Among equally fast values, True takes the highest (the clock: Algorithm
-    #: 1's f*(b) where time falls as the clock rises), False the lowest (a power limit that does
-    #: not bind: the lowest leaves the most headroom)
-    ties_to_highest: bool
     #: whether power, at one batch size, does not fall as the value rises (a higher clock
     #: runs every phase of the step at a higher V²·f; a higher limit allows higher clocks);
     #: power modes are bundles of caps, not ordered by their id
@@ -55,12 +49,11 @@ class KnobUnit:
 
 
 KNOB_UNITS: dict[str, KnobUnit] = {
-    "gpu_clock": KnobUnit("Hz", "MHz", 1e6, "{:.1f}", "{} MHz", "GPU clock", "MHz", True,
-                          True),
+    "gpu_clock": KnobUnit("Hz", "MHz", 1e6, "{:.1f}", "{} MHz", "GPU clock", "MHz", True),
     "power_limit": KnobUnit("mW", "W", 1e3, "{:g}", "power limit {} W", "GPU power limit",
-                            "limit W", False, True),
+                            "limit W", True),
     "power_mode": KnobUnit("id", "nvpmodel id", 1, "{:g}", "power mode {}", "power mode",
-                           "mode", False, False),
+                           "mode", False),
 }
 
 

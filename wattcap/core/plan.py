@@ -50,9 +50,19 @@ class Choice(BaseModel):
 
 def format_known(value: float | None, spec: str, unknown: str = "unknown",
                  suffix: str = "") -> str:
-    """`value` formatted with `spec` and `suffix`, or `unknown` for a prediction that cannot be
-    made."""
-    return unknown if value is None else format(value, spec) + suffix
+    """`value` formatted with `spec` (or "sig": three significant digits, no exponent) and
+    `suffix`, or `unknown` for a prediction that cannot be made."""
+    if value is None:
+        return unknown
+    return (three_significant(value) if spec == "sig" else format(value, spec)) + suffix
+
+
+def three_significant(value: float) -> str:
+    """`value` to three significant digits, never in exponent form ('0.133', '7.20', '1234'):
+    a datacenter GPU's predicted 0.13 s and a Jetson's 130 s both readable in one column."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
 
 
 def _knob_of_frequency(raw: dict[str, Any]) -> dict[str, Any]:

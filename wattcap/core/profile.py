@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
-from wattcap.core.knob import KnobKind, format_knob, knob_unit
+from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.observed_clock import ObservedFrequency
 from wattcap.core.schema import (
     Migration,
@@ -238,11 +238,6 @@ class ProfileTable(VersionedFile):
             rows.setdefault(point.batch_size, []).append(point)
         return rows
 
-    @property
-    def ties_to_highest(self) -> bool:
-        """Whether, of equally fast feasible knob values, the highest is taken (the clock)."""
-        return knob_unit(self.knob_kind).ties_to_highest
-
     def describe_knob(self, value: int) -> str:
         """One of this profile's knob values with its unit ('614.4 MHz', 'power limit 150 W')."""
         return format_knob(self.knob_kind, value)
@@ -251,7 +246,7 @@ class ProfileTable(VersionedFile):
         """For each batch size, its best point with peak ≤ cap (`Staircase`)."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            point = Staircase.of(row, self.ties_to_highest).best_under(power_cap_w)
+            point = Staircase.of(row).best_under(power_cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -362,24 +357,25 @@ class Staircase:
     a cap is `best_under(cap)`, a binary search. The best is the fastest point whose peak
     power is under the cap, whatever the knob (time need not be monotone in a power limit or
     a power mode); for the GPU clock, where time falls as the clock rises, it is Algorithm 1's
-    f*(b), the highest clock under the cap. Equally fast points go to the highest value
-    (`ties_to_highest`, the clock) or the lowest (a limit that does not bind leaves the most
-    headroom). This is the one place f*(b) is computed (ProfileTable.frontier and the
+    f*(b), the highest clock under the cap. Of equally fast points (`time_key`) the one of
+    lowest peak power is taken (then the lowest value), whatever the knob: a clock that buys no
+    time on a host-bound row, or a limit that does not bind, only spends power and headroom.
+    This is the one place f*(b) is computed (ProfileTable.frontier and the
     planner's Selector both use it)."""
 
     powers_w: list[float]  # ascending
     points: list[ProfilePoint]  # same order: the best point at or under each power
 
     @classmethod
-    def of(cls, row: list[ProfilePoint], ties_to_highest: bool = True) -> Staircase:
+    def of(cls, row: list[ProfilePoint]) -> Staircase:
         # ascending power, each entry the best of every point up to its power
-        sign = -1 if ties_to_highest else 1
         powers_w: list[float] = []
         kept: list[ProfilePoint] = []
         best: ProfilePoint | None = None
-        for point in sorted(row, key=lambda p: (p.peak_power_w, sign * p.knob_value)):
-            if best is None or (time_key(point.seconds_per_sample), sign * point.knob_value) < (
-                    time_key(best.seconds_per_sample), sign * best.knob_value):
+        for point in sorted(row, key=lambda p: (p.peak_power_w, p.knob_value)):
+            # strictly faster only: of equal times the one met first, the lowest power
+            if best is None or time_key(point.seconds_per_sample) < time_key(
+                    best.seconds_per_sample):
                 best = point
             powers_w.append(point.peak_power_w)
             kept.append(best)

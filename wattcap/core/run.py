@@ -155,7 +155,9 @@ class RunRecord(VersionedFile):
     #: clocks the board did not follow (thermal, power mode, power limit) and where the run
     #: went on
     clock_clamps: list[ClockClamp] = []
-    #: "counter" (hardware energy counter difference), "sensor" (readings × sensor period)
+    #: "counter" (hardware energy counter difference), "sensor" (readings × sensor period),
+    #: "none" (no reading: energy_j is 0
+    #: because nothing was measured, a run shorter than the sensor's period)
     energy_source: str | None = None
     events: list[str] = []
     resumed_from_samples: int | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import warnings
 
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.emulated import Drift, EmulatedDevice
@@ -43,20 +45,22 @@ def get_device(
     """
     if sysfs_root is None:
         sysfs_root = os.environ.get("WATTCAP_SYSFS_ROOT") or "/"
-    if name.startswith("emulated"):
+    if name == "emulated" or name.startswith("emulated:"):
         _, _, spec = name.partition(":")
         spec, _, board = spec.partition(":")
-        return EmulatedDevice(spec or "jetson-nano", power_mode=power_mode, seed=seed, drift=drift,
-                              board=_board_state(spec or "jetson-nano", board, seed))
+        if name != "emulated" and not spec:
+            raise _unknown(name)
+        spec = spec or "jetson-nano"
+        return EmulatedDevice(spec, power_mode=power_mode, seed=seed, drift=drift,
+                              board=_board_state(spec, board, seed))
     if name == "jetson":
         from wattcap.devices.jetson import JetsonDevice
 
         return JetsonDevice(sysfs_root=sysfs_root, dry_run=dry_run)
-    if name.startswith("nvml"):
+    if name == "nvml" or name.startswith("nvml:"):
         from wattcap.devices.nvml import NvmlDevice
 
-        _, _, index = name.partition(":")
-        return NvmlDevice(int(index or 0), dry_run=dry_run)
+        return NvmlDevice(_nvml_index(name), dry_run=dry_run)
     if name == "auto":
         from wattcap.devices.jetson import discover_jetson
         from wattcap.devices.nvml import list_nvml_devices
@@ -68,13 +72,38 @@ def get_device(
             from wattcap.devices.nvml import NvmlDevice
 
             return NvmlDevice(0, dry_run=dry_run)
+        # said out loud: a plan for an emulated Nano is no plan for the machine in front of you
+        warnings.warn("--device auto found no Jetson and no NVIDIA GPU here: using the "
+                      "emulated Jetson Nano (emulated:jetson-nano)", stacklevel=2)
         return EmulatedDevice("jetson-nano", power_mode=power_mode, seed=seed, drift=drift)
-    raise DeviceNotFoundError(
+    raise _unknown(name)
+
+
+def _nvml_index(name: str) -> int:
+    """The GPU index of "nvml" or "nvml:<index>"."""
+    _, _, index = name.partition(":")
+    try:
+        value = int(index or 0)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise DeviceNotFoundError(f"unknown device {name!r}: the GPU index after nvml: is a "
+                                  "number", hint="use nvml:0 (the first GPU), nvml:1, ...")
+    return value
+
+
+def _unknown(name: str) -> DeviceNotFoundError:
+    """An unknown device name, with the closest known one where a typo is likely (a bare
+    emulated spec, 'emulated-h100-sxm')."""
+    specs = list_specs()
+    known = {"auto": "auto", "jetson": "jetson", "nvml": "nvml:0"}
+    known |= {f"emulated:{spec}": f"emulated:{spec}" for spec in specs}
+    known |= {spec: f"emulated:{spec}" for spec in specs}
+    close = difflib.get_close_matches(name.lower(), list(known), n=1, cutoff=0.6)
+    guess = f"did you mean {known[close[0]]}? " if close else ""
+    return DeviceNotFoundError(
         f"unknown device {name!r}",
-        hint="use auto, jetson, nvml:<index> or emulated:<"
-        + "|".join(list_specs())
-        + ">",
-    )
+        hint=f"{guess}use auto, jetson, nvml:<index> or emulated:<{'|'.join(specs)}>")
 
 
 def _board_state(spec: str, board: str, seed: int) -> BoardState | None:

@@ -91,16 +91,18 @@ def replay_on_device(
         for _ in range(steps):
             device.execute(None, cost)
     guard.finish()
+    # None: a replay shorter than the sensor's period read nothing (not 0 J)
+    energy_j = meter.measured_energy_j
     device.restore()
     elapsed_s = device.now_s() - start
     if reached is None:
         return Replay(None, None, meter.peak_w or 0.0, guard.violations, guard.steps,
-                      budget_time_s=elapsed_s, budget_energy_j=meter.energy_j)
+                      budget_time_s=elapsed_s, budget_energy_j=energy_j)
     # The crossing falls inside the last step: time and energy up to it, not to the step's end
     # (the device's time per sample is constant over the replay).
     share = reached / (steps * b)
-    return Replay(elapsed_s * share, meter.energy_j * share, meter.peak_w or 0.0,
-                  guard.violations, guard.steps)
+    return Replay(elapsed_s * share, None if energy_j is None else energy_j * share,
+                  meter.peak_w or 0.0, guard.violations, guard.steps)
 
 
 def set_backstop(device: EmulatedDevice, power_cap_w: float | None) -> None:
@@ -150,7 +152,7 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
         if guard is None or err is not guard.unmet:
             raise
         stopped = f"stopped: {err.message}"
-        end_s, energy_j = device.now_s(), meter.energy_j
+        end_s, energy_j = device.now_s(), meter.measured_energy_j
     record = session.record
     assert record is not None
     elapsed_s = end_s - start_s
@@ -165,10 +167,11 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
 
 
 def _steps_to_target(runs: dict[tuple[int, int], RunRecord], seed: int, device: EmulatedDevice,
-                     meter: PowerMeter, session: Any) -> tuple[float, float, bool]:
+                     meter: PowerMeter, session: Any) -> tuple[float, float | None, bool]:
     """Empty steps at the Session's batch size in use until the way to the target (or the
     budget, for a run that missed it) is gone: the device time and energy where it ended, and
-    whether the run of the batch size it ended at reached the target. (A run that re-plans
+    whether the run of the batch size it ended at reached the target (energy None: no
+    reading in the whole replay). (A run that re-plans
     between a batch size whose run reached the target and one whose run missed it counts the
     share of the one's way as a share of the other's.)"""
     progress = 0.0
@@ -188,8 +191,9 @@ def _steps_to_target(runs: dict[tuple[int, int], RunRecord], seed: int, device: 
         if progress + gain >= 1.0:
             # the way ends inside this step: time and energy up to there, not to its end
             share = (1.0 - progress) / gain
+            after_j = meter.measured_energy_j
             return (before_s + share * (device.now_s() - before_s),
-                    before_j + share * (meter.energy_j - before_j),
+                    None if after_j is None else before_j + share * (after_j - before_j),
                     run.samples_to_target is not None)
         progress += gain
         if session.samples // every > (session.samples - b) // every:

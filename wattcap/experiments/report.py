@@ -52,7 +52,9 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
     energies = [e for e in r.energy_j if e is not None]
     text = (f"b={r.batch_size} @ {comparison.describe_knob(r.knob_value)}: "
             f"{mean_std_label(times, digits=2, seeds=False)} s, "
-            f"{mean_std_label(energies, seeds=False)} J ({len(times)} seed"
+            + (f"{mean_std_label(energies, seeds=False)} J" if energies else
+               "energy not read (shorter than the sensor's period)")
+            + f" ({len(times)} seed"
             f"{'' if len(times) == 1 else 's'})")
     over = comparison.over_fastest_pct(r)
     if over is not None and r.method != "fastest":

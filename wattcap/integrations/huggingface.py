@@ -25,18 +25,40 @@ restores the device when training ends. The Trainer calls no callback when train
 use the callback as a context manager (as above), or rely on the restore at interpreter exit.
 
 Under a moving cap (`cap="battery:capacity_wh=20,max_w=9"`, a `CapSource`, ...) the
-Trainer's batch size stays; the frequency follows the cap (f re-selected for that batch size)
-and training pauses while nothing fits.
+Trainer's batch size stays by default; the frequency follows the cap (f re-selected for that
+batch size) and training pauses while nothing fits. With `follow_batch_size=True` the batch
+size is re-planned too (cap policy "replan"): the Trainer must then draw its batches at the
+session's batch size, from the dataloader the callback builds (a `SessionBatchSampler` over
+the training set, the Trainer's collator and worker settings), given by a Trainer subclass:
 
-The online correction (`PlanSettings(online_correction=True)`) cannot measure here: the
-Trainer owns the batch and the backward, and no callback sees them; the run record says so and
-the correction stays off (the Lightning callback can, with `noise_scale_loss`).
+    class FollowingTrainer(Trainer):
+        def get_train_dataloader(self):
+            return callback.train_dataloader(self)
+
+Its sampler never ends: set `max_steps` (or let the goal stop the run). Each step counts the
+samples of the batch the model really trained (the Trainer and accelerate fetch batches ahead,
+so a new batch size reaches training a step or more after the session chose it), and with
+`set_learning_rate=True` each optimiser step takes the √-scaled learning rate of that batch
+(the scheduler's factor kept). It needs `gradient_accumulation_steps=1` in one process (the
+sampler draws the session's whole batch per optimiser step).
+
+The online correction (`PlanSettings(online_correction=True)`) measures here too; it needs
+`follow_batch_size=True` (its re-plans change the batch size). The callback keeps the keyword
+inputs of each training forward (a forward pre-hook on the model) and, on the steps the
+correction measures, after the Trainer's backward and before its optimiser step, takes that
+batch's gradient in parts (`.grad` left alone; the parts' forward passes also update
+BatchNorm's running statistics). A part's loss is `model(**part)["loss"]` by default (the model
+computes its mean loss from `labels`, as the Trainer's does); give `noise_scale_loss=lambda
+model, part: loss` for another. On real hardware such a step's time (the Trainer's backward and
+the parts') is measured as it is; the emulated device charges both. Without the correction
+none of this runs.
 
 Install with `pip install 'wattcap[hf]'` (transformers and accelerate).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -45,9 +67,11 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise ImportError("the Hugging Face callback needs the hf extra: "
                       "pip install 'wattcap[hf]'") from err
 
-from wattcap.core.run import RunRecord
+from wattcap.core.run import RunRecord, scaled_learning_rate
+from wattcap.data.loader import first_tensor
 from wattcap.integrations.common import SessionDriver
 from wattcap.runtime.errors import SessionError
+from wattcap.runtime.sampling import SessionBatchSampler
 from wattcap.runtime.session import Session
 
 
@@ -56,14 +80,31 @@ class WattcapTrainerCallback(TrainerCallback):
 
     Give a ready `session`, or the keyword arguments of `Session` (`model` may be left out:
     the Trainer's model is used; pass `example_input`, one batch of input ids or inputs, so
-    the emulated device can measure its workload)."""
+    the emulated device can measure its workload). `follow_batch_size=True` re-plans the batch
+    size (under a moving cap, after the online correction) with the Trainer drawing from
+    `train_dataloader`; `noise_scale_loss(model, part)`: the mean loss of a part of a training
+    batch, for the online correction (default: the model's own loss from `labels`)."""
 
     def __init__(self, session: Session | None = None, *, accuracy_metric: str | None = None,
                  set_batch_size: bool = False, set_learning_rate: bool = False,
+                 follow_batch_size: bool = False,
+                 noise_scale_loss: Callable[[Any, Any], Any] | None = None,
                  **session_kwargs: Any) -> None:
         self._example_input = session_kwargs.pop("example_input", None)
         self._driver = SessionDriver(session, accuracy_metric, set_batch_size,
-                                     set_learning_rate, session_kwargs)
+                                     set_learning_rate, session_kwargs,
+                                     follow_batch_size=follow_batch_size)
+        correcting = bool(self.session.settings.planning.online_correction)
+        if (noise_scale_loss is not None or correcting) and not follow_batch_size:
+            raise SessionError("the online correction (and noise_scale_loss, which measures "
+                               "for it) re-plans the batch size: pass follow_batch_size=True "
+                               "and draw batches with callback.train_dataloader(trainer) (a "
+                               "Trainer subclass's get_train_dataloader)")
+        # what the model trained at each step: its batch size with follow_batch_size (which
+        # lands a step late), the batch itself only where the correction measures it
+        self._batches = _TrainedBatches(noise_scale_loss or _model_loss, keep=correcting) \
+            if follow_batch_size else None
+        self._learning_rate: float | None = None  # the rate last put into the optimiser
 
     @property
     def session(self) -> Session:
@@ -85,11 +126,22 @@ class WattcapTrainerCallback(TrainerCallback):
         """The run record, once training ended."""
         return self.session.record
 
+    def train_dataloader(self, trainer: Any) -> Any:
+        """The training DataLoader for `trainer` (a `transformers.Trainer`) whose batches follow
+        the session's batch size (`follow_batch_size=True`): return it from a Trainer
+        subclass's `get_train_dataloader` (see the module docstring)."""
+        return _session_dataloader(trainer, self.session)
+
     def __enter__(self) -> WattcapTrainerCallback:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._driver.close(failed=exc_type is not None)
+        self._close(failed=exc_type is not None)
+
+    def _close(self, failed: bool = False) -> None:
+        if self._batches is not None:
+            self._batches.detach()
+        self._driver.close(failed=failed)
 
     # -- Trainer events ----------------------------------------------------------------------
     def on_init_end(self, args: TrainingArguments, state: TrainerState,
@@ -110,10 +162,25 @@ class WattcapTrainerCallback(TrainerCallback):
         session = self.session
         self._driver.adopt(model, self._example_input)
         self._set_args(args)
-        # what the Trainer really trains with: its dataloader's batch, not only the args
-        # (recent releases fix the batch size when the Trainer is built: args changed after
-        # that do not reach the dataloader)
-        loader_batch = _loader_batch_size(kwargs.get("train_dataloader"))
+        if self._batches is not None:
+            self._check_following(args, kwargs.get("train_dataloader"))
+        else:
+            self._check_batch_size(args, kwargs.get("train_dataloader"))
+        self._driver.check_torch_device(args.device)
+        if self._driver.set_learning_rate:
+            _set_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"),
+                               session.learning_rate)
+            self._learning_rate = session.learning_rate
+        self._driver.start()
+        if self._batches is not None and model is not None:
+            self._batches.attach(model)
+
+    def _check_batch_size(self, args: TrainingArguments, loader: Any) -> None:
+        """What the Trainer really trains with: its dataloader's batch, not only the args
+        (recent releases fix the batch size when the Trainer is built: args changed after
+        that do not reach the dataloader)."""
+        session = self.session
+        loader_batch = _loader_batch_size(loader)
         per_step = _samples_per_step(args) if loader_batch is None else \
             loader_batch * _accumulation(args)
         if self._driver.set_batch_size and per_step != session.batch_size:
@@ -126,19 +193,62 @@ class WattcapTrainerCallback(TrainerCallback):
         self._driver.check_batch_size(per_step, "the Trainer's batch per optimiser step "
                                       "(its dataloader's batch x gradient_accumulation_steps x "
                                       "processes)")
-        self._driver.check_torch_device(args.device)
-        if self._driver.set_learning_rate:
-            _set_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"),
-                               session.learning_rate)
-        self._driver.start()
+
+    def _check_following(self, args: TrainingArguments, loader: Any) -> None:
+        """follow_batch_size: one whole batch per optimiser step, drawn at the session's batch
+        size."""
+        if _accumulation(args) > 1:
+            raise SessionError(
+                "follow_batch_size draws the session's whole batch for every optimiser step, "
+                "and the online correction measures that batch, but this Trainer splits each "
+                f"step into gradient_accumulation_steps={args.gradient_accumulation_steps} "
+                f"micro-batches in {args.world_size} process(es), which no callback sees "
+                "together: train with gradient_accumulation_steps=1 in one process (the plan's "
+                "batch size is one the profile ran on this device)")
+        if not hasattr(TrainerCallback, "on_pre_optimizer_step"):
+            # where the rate is set and the correction measures: between backward and step
+            raise SessionError("follow_batch_size needs the Trainer's on_pre_optimizer_step "
+                               "event, which this transformers release lacks: upgrade it")
+        if loader is not None and not _follows_session(loader, self.session):
+            raise SessionError(
+                "follow_batch_size=True, but the Trainer's dataloader keeps its own batch size: "
+                "return callback.train_dataloader(self) from a Trainer subclass's "
+                "get_train_dataloader (see wattcap.integrations.huggingface)")
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState,
                       control: TrainerControl, **kwargs: Any) -> None:
         self.session.begin_step()
+        if self._batches is not None:
+            self._batches.clear()  # a workload probe's forward in begin_step is not training
+
+    def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState,
+                              control: TrainerControl, model: Any = None, optimizer: Any = None,
+                              lr_scheduler: Any = None, **kwargs: Any) -> None:
+        # after the Trainer's backward (and its clipping), before its optimiser step
+        batches = self._batches
+        if batches is None:
+            return
+        if self._learning_rate is not None:
+            self._follow_learning_rate(optimizer, lr_scheduler, batches.samples)
+        if batches.keep:
+            batches.measure(self.session, model, optimizer)
+
+    def _follow_learning_rate(self, optimizer: Any, scheduler: Any, trained: int | None) -> None:
+        """The √-scaled rate of the batch this step trained (a re-planned batch size reaches
+        training a step or more after the session chose it), the scheduler's factor kept."""
+        session = self.session
+        rate = scaled_learning_rate(session.lr_ref, session.batch_size_ref,
+                                    trained or session.batch_size)
+        if self._learning_rate is not None and rate != self._learning_rate:
+            _set_learning_rate(optimizer, scheduler, rate, previous=self._learning_rate)
+            self._learning_rate = rate
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, **kwargs: Any) -> None:
-        self.session.end_step(samples=_samples_per_step(args))
+        # following the session, the batch trained says (None: the plan's batch size)
+        samples = _samples_per_step(args) if self._batches is None else \
+            self._batches.take_samples()
+        self.session.end_step(samples=samples)
         if self.session.done:
             control.should_training_stop = True
 
@@ -151,7 +261,7 @@ class WattcapTrainerCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
-        self._driver.close()
+        self._close()
 
 
 def _loader_batch_size(loader: Any) -> int | None:
@@ -164,12 +274,17 @@ def _loader_batch_size(loader: Any) -> int | None:
     return None
 
 
-def _set_learning_rate(optimizer: Any, scheduler: Any, learning_rate: float) -> None:
+def _set_learning_rate(optimizer: Any, scheduler: Any, learning_rate: float,
+                       previous: float | None = None) -> None:
     """The plan's learning rate in an optimiser the Trainer built already, and as its
-    scheduler's base (a scheduler rewrites the groups' rate from its base at every step)."""
+    scheduler's base (a scheduler rewrites the groups' rate from its base at every step). With
+    `previous` (a re-planned rate during training) the groups' rates are scaled by
+    learning_rate / previous, so this step keeps the scheduler's current factor."""
     groups = getattr(optimizer, "param_groups", [])
     for group in groups:
-        group["lr"] = group["initial_lr"] = learning_rate
+        group["lr"] = learning_rate if previous is None else \
+            group["lr"] * learning_rate / previous
+        group["initial_lr"] = learning_rate
     if scheduler is not None and hasattr(scheduler, "base_lrs"):
         scheduler.base_lrs = [learning_rate] * len(scheduler.base_lrs)
 
@@ -180,3 +295,132 @@ def _accumulation(args: TrainingArguments) -> int:
 
 def _samples_per_step(args: TrainingArguments) -> int:
     return int(args.per_device_train_batch_size) * _accumulation(args)
+
+
+# -- following the session's batch size, and the online correction's measurement -------------
+
+
+class _TrainedBatches:
+    """The batch of each training forward, seen by a forward pre-hook on the Trainer's model
+    (no callback is given the batch): its samples, and with `keep` the batch itself for the
+    online correction's measurement, `loss_of(model, part)` being a part's mean loss."""
+
+    def __init__(self, loss_of: Callable[[Any, Any], Any], keep: bool) -> None:
+        self.loss_of = loss_of
+        self.keep = keep
+        self.samples: int | None = None
+        self.batch: dict[str, Any] | None = None
+        self._measuring = False  # the measurement's own forward passes are not training's
+        self._hook: Any = None
+
+    def attach(self, model: Any) -> None:
+        """Watch `model`'s forward (the Trainer calls it with keyword inputs)."""
+        self.detach()
+        self._hook = model.register_forward_pre_hook(self._seen, with_kwargs=True)
+
+    def detach(self) -> None:
+        """Stop watching (idempotent)."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget what was seen (a new step begins)."""
+        self.samples, self.batch = None, None
+
+    def _seen(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not module.training or self._measuring:
+            return  # an evaluation, or the measurement's parts
+        inputs = first_tensor(kwargs) if kwargs else first_tensor(args)
+        self.samples = int(inputs.shape[0]) if inputs is not None and inputs.dim() else None
+        if self.keep and kwargs and not args:
+            # a part's mean loss is measured: not the Trainer's loss normalised by the count
+            # of the whole batch's items (which it adds to the inputs of some models)
+            self.batch = {k: v for k, v in kwargs.items() if k != "num_items_in_batch"}
+
+    def take_samples(self) -> int | None:
+        """The samples of the batch trained in this step (None: none seen)."""
+        samples, self.samples = self.samples, None
+        return samples
+
+    def measure(self, session: Session, model: Any, optimizer: Any) -> None:
+        """The online correction's measurement of the step's batch beside the Trainer's
+        backward (nothing on the steps it does not measure)."""
+        batch, self.batch = self.batch, None
+        if batch is None or model is None or optimizer is None:
+            return  # nothing seen: the correction counts the step as unmeasured
+        loss_of = self.loss_of
+        self._measuring = True
+        try:
+            # accelerate wraps the optimiser: the measurement reads Adam's own state
+            session.measure_beside(model, getattr(optimizer, "optimizer", optimizer),
+                                   lambda part: loss_of(model, part), batch)
+        finally:
+            self._measuring = False
+
+
+def _model_loss(model: Any, part: Any) -> Any:
+    """A part's mean loss as the Trainer takes it from a model given `labels`."""
+    outputs = model(**part)
+    return outputs["loss"] if isinstance(outputs, dict) else outputs[0]
+
+
+def _session_dataloader(trainer: Any, session: Session) -> Any:
+    """The Trainer's training DataLoader with its batches drawn by a `SessionBatchSampler`: the
+    training set's columns and collator as `Trainer.get_train_dataloader` has them, its worker
+    settings, prepared by its accelerator (which moves the batches to the device)."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    dataset = trainer.train_dataset
+    if dataset is None or isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
+        raise SessionError("following the session's batch size draws sample indices: the "
+                           "Trainer needs a train_dataset with a length (not an iterable one)")
+    collator = trainer.data_collator
+    if _is_datasets_dataset(dataset):
+        dataset = trainer._remove_unused_columns(dataset, description="Training")
+    else:
+        collator = trainer._get_collator_with_removed_columns(collator, description="Training")
+    args = trainer.args
+    seed = args.data_seed if getattr(args, "data_seed", None) is not None else args.seed
+    params: dict[str, Any] = {"collate_fn": collator,
+                              "num_workers": int(args.dataloader_num_workers),
+                              "pin_memory": bool(args.dataloader_pin_memory)}
+    if params["num_workers"] > 0:  # torch refuses these without workers
+        params.update(
+            persistent_workers=bool(getattr(args, "dataloader_persistent_workers", False)),
+            prefetch_factor=getattr(args, "dataloader_prefetch_factor", None),
+            multiprocessing_context=getattr(args, "dataloader_multiprocessing_context", None),
+            worker_init_fn=_seed_worker)
+    loader = DataLoader(dataset, batch_sampler=SessionBatchSampler(session, len(dataset), seed),
+                        **params)
+    return trainer.accelerator.prepare(loader)
+
+
+def _is_datasets_dataset(dataset: Any) -> bool:
+    """A `datasets.Dataset` (its unused columns are removed, not collated away)."""
+    from transformers.utils import is_datasets_available
+
+    if not is_datasets_available():
+        return False
+    import datasets
+
+    return isinstance(dataset, datasets.Dataset)
+
+
+def _seed_worker(_worker_id: int) -> None:
+    """Each worker's Python, NumPy and torch seeded from the seed torch gives it, as the
+    Trainer's own workers are (random augmentations then repeat with the run's seed)."""
+    import torch
+    from transformers.trainer_utils import set_seed
+
+    set_seed(torch.initial_seed() % 2**32)
+
+
+def _follows_session(loader: Any, session: Session) -> bool:
+    """The (possibly accelerate-wrapped) dataloader draws its batches with a
+    `SessionBatchSampler` of `session`."""
+    sampler = getattr(loader, "batch_sampler", None)
+    while sampler is not None and not isinstance(sampler, SessionBatchSampler):
+        sampler = getattr(sampler, "batch_sampler", None)  # accelerate's wrappers hold it
+    return sampler is not None and sampler.session is session

@@ -70,6 +70,15 @@ class PowerMeter:
         return self.total_w * self.period_s + self.off_period_j
 
     @property
+    def measured_energy_j(self) -> float | None:
+        """`energy_j`, or None before any reading: a run shorter than the sensor's period has
+        no measured energy, not 0 J. (Each reading stands for a whole period although a run
+        starts and ends between readings: over a uniform phase the count of readings is the
+        run's length in periods on average, so the sum is unbiased, off by up to a period in
+        one run: a fifth of a run of 1.3 periods.)"""
+        return None if self.readings == 0 else self.energy_j
+
+    @property
     def average_w(self) -> float | None:
         """Mean of the readings so far (every one of them, on the sensor's pace or not)."""
         return self.sum_w / self.readings if self.readings else None

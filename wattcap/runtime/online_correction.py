@@ -213,7 +213,8 @@ class OnlineCorrection:
                 return []
             self.unmeasurable = True  # a loop of its own backward (a framework's): stop here
             return ["the loop calls neither session.backward nor session.measure_beside (the "
-                    "Lightning callback's noise_scale_loss), so nothing can be measured: the "
+                    "Lightning callback's noise_scale_loss, the Hugging Face callback's "
+                    "follow_batch_size), so nothing can be measured: the "
                     "correction is off for this run (the proxy's r_b stays)"]
         before = len(self.windows.windows)
         if self._term is not None:

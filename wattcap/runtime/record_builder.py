@@ -60,6 +60,8 @@ class RecordBuilder:
         energy_source = None if device is None else "sensor" if energy_j is None else "counter"
         if energy_j is None:
             energy_j = session._meter.energy_j
+            if device is not None and session._meter.measured_energy_j is None:
+                energy_source = "none"  # no reading (shorter than a period): not a measured 0 J
         reached_at = session.samples_to_target
         time_to_accuracy_s = None if reached_at is None else session.time_at_samples_s(reached_at)
         return RunRecord(

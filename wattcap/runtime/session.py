@@ -557,8 +557,9 @@ class Session:
 
     def measure_beside(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                        loss_of_batch: Callable[[Any], torch.Tensor], batch: Any) -> None:
-        """Where a framework runs its own backward (the Lightning callback): on a step the online
-        correction measures, the noise scale of `batch` in parts, `.grad` left alone."""
+        """Where a framework runs its own backward (the Lightning and Hugging Face callbacks):
+        on a step the online correction measures, the noise scale of `batch` in parts, `.grad`
+        left alone."""
         self._noise.measure_beside(model, optimizer, loss_of_batch, batch)
 
     @property
