@@ -366,3 +366,23 @@ def test_unkind_boards_replay_each_seed_on_its_own_draw_and_brute_force_the_fast
         before = kind.get("jetson-nano", cap, "digits-5-9", "baseline-1")
         if (same.batch_size, same.knob_value) == (before.batch_size, before.knob_value):
             assert same.time_s != before.time_s
+
+
+def test_compare_reuses_the_runs_of_a_given_runs_dir(tmp_path, monkeypatch):
+    """`compare --runs-dir R` reads the runs `estimate --runs-dir R` kept (besides the cache's),
+    and --no-resume reads none."""
+    from wattcap.cli.experiments import _ProxySweep
+
+    monkeypatch.setenv("WATTCAP_CACHE_DIR", str(tmp_path / "cache"))
+    given = tmp_path / "kept-runs"
+
+    def sweep(**changes) -> _ProxySweep:
+        settings = {"out": tmp_path / "out", "model": "digits-cnn", "weights": None, "seeds": 1,
+                    "sample_budget": 512, "resume": True, "options": {}, "workers": 0,
+                    "counters": {"trained": 0, "reused": 0}, **changes}
+        return _ProxySweep(**settings)
+
+    assert sweep(runs_dir=given).shared_runs == (given, tmp_path / "cache" / "runs")
+    assert sweep().shared_runs == (tmp_path / "cache" / "runs",)
+    assert sweep(runs_dir=given, resume=False).shared_runs == ()
+    assert "--runs-dir" in CliRunner().invoke(app, ["compare", "--help"]).output

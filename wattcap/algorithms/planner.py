@@ -269,7 +269,15 @@ class Replanner:
                 f"({self.margin_sigmas:g} sigma of the sensor noise, {noise_w or 0:.3f} W"
                 + (", plus the prediction's uncertainty on predicted points"
                    if any(p.predicted for p in self.original.points) else "")
-                + "): every choice's profiled peak power stays at or below the cap minus it")
+                + f"): every choice's profiled {self._capped_power} stays at or below the cap "
+                "minus it")
+
+    @property
+    def _capped_power(self) -> str:
+        """What the cap holds in this profile: its peaks, or its average power (--cap-on
+        average, or an imported table without peaks)."""
+        return "average power" if self.original.peak_power_source == "average" else \
+            "peak power"
 
     def near_ties(self, power_cap_w: float | None, choice: Choice) -> str | None:
         """The batch sizes whose predicted time at f*(b) is within one standard deviation of

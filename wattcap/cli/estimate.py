@@ -102,8 +102,9 @@ def estimate(
     ray: RayOpt = None,
     runs_dir: Annotated[Path | None, typer.Option(
         help="Where each finished (batch size, seed) run is kept, named by everything it "
-        "depends on: a killed estimate run again reuses them, and compare/sensitivity share "
-        "them (default: the runs folder of the wattcap cache).",
+        "depends on: a killed estimate run again reuses them, and compare/sensitivity reuse "
+        "them (give them the same --runs-dir; default: the runs folder of the wattcap "
+        "cache).",
         rich_help_panel=TRAINING)] = None,
     input_shape: InputShapeOpt = None,
     num_classes: NumClassesOpt = None,

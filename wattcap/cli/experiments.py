@@ -45,6 +45,7 @@ from wattcap.cli.options import (
     SampleBudgetOpt,
     SeedsOpt,
     SensitivitySeedsOpt,
+    SharedRunsDirOpt,
     SubsetFractionOpt,
     TargetAccuracyOpt,
     TargetsOpt,
@@ -251,6 +252,7 @@ def compare(
     cap_on: CapOnOpt = None,
     board: BoardOpt = Board.UNKIND,
     transfer_factor: TransferFactorOpt = None,
+    runs_dir: SharedRunsDirOpt = None,
 ) -> None:
     """Compare wattcap with baseline-1, baseline-2 and the fastest configuration: measured
     time-to-accuracy and energy for every scenario, and a report. Without --weights the runs
@@ -287,7 +289,7 @@ def compare(
     except (KeyError, ValueError, WattcapFileError) as err:
         fail(str(err).strip(chr(39)))
     sweep = _ProxySweep(out, model, weights_path, seeds, sample_budget, resume, options,
-                        workers, counters={"trained": 0, "reused": 0})
+                        workers, counters={"trained": 0, "reused": 0}, runs_dir=runs_dir)
     where = executor_or_fail(ray)
     with resumable(sweep.kept), where:
         proxy_vector = _proxy_vector(sweep, proxy, proxy_target, where, console)
@@ -366,15 +368,21 @@ class _ProxySweep:
     workers: int
     counters: dict[str, int]
     sizes: tuple[int, ...] = tuple(DEFAULT_BATCH_SIZES)
+    #: --runs-dir: where `wattcap estimate --runs-dir` kept its runs
+    runs_dir: Path | None = None
 
     @property
     def shared_runs(self) -> tuple[Path, ...]:
-        """Folders whose recorded runs are reused besides OUT/runs: the cache's, where
-        `wattcap estimate` keeps its runs (a proxy estimated there with the same model,
-        weights, data and settings trains nothing again); none with --no-resume."""
+        """Folders whose recorded runs are reused besides OUT/runs: --runs-dir, and the
+        cache's, where `wattcap estimate` keeps its runs by default (a proxy estimated there
+        with the same model, weights, data and settings trains nothing again); none with
+        --no-resume."""
         from wattcap.core.cache import cache_dir
 
-        return (cache_dir() / "runs",) if self.resume else ()
+        if not self.resume:
+            return ()
+        given = () if self.runs_dir is None else (self.runs_dir,)
+        return (*given, cache_dir() / "runs")
 
     @property
     def kept(self) -> str:
@@ -472,6 +480,7 @@ def sensitivity(
     test_fraction: TestFractionOpt = None,
     workers: WorkersOpt = 0,
     ray: RayOpt = None,
+    runs_dir: SharedRunsDirOpt = None,
 ) -> None:
     """The proxy × target matrix of wattcap's % time increase over the fastest configuration,
     per power scenario."""
@@ -493,7 +502,7 @@ def sensitivity(
     scenario = _scenarios(device, power_caps)[0]
     sweep = _ProxySweep(out, model, _weights(out, model, weights, console, options), seeds,
                         sample_budget, resume, options, workers,
-                        counters={"trained": 0, "reused": 0})
+                        counters={"trained": 0, "reused": 0}, runs_dir=runs_dir)
     where = executor_or_fail(ray)
     with resumable(sweep.kept), where:
         proxy_vectors = {}

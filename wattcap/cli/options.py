@@ -269,3 +269,8 @@ TargetFilterOpt = Annotated[float | None, typer.Option(
 ModelIdOpt = Annotated[int | None, typer.Option(
     help="With --server: the stored weights to use (default: those the efficiency vector was "
     "estimated from, else the newest for --model).", rich_help_panel=SERVER)]
+
+SharedRunsDirOpt = Annotated[Path | None, typer.Option(
+    "--runs-dir", help="A folder of runs `wattcap estimate --runs-dir` kept: its proxy runs are "
+    "reused (besides the wattcap cache's runs folder, the default).",
+    rich_help_panel=TRAINING)]
