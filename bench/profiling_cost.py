@@ -26,6 +26,7 @@ differently (issue 28 item 11: profiles of one device agree on which caps are fe
     python bench/profiling_cost.py            # 2 devices x 3 models x 3 caps, ~3 min
     python bench/profiling_cost.py --quick    # ResNet18 only, 2 caps
     python bench/profiling_cost.py --board kind   # the deterministic board (default: unkind)
+    python bench/profiling_cost.py --quick --devices h100-sxm   # a datacenter GPU, ~1 min
 """
 
 from __future__ import annotations
@@ -296,6 +297,9 @@ def main() -> None:
     parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
                         help="every profile on one board drawn per device (default), or the "
                              "emulator's one deterministic board")
+    parser.add_argument("--devices", default=",".join(DEVICES),
+                        help="comma-separated emulated devices (default: %(default)s; e.g. "
+                             "h100-sxm, whose launches overlap the work)")
     args = parser.parse_args()
     BOARD["mode"] = args.board
     os.environ.setdefault("WATTCAP_CACHE_DIR", tempfile.mkdtemp(prefix="wattcap-bench-"))
@@ -309,7 +313,7 @@ def main() -> None:
           + ", ".join(map(str, B_NOISE)) + f" (noise-level: a deciding peak within "
           f"{MARGIN_W} W of the cap); errors: mean (max) over predicted points")
     totals = Totals()
-    for device in DEVICES:
+    for device in args.devices.split(","):
         for model in models:
             run_case(device, model, caps_per_case, totals)
     print("\nsummary (few-point profiles against exhaustive ones):")

@@ -38,9 +38,10 @@ PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", 
 #: filter of stored vectors; --server is push/pull's required URL (env WATTCAP_SERVER), or the
 #: optional server plan/train/estimate fetch from; --model-id and --num-classes of `push`
 #: describe an upload; --metric is what wattcap's loop evaluates (train, estimate), or the
-#: metric an imported table's runs were measured on (any known metric)
+#: metric an imported table's runs were measured on (any known metric); --runs-dir is where
+#: estimate keeps its runs, or a folder of kept runs compare/sensitivity read besides their own
 TWO_MEANINGS = {"--proxy", "--server", "--model-id", "--num-classes", "--metric",
-                "--sample-budget"}  # a sweep retries a miss; a train run exits 1
+                "--sample-budget", "--runs-dir"}  # a sweep retries a miss; a train run exits 1
 
 
 def test_a_shared_option_reads_the_same_everywhere() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 from matplotlib.text import Text
 from typer.testing import CliRunner
 
@@ -15,6 +16,7 @@ from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.cli import app
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.knob import knob_number
 from wattcap.core.profile import ProfileTable
 from wattcap.experiments import plots
 from wattcap.measure.references import reference_profiles_for
@@ -129,5 +131,106 @@ def test_a_figure_without_a_plan_assumes_nothing(profile_file) -> None:
     fig = plots.profile_figure(ProfileTable.load(profile_file), CAP_W)
     try:
         assert "r_b" not in _texts(fig)
+    finally:
+        plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def datacenter_file(tmp_path_factory) -> Path:
+    """A pruned profile of an emulated H100 (110 clocks): b=128 at every clock, b=4 at the
+    highest only, the rest of its row unmeasured."""
+    out = tmp_path_factory.mktemp("plot-h100") / "h100-digits32.json"
+    result = invoke("profile", "--device", "emulated:h100-sxm", "--model", "digits32-cnn",
+                    "--power-cap", 350, "--batch-sizes", "4,128", "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _laid_out(table: ProfileTable, cap_w: float) -> Figure:
+    """The figure with its plan, drawn once so every text has its final place."""
+    result = plan(table, cap_w, reference_profiles=reference_profiles_for(table, None))
+    fig = plots.profile_figure(table, cap_w, result)
+    fig.canvas.draw()
+    return fig
+
+
+def _legends(fig: Figure) -> list[Legend]:
+    """Every legend drawn: the figure's and any inside an axes."""
+    inside = [ax.get_legend() for ax in fig.axes]
+    return [*fig.legends, *(legend for legend in inside if legend is not None)]
+
+
+def _overlap(a, b) -> bool:
+    """Whether two display-space boxes share area (touching edges do not count)."""
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("count", [1, 12, 13, 50, 110, 111, 400])
+def test_knob_ticks_are_bounded_and_keep_the_ends(count: int) -> None:
+    keep = [count // 3, count // 3 + 1, count - 2]
+    picked = plots.knob_tick_indices(count, keep)
+    assert len(picked) <= plots.MAX_KNOB_TICKS
+    assert picked[0] == 0 and picked[-1] == count - 1
+    assert picked == sorted(set(picked))
+    if count > plots.MAX_KNOB_TICKS:
+        gap = -(-count // plots.MAX_KNOB_TICKS)
+        assert min(b - a for a, b in zip(picked, picked[1:], strict=False)) >= gap
+        # a kept value is labelled, or lies next to a label it would have collided with
+        assert all(min(abs(k - p) for p in picked) < gap for k in keep)
+
+
+def test_a_datacenter_gpus_clock_labels_are_few_legible_and_name_the_ends(
+        datacenter_file) -> None:
+    import matplotlib.pyplot as plt
+
+    table = ProfileTable.load(datacenter_file)
+    assert len(table.knob_values) > 100
+    fig = _laid_out(table, 350)
+    ends = {knob_number(table.knob_kind, v) for v in (table.knob_values[0],
+                                                      table.knob_values[-1])}
+    try:
+        for ax in fig.axes[:2]:
+            labels = [t for t in ax.get_xticklabels() if t.get_text()]
+            assert 2 <= len(labels) <= plots.MAX_KNOB_TICKS
+            assert ends <= {t.get_text() for t in labels}
+            boxes = [t.get_window_extent() for t in labels]
+            assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("which", ["datacenter_file", "profile_file"])
+def test_titles_and_legend_stay_clear_of_each_other_and_of_the_data(
+        request, which: str) -> None:
+    import matplotlib.pyplot as plt
+
+    table = ProfileTable.load(request.getfixturevalue(which))
+    fig = _laid_out(table, 350 if which == "datacenter_file" else CAP_W)
+    try:
+        panels = fig.axes[:2]
+        titles = [ax.title.get_window_extent() for ax in panels]
+        assert fig._suptitle is not None
+        titles.append(fig._suptitle.get_window_extent())
+        assert not any(_overlap(a, b) for i, a in enumerate(titles) for b in titles[i + 1:])
+        legends = _legends(fig)
+        assert legends
+        for legend in legends:
+            box = legend.get_window_extent()
+            assert not any(_overlap(box, ax.get_window_extent()) for ax in panels)
+            assert not any(_overlap(box, title) for title in titles)
+        assert ASSUMPTION in _texts(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_a_pruned_profiles_unmeasured_cells_are_shown_as_such(datacenter_file) -> None:
+    import matplotlib.pyplot as plt
+
+    table = ProfileTable.load(datacenter_file)
+    assert table.mode == "pruned" and len(table.points) < 2 * len(table.knob_values)
+    fig = _laid_out(table, 350)
+    try:
+        assert any(t.get_text().startswith("not measured")
+                   for legend in _legends(fig) for t in legend.get_texts())
     finally:
         plt.close(fig)

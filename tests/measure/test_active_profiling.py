@@ -12,7 +12,13 @@ import pytest
 
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
-from wattcap.algorithms.profile_model import MeasurementWindow, normal_max_moments, reading_noise_w
+from wattcap.algorithms.profile_model import (
+    MeasurementWindow,
+    Observation,
+    clock_bounded_steps,
+    normal_max_moments,
+    reading_noise_w,
+)
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import WattcapFileError
@@ -22,6 +28,7 @@ from wattcap.measure.profiling import Profiler
 
 NANO = "jetson-nano"
 TX2 = "jetson-tx2nx"
+H100 = "h100-sxm"
 #: two measurements of the same peak differ by sensor noise (std 0.05-0.07 W) up to about this
 MARGIN_W = 0.15
 #: the stated margin: a predicted point under the cap is measured at most this many of its
@@ -194,6 +201,62 @@ def test_predicted_points_carry_uncertainty_and_measured_points_do_not(
     fit = fitted.model_fit
     assert len(fit["measured_order"]) == fitted.points_measured <= fit["max_points"]
     assert set(fit["parameters"]) >= {"log_t0_s", "power_affine", "reading_noise_w"}
+
+
+def _step_bounds_broken(fitted: ProfileTable) -> list[str]:
+    """Predicted points faster than a point of their row measured at a higher clock or slower
+    than one measured at a lower clock (time per sample does not rise with the clock), beyond
+    the rounding of a step divided by its batch size."""
+    broken = []
+    for b, row in fitted.rows().items():
+        measured = [p for p in row if not p.predicted]
+        for p in row:
+            if p.predicted and any(
+                    (q.knob_value > p.knob_value
+                     and p.seconds_per_sample < q.seconds_per_sample * (1 - 1e-12))
+                    or (q.knob_value < p.knob_value
+                        and p.seconds_per_sample > q.seconds_per_sample * (1 + 1e-12))
+                    for q in measured):  # (a rounding's leeway: a step over b)
+                broken.append(f"b={b} at {p.knob_value / 1e6:.0f} MHz")
+    return broken
+
+
+def test_host_bound_gpu_times_are_predicted_within_the_measured_bounds(
+    resnet18_workload,
+) -> None:
+    """A datacenter GPU whose launches overlap the work (a step as long as the host's launches
+    at high clocks, the compute below): the fit follows the kink, and no predicted time
+    crosses a measured one of its row. Before the time model had the hidden host time, the
+    fit smeared the plateau into the compute and predicted the low clocks up to 40 % fast."""
+    sizes = (32, 128)
+    exhaustive = Profiler(EmulatedDevice(H100), "resnet18", batch_sizes=sizes,
+                          workload=resnet18_workload).run(exhaustive=True)
+    peaks = sorted(p.peak_power_w for p in exhaustive.points)
+    for cap in (peaks[len(peaks) // 3], peaks[2 * len(peaks) // 3]):
+        fitted = Profiler(EmulatedDevice(H100), "resnet18", batch_sizes=sizes,
+                          workload=resnet18_workload).run(cap, mode="model")
+        assert not _step_bounds_broken(fitted), cap
+        errors = [abs(p.seconds_per_sample / exhaustive.lookup(
+            p.batch_size, p.knob_value).seconds_per_sample - 1)
+            for p in fitted.points if p.predicted]
+        assert len(errors) >= 0.9 * len(exhaustive.points)
+        assert max(errors) <= 0.05, cap
+        # the plan's choice is the exhaustive one's, and measured (`_measure_chosen_points`)
+        a = plan(exhaustive, cap).choices["wattcap"]
+        b = plan(fitted, cap).choices["wattcap"]
+        assert (b.batch_size, b.knob_value) == (a.batch_size, a.knob_value), cap
+        assert not fitted.lookup(b.batch_size, b.knob_value).predicted, cap
+
+
+def test_predicted_steps_are_held_between_the_measured_ones_of_their_row() -> None:
+    """Whatever the fit says, a prediction stays between its row's measured neighbours, and a
+    step never slows by more than the clock falls."""
+    measured = [Observation(8, 1000, 1.0, 5.0, 4.0, 5), Observation(8, 500, 1.5, 4.0, 3.0, 5)]
+    b, f = np.array([8, 8, 8, 8, 16]), np.array([250, 750, 1500, 1000, 750])
+    bounded = clock_bounded_steps(b, f, np.array([1.0, 20.0, 9.0, 3.0, 0.1]) * 8, measured)
+    # 250 MHz: no faster than 500 MHz's 12 s, no slower than the clock ratio allows (24 s)
+    # 750 MHz: no slower than 500 MHz measured (12 s) nor than 1000 MHz scaled by the clocks
+    assert bounded.tolist() == pytest.approx([12.0, 8.0 * 1000 / 750, 8.0, 8.0, 0.1 * 8])
 
 
 # -- files and planning --------------------------------------------------------------------------

@@ -8,12 +8,24 @@ the workload of the model (FLOPs per sample, DRAM bytes per step, optimizer byte
 
 Time of one step at batch b and frequency f (x = f / f_max of the frequency list):
 
-    step_s = t0 + busy_s,   busy_s = max(a · F · (b + b_half) / x,  g · bytes(b))
+    step_s = t0 + max(h, busy_s),   busy_s = max(a · F · (b + b_half) / x,  g · bytes(b))
 
 a roofline: compute at a peak proportional to f with an occupancy b / (b + b_half) that
 saturates in b, or DRAM traffic at a bandwidth that does not scale with f; t0 is the per-step
 overhead that does not depend on b or f (kernel launches from the CPU, the memory-bound
-optimizer update). Parameters: t0, a (seconds per FLOP at f_max), b_half, g (seconds per GB).
+optimizer update); h the host's launch time that the GPU's work hides where it is longer.
+A device that launches and works in turn (a Jetson) has h = 0 and t0 + busy_s; one whose
+launches run ahead of the GPU (CUDA's asynchronous launches on a datacenter GPU) has a step
+as long as the launches at high clocks, flat in f, and the compute below the clock where busy_s
+passes h: max(launches, work). The additive form alone smeared that kink into a large t0 and
+a small compute, and predicted the low clocks of an H100 up to 40 % fast (2026-11-28).
+Parameters: t0, a (seconds per FLOP at f_max), b_half, g (seconds per GB), h (seconds).
+
+Whatever the fit, a predicted step is held between the measured points of its row
+(`clock_bounded_steps`): never faster than one measured at a higher clock nor slower than one
+measured at a lower clock, and never slower than the clock ratio allows from one measured at
+a higher clock nor faster than it allows from one at a lower clock (no part of a step slows by
+more than the clock falls). So a prediction never contradicts a measurement of its row.
 
 Power in the busy phase and in the overhead phase:
 
@@ -50,7 +62,9 @@ variance × (JᵀJ)⁺) and the residual variance (what a fresh measurement woul
 spread between the forms, and a jackknife over the measured points (the fit again without each
 point): with nearly as many parameters as points the residuals are small whatever the error
 away from the points, and the jackknife shows how far a prediction hangs on a single point.
-Time predictions use the delta method (the roofline fits timing closely).
+Time predictions use the delta method (the roofline fits timing closely), then the bounds
+above. The max() hides the compute wherever it is under h, so the time fit starts from a ladder
+of occupancies (`HOST_BOUND_START_HALF_BATCHES`) as well as from the additive form.
 """
 
 from __future__ import annotations
@@ -82,6 +96,8 @@ class Workload(Protocol):
 
 #: relative timing jitter assumed at least, so that a noise-free fit never claims zero spread
 MIN_TIME_REL_STD = 0.002
+#: occupancy constants (b_half) the host-bound starts of the time fit try
+HOST_BOUND_START_HALF_BATCHES = (0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4)
 #: points from which the power fit is also jackknifed for its uncertainty
 JACKKNIFE_MIN_POINTS = 4
 
@@ -164,7 +180,8 @@ class Prediction:
     readings: int
 
 
-_TIME_NAMES = ("log_t0_s", "log_s_per_flop_at_fmax", "log_occupancy_half_batch", "s_per_gb")
+_TIME_NAMES = ("log_t0_s", "log_s_per_flop_at_fmax", "log_occupancy_half_batch", "s_per_gb",
+               "host_launch_s")
 _POWER_NAMES = (
     "c0_w", "static_w", "dynamic_w", "log_activity_half_batch", "dram_w_per_gb_s",
     "overhead_activity", "voltage_slope", "voltage_floor",
@@ -230,11 +247,13 @@ class DeviceModel:
     # -- time ------------------------------------------------------------------------------------
     @staticmethod
     def _time(theta: np.ndarray, feats: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """(overhead_s, busy_s, compute share of busy_s): the overhead phase holds t0 and the
+        host's launch time that the GPU's work does not cover, max(0, h - busy_s)."""
         t0 = np.exp(theta[0])
         compute_s = np.exp(theta[1]) * feats["flops"] * (feats["b"] + np.exp(theta[2])) / feats["x"]
         memory_s = theta[3] * feats["dram_gb"]
         busy_s = np.maximum(compute_s, memory_s)
-        return t0 + 0 * busy_s, busy_s, compute_s / busy_s
+        return t0 + np.maximum(0.0, theta[4] - busy_s), busy_s, compute_s / busy_s
 
     # -- power -----------------------------------------------------------------------------------
     def _power(
@@ -279,15 +298,27 @@ class DeviceModel:
             overhead_s, busy_s, _ = self._time(theta, feats)
             return np.log((overhead_s + busy_s) / step_obs)
 
-        # Start from a compute-bound guess: the fastest point at f_max with no overhead.
-        s_per_flop = float(np.min(step_obs * feats["x"] / (feats["flops"] * feats["b"])))
-        lower = [math.log(1e-7), math.log(s_per_flop) - 12, math.log(1e-3), 0.0]
+        # Starts: compute-bound at the fastest point at f_max with no overhead and no hidden
+        # host time (a device that runs launches and work in turn), from no DRAM bound and from
+        # one at the cheapest point; or host-bound (launches overlapping the work), the host
+        # taking the fastest step and the compute at each of a ladder of occupancies as fast
+        # as the points allow (under every measured step, at one of them equal). The max()
+        # hides the compute wherever it is under the host time, so a start must already put
+        # the compute-bound points' compute near their steps: from a start with too small an
+        # occupancy constant the fit gives up on them and keeps the host-bound plateau.
+        flop_s = step_obs * feats["x"] / feats["flops"]
+        s_per_flop = float(np.min(flop_s / feats["b"]))
+        fastest_s = float(np.min(step_obs))
+        lower = [math.log(1e-7), math.log(s_per_flop) - 12, math.log(1e-3), 0.0, 0.0]
         upper = [math.log(float(np.max(step_obs))), math.log(s_per_flop) + 3, math.log(1e5),
-                 float(np.max(step_obs / feats["dram_gb"])) * 2]
-        starts = []
-        for memory in (0.0, float(np.min(step_obs / feats["dram_gb"]))):
-            starts.append([math.log(float(np.min(step_obs)) * 0.1), math.log(s_per_flop * 0.5),
-                           math.log(8.0), min(memory, upper[3])])
+                 float(np.max(step_obs / feats["dram_gb"])) * 2, float(np.max(step_obs))]
+        starts = [[math.log(fastest_s * 0.1), math.log(s_per_flop * 0.5), math.log(8.0),
+                   min(memory, upper[3]), 0.0]
+                  for memory in (0.0, float(np.min(step_obs / feats["dram_gb"])))]
+        for half_batch in HOST_BOUND_START_HALF_BATCHES:
+            s_per_flop_at = float(np.min(flop_s / (feats["b"] + half_batch)))
+            starts.append([math.log(fastest_s * 0.01), math.log(s_per_flop_at),
+                           math.log(half_batch), 0.0, 0.99 * fastest_s])
         best = None
         for raw_start in starts:
             start = np.clip(raw_start, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
@@ -375,7 +406,7 @@ class DeviceModel:
         f = np.asarray(frequencies_hz)
         overhead_s, busy_s, _ = self._time(self.time_params,
                                            self._features(b, f, np.zeros(len(b))))
-        step_s = overhead_s + busy_s
+        step_s = clock_bounded_steps(b, f, overhead_s + busy_s, self.observations)
         readings = np.array([self.window.readings_for(s) for s in step_s])
         feats = self._features(b, f, readings)
 
@@ -438,6 +469,37 @@ class DeviceModel:
             values["rel_std"] = fit.rel_std
             named[f"power_{fit.form}"] = values
         return named
+
+
+def clock_bounded_steps(
+    b: np.ndarray, f: np.ndarray, step_s: np.ndarray, observations: Sequence[Observation]
+) -> np.ndarray:
+    """Predicted step times held within what the measured points of their row allow, whatever
+    the fit: a step is never faster than one measured at a higher clock nor slower than one
+    measured at a lower clock (time does not rise with the clock), and never more than the
+    clock ratio slower than one measured at a higher clock nor faster than one measured at a
+    lower clock scaled by the ratio (no part of a step, compute, memory or host, slows by
+    more than the clock falls). Measured points keep their own value."""
+    rows: dict[int, list[tuple[int, float]]] = {}
+    for o in observations:
+        rows.setdefault(o.batch_size, []).append((o.frequency_hz, o.seconds_per_sample
+                                                  * o.batch_size))
+    bounded = np.array(step_s, dtype=float)
+    for i, (batch, clock) in enumerate(zip(b.tolist(), f.tolist(), strict=True)):
+        low, high = 0.0, math.inf
+        for measured_hz, measured_s in rows.get(int(batch), ()):
+            if measured_hz > clock:
+                low = max(low, measured_s)
+                high = min(high, measured_s * measured_hz / clock)
+            elif measured_hz < clock:
+                high = min(high, measured_s)
+                low = max(low, measured_s * measured_hz / clock)
+            else:
+                low = high = measured_s
+        # bounds from noisy measurements may cross (a later clock measured a little slower):
+        # the nearer measurements decide, through the midpoint
+        bounded[i] = (low + high) / 2 if low > high else min(max(bounded[i], low), high)
+    return bounded
 
 
 @dataclass(frozen=True)

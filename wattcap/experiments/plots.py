@@ -3,6 +3,8 @@ frontier and each method's choice marked."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -10,8 +12,13 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.colors import LogNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.patheffects import Normal, Stroke  # noqa: E402
+from matplotlib.transforms import offset_copy  # noqa: E402
 
 from wattcap.algorithms.planner import Replanner
 from wattcap.core.files import atomic_path
@@ -59,8 +66,8 @@ def plot_profile(
     power_cap_w: float | None = None,
     plan: Plan | None = None,
 ) -> Path:
-    """Write a two-panel heatmap PNG; unmeasured points are blank. A plan made without an
-    efficiency vector is drawn with its assumption (r_b = 1) in the figure's title."""
+    """Write a two-panel heatmap PNG; unmeasured points are hatched. A plan made without an
+    efficiency vector is drawn with its assumption (r_b = 1) over the legend of its marks."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig = profile_figure(profile, power_cap_w, plan)
@@ -76,6 +83,94 @@ def _model_label(model: str, limit: int = 40) -> str:
     return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
+#: at most this many clock (knob) tick labels: a datacenter GPU has ~110 clocks, and a label
+#: per clock overlapped into one smear; a Jetson's ~12 all fit
+MAX_KNOB_TICKS = 12
+
+
+def knob_tick_indices(count: int, keep: Iterable[int] = (), limit: int = MAX_KNOB_TICKS,
+                      ) -> list[int]:
+    """Which of `count` knob values get a tick label: every one when they fit, else the two
+    ends, then the `keep` ones (the chosen values), then evenly spaced ones, each taken only
+    if at least ceil(count / limit) columns from every one taken before. That spacing bounds
+    the result to `limit` labels and keeps neighbouring labels from overlapping, so a chosen
+    value next to an end or another choice goes unlabelled rather than smeared."""
+    if count <= limit:
+        return list(range(count))
+    gap = math.ceil(count / limit)
+    taken: list[int] = []
+    for i in [0, count - 1, *sorted(set(keep)), *range(gap, count - 1, gap)]:
+        if 0 <= i < count and all(abs(i - j) >= gap for j in taken):
+            taken.append(i)
+    return sorted(taken)
+
+
+def _figure_size(knobs: int, batch_sizes: int, legend: bool) -> tuple[float, float]:
+    """Wider for more knob values (cells stay wide enough to tell apart, up to a screen's
+    width), taller for more batch sizes, and room below for a legend when there is one."""
+    width = min(18.0, 11.0 + 0.06 * knobs)
+    height = min(8.0, 3.8 + 0.2 * batch_sizes) + (1.1 if legend else 0.0)
+    return width, height
+
+
+def _mark_unmeasured(ax: Axes, grid: np.ndarray, pruned: bool) -> None:
+    """Hatch the cells the profile has no point for, behind the image (NaN is transparent):
+    a pruned profile measures only the points its cap needs, and white cells read as a
+    drawing fault rather than as 'not measured'."""
+    if not np.isnan(grid).any():
+        return
+    rows, columns = grid.shape
+    why = "not measured (pruned for the profile's cap)" if pruned else "not measured"
+    ax.add_patch(Rectangle((-0.5, -0.5), columns, rows, facecolor="0.93", edgecolor="0.7",
+                           hatch="///", linewidth=0, zorder=-1, label=why))
+
+
+def _draw_choices(fig: Figure, ax: Axes, profile: ProfileTable, plan: Plan) -> None:
+    """Each method's choice, side by side where several chose one point: offset in points,
+    not cells, since a cell of a 110-clock profile is narrower than the marker."""
+    for i, (method, choice) in enumerate(plan.choices.items()):
+        marker, color = _MARKERS.get(method, ("x", "black"))
+        shift = offset_copy(ax.transData, fig=fig,
+                            x=(i - (len(plan.choices) - 1) / 2) * 9, units="points")
+        ax.scatter(
+            [profile.knob_values.index(choice.knob_value)],
+            [profile.batch_sizes.index(choice.batch_size)],
+            marker=marker, s=260 if marker == "*" else 150, color=color, transform=shift,
+            edgecolors="white", linewidths=1.2, label=method,
+            zorder=4 if method == "wattcap" else 3,  # wattcap's star on top of the rest
+        )
+
+
+def _knob_axis(ax: Axes, profile: ProfileTable, chosen: set[int]) -> None:
+    """A thinned set of knob tick labels (see knob_tick_indices) that names the chosen ones."""
+    picked = knob_tick_indices(len(profile.knob_values), chosen)
+    ax.set_xticks(picked, [knob_number(profile.knob_kind, profile.knob_values[i])
+                           for i in picked], rotation=45, ha="right", rotation_mode="anchor")
+    unit = knob_unit(profile.knob_kind)
+    ax.set_xlabel(f"{unit.label} ({unit.shown_unit})")
+
+
+def _legend(fig: Figure, axes: Sequence[Axes], plan: Plan | None) -> None:
+    """One legend for both panels, below them: inside an axes it hid the top row, where the
+    largest batch size and most choices lie. A plan made without an efficiency vector says so
+    in the legend's title, in red, next to the marks that rest on it."""
+    entries: dict[str, Artist] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if not entries:
+        return
+    title = None
+    if plan is not None:
+        title = (ASSUMED_NO_EFFICIENCY if plan.efficiency_source is None
+                 else f"Choices use r_b estimated on {plan.efficiency_source}")
+    legend = fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                        ncols=min(len(entries), 4), fontsize=9, title=title,
+                        title_fontsize=9, framealpha=1.0)
+    if plan is not None and plan.efficiency_source is None:
+        legend.get_title().set_color("tab:red")
+
+
 def profile_figure(
     profile: ProfileTable,
     power_cap_w: float | None = None,
@@ -85,47 +180,37 @@ def profile_figure(
     the cap frontier and each method's choice; the caller saves and closes it."""
     power = _grid(profile, "peak_power_w")
     time_ms = _grid(profile, "seconds_per_sample") * 1e3
-    unit = knob_unit(profile.knob_kind)
-    ticks = [knob_number(profile.knob_kind, v) for v in profile.knob_values]
     # each batch size's best feasible knob value f*(b) as the planner sees it: its margin
     # below the cap and the peaks held at a lower value's (what the stars were chosen from)
     frontier = None if power_cap_w is None else \
         Replanner(profile).selector.frontier(power_cap_w)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), constrained_layout=True)
-    panels = [
-        (axes[0], power, "Peak power (W)", "viridis", None),
-        (axes[1], time_ms, "Time per sample (ms, log scale)", "magma_r", _log_norm(time_ms)),
-    ]
-    for (ax, grid, label, cmap, norm), line in zip(panels, ("w--", "k--"), strict=True):
+    chosen = set() if plan is None else {profile.knob_values.index(c.knob_value)
+                                         for c in plan.choices.values()}
+    legend = frontier is not None or plan is not None or bool(np.isnan(power).any())
+    fig, axes = plt.subplots(1, 2, layout="constrained", figsize=_figure_size(
+        len(profile.knob_values), len(profile.batch_sizes), legend))
+    panels = [(axes[0], power, "Peak power (W)", "viridis", None),
+              (axes[1], time_ms, "Time per sample (ms, log scale)", "magma_r",
+               _log_norm(time_ms))]
+    for ax, grid, label, cmap, norm in panels:
         image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=norm)
         fig.colorbar(image, ax=ax, label=label)
-        ax.set_xticks(range(len(ticks)), ticks, rotation=60)
+        _mark_unmeasured(ax, grid, profile.mode == "pruned")
+        _knob_axis(ax, profile, chosen)
         ax.set_yticks(range(len(profile.batch_sizes)), [str(b) for b in profile.batch_sizes])
-        ax.set_xlabel(f"{unit.label} ({unit.shown_unit})")
         ax.set_ylabel("Batch size (samples)")
-        ax.set_title(f"{label}: {_model_label(profile.model)} on {profile.device}")
+        # the quantity only: with the model and device in each, the two titles ran together
+        ax.set_title(label, fontsize=11)
         if frontier is not None:
             xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
             ys = [profile.batch_sizes.index(b) for b in frontier]
-            ax.plot(xs, ys, line, lw=1.5,
+            # white dashes in a black outline: seen on both colour maps, one legend entry
+            ax.plot(xs, ys, "w--", lw=2, path_effects=[Stroke(linewidth=3.5, foreground="k"),
+                                                      Normal()],
                     label=f"cap frontier ({power_cap_w:g} W, with the planner's margin)")
         if plan is not None:
-            for i, (method, choice) in enumerate(plan.choices.items()):
-                marker, color = _MARKERS.get(method, ("x", "black"))
-                # Small offsets keep methods that chose the same point visible side by side.
-                offset = (i - (len(plan.choices) - 1) / 2) * 0.18
-                ax.scatter(
-                    [profile.knob_values.index(choice.knob_value) + offset],
-                    [profile.batch_sizes.index(choice.batch_size)],
-                    marker=marker, s=260 if marker == "*" else 150, color=color,
-                    edgecolors="white", linewidths=1.2, label=method, zorder=3,
-                )
-        if power_cap_w is not None or plan is not None:
-            ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
-    if plan is not None:
-        # The choices rest on r_b: a figure passed around without its console output must
-        # still say which r_b its marks assumed, or it reads as the plan made with one.
-        fig.suptitle(ASSUMED_NO_EFFICIENCY if plan.efficiency_source is None
-                     else f"Choices use r_b estimated on {plan.efficiency_source}",
-                     fontsize=10, color="tab:red" if plan.efficiency_source is None else None)
+            _draw_choices(fig, ax, profile, plan)
+    fig.suptitle(f"{_model_label(profile.model)} on {profile.device}"
+                 f" ({profile.mode} profile, {len(profile.points)} points)", fontsize=12)
+    _legend(fig, axes, plan)
     return fig

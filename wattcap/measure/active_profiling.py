@@ -18,11 +18,23 @@ the other side of the cap (normal tail beyond the cap) per second of device time
 low frequencies a large batch takes seconds per step, and the cheapest informative point is
 usually at a high frequency.
 
+With points of the budget left once the frontier is settled, it measures each row's chosen
+point (what the planner takes for the row under the line) where that choice hinges on
+predicted times: on a host-bound row (time flat over the upper clocks, the chosen point its
+lowest-power one) where the predicted plateau ends decides it. Where time falls clearly with
+the clock the choice hinges on power, which the search already decided.
+
+Guarantees: no predicted time contradicts a measured point of its row (never faster than one
+at a higher clock, never slower than one at a lower clock: `profile_model.clock_bounded_steps`);
+a row's chosen point is measured where the budget allows and the choice hinges on time. A
+predicted time is not otherwise bounded: where only one batch size's steps were measured off a
+host-bound plateau, another's occupancy is a guess (emulated H100, digits32-cnn: up to 21 % at
+the lowest clock, 2026-11-28).
+
 The fit uses only what a real device gives (`wattcap.algorithms.profile_model`): measured points,
-their raw
-readings, the frequency list, the sensor period and the model's workload. On the emulated Nano
-and TX2 NX (bench/profiling_cost.py) a predicted point under the cap was, in the exhaustive
-profile, at most 1.1 of its standard deviations over the cap; the tests hold it to 3.
+their raw readings, the frequency list, the sensor period and the model's workload. On the
+emulated Nano and TX2 NX (bench/profiling_cost.py) a predicted point under the cap was, in the
+exhaustive profile, at most 1.1 of its standard deviations over the cap; the tests hold it to 3.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ from wattcap.algorithms.profile_model import (
     Prediction,
     reading_noise_w,
 )
-from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase, time_key
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.errors import DeviceOutOfMemoryError
 
@@ -137,8 +149,6 @@ class ActiveProfiler:
         budget = self.max_points or default_budget(fits, frequencies)
         design = self.design or initial_design(fits, frequencies)
         order: list[tuple[int, int]] = []
-        model: DeviceModel | None = None
-        state = FrontierState({}, [])
         # the plan holds a measured peak `margin_w` below the cap: decide each row's frontier
         # against that line, as the pruned search does (None: no cap)
         line_w = None if power_cap_w is None else power_cap_w - profiler.margin_w
@@ -153,19 +163,16 @@ class ActiveProfiler:
                 if self._measure(b, f, oom):
                     order.append((b, f))
             fits = [b for b in fits if b not in oom]
-            while True:
+            # `_search` and `_measure_chosen_points` drop from `fits` the rows found too big
+            model, predictions, state = self._search(fits, frequencies, line_w, budget, oom,
+                                                     order)
+            chosen = self._measure_chosen_points(predictions, fits, frequencies, line_w, budget,
+                                                 oom, order)
+            if chosen:
                 model = self._fit(fits, frequencies)
                 predictions = self._predictions(model, fits, frequencies)
-                state = frontier_state(self._measured, predictions, fits, frequencies,
-                                       line_w, self.z)
-                if len(self._measured) >= budget:
-                    break
-                target = self._next_point(model, state, predictions, line_w)
-                if target is None:
-                    break
-                if self._measure(*target, oom):
-                    order.append(target)
-                fits = [b for b in fits if b not in oom]
+                state = frontier_state(self._measured, predictions, fits, frequencies, line_w,
+                                       self.z)
             settling = 0 if line_w is None else self._settle_feasibility(
                 predictions, fits, frequencies, line_w, oom, order)
             if settling:
@@ -174,7 +181,6 @@ class ActiveProfiler:
         finally:
             profiler.lead_in_steps = lead_in
             device.restore()
-        assert model is not None
         predictions = self._predictions(model, fits, frequencies)
         points = [self._measured.get(key) or _predicted_point(p)
                   for key, p in sorted(predictions.items())]
@@ -184,6 +190,8 @@ class ActiveProfiler:
             "max_points": budget,
             # measured beyond the search to decide whether the cap can be met at all
             "feasibility_points": settling,
+            # measured within the budget where a row's chosen point was predicted
+            "chosen_points": chosen,
             "measured_order": [list(p) for p in order],
             "settled": not state.undecided,
             "undecided_batch_sizes": sorted({b for b, _ in state.undecided}),
@@ -191,6 +199,91 @@ class ActiveProfiler:
         return profiler.table(points, "model", power_cap_w, start_s, fits, oom, model_fit)
 
     # -- steps ---------------------------------------------------------------------------------
+    def _search(
+        self, fits: list[int], frequencies: list[int], line_w: float | None, budget: int,
+        oom: list[int], order: list[tuple[int, int]],
+    ) -> tuple[DeviceModel, dict[tuple[int, int], Prediction], FrontierState]:
+        """Fit, predict and measure the next unsettled point until every frontier decision is
+        settled or the budget is spent; returns the last fit, its predictions and state."""
+        while True:
+            model = self._fit(fits, frequencies)
+            predictions = self._predictions(model, fits, frequencies)
+            state = frontier_state(self._measured, predictions, fits, frequencies, line_w,
+                                   self.z)
+            if len(self._measured) >= budget:
+                return model, predictions, state
+            target = self._next_point(model, state, predictions, line_w)
+            if target is None:
+                return model, predictions, state
+            if self._measure(*target, oom):
+                order.append(target)
+            fits[:] = [b for b in fits if b not in oom]
+
+    def _measure_chosen_points(
+        self, predictions: dict[tuple[int, int], Prediction], fits: list[int],
+        frequencies: list[int], line_w: float | None, budget: int, oom: list[int],
+        order: list[tuple[int, int]],
+    ) -> int:
+        """With points of the budget left once the frontier is settled, measure each row's
+        chosen point (the one the planner takes for the row under the line: the fastest under
+        it, of equal times the lowest power, `Staircase`) where it is predicted and the choice
+        hinges on its predicted time (`_time_hinges`), cheapest first, refitting after each:
+        on a row whose time is flat over the upper clocks (a host-bound step) the chosen point
+        is where the predicted time stops falling, which the power decisions never measure.
+        Returns the points it measured."""
+        count = 0
+        while len(self._measured) < budget:
+            pending = [point for b in fits if b not in oom and (
+                point := self._chosen_point(predictions, b, frequencies, line_w)) is not None
+                and (b, point.knob_value) not in self._measured
+                and self._time_hinges(predictions, point, frequencies)]
+            if not pending:
+                break
+            target = min(pending, key=lambda p: p.seconds_per_sample * p.batch_size)
+            if self._measure(target.batch_size, target.knob_value, oom):
+                order.append((target.batch_size, target.knob_value))
+                count += 1
+            fits[:] = [b for b in fits if b not in oom]
+            predictions = self._predictions(self._fit(fits, frequencies), fits, frequencies)
+        return count
+
+    def _time_hinges(
+        self, predictions: dict[tuple[int, int], Prediction], point: ProfilePoint,
+        frequencies: list[int],
+    ) -> bool:
+        """Whether the choice of the row hinges on predicted times: the next higher clock is
+        no faster than the chosen point (it sits on a host-bound plateau, chosen as its
+        lowest-power point, so where the plateau ends decides), or the next lower clock is
+        within `z` deviations as fast (a near tie). Where time falls clearly with the clock
+        the choice hinges on power, which the search decided; measuring there would only
+        spend the budget it may still need."""
+        index = frequencies.index(point.knob_value)
+        if index + 1 < len(frequencies):
+            key = (point.batch_size, frequencies[index + 1])
+            above = self._measured.get(key) or _predicted_point(predictions[key])
+            if time_key(above.seconds_per_sample) >= time_key(point.seconds_per_sample):
+                return True
+        if index == 0:
+            return False
+        key = (point.batch_size, frequencies[index - 1])
+        below = self._measured.get(key) or _predicted_point(predictions[key])
+        spread = math.hypot(point.seconds_per_sample_std or 0.0,
+                            below.seconds_per_sample_std or 0.0)
+        return below.seconds_per_sample - point.seconds_per_sample <= self.z * spread
+
+    def _chosen_point(
+        self, predictions: dict[tuple[int, int], Prediction], b: int, frequencies: list[int],
+        line_w: float | None,
+    ) -> ProfilePoint | None:
+        """The point the planner would take for row `b` under the line (None: none under it),
+        from measured points where there are and predictions elsewhere; a clock above the
+        row's first measured point over the line is over it (`first_measured_over`)."""
+        cut = len(frequencies) if line_w is None else first_measured_over(
+            self._measured, b, frequencies, line_w)
+        row = [self._measured.get((b, f)) or _predicted_point(predictions[(b, f)])
+               for f in frequencies[:cut]]
+        return Staircase.of(row).best_under(line_w) if row else None
+
     def _settle_feasibility(
         self, predictions: dict[tuple[int, int], Prediction], fits: list[int],
         frequencies: list[int], line_w: float, oom: list[int], order: list[tuple[int, int]],
