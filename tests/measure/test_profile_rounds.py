@@ -258,14 +258,6 @@ def test_later_rounds_read_a_steady_lagging_board_as_the_first_did() -> None:
     assert len(first) >= 3 and merged == pytest.approx(first, abs=1e-6)
 
 
-def test_a_refresh_is_measured_once(tmp_path: Path) -> None:
-    profile = tmp_path / "p.json"
-    assert _invoke("--power-cap", "4", "--out", profile).exit_code == 0
-    result = _invoke("--refresh", profile, "--power-cap", "4", "--rounds", "2")
-    assert result.exit_code != 0
-    assert "not with --refresh" in " ".join(result.output.split())
-
-
 def test_power_limit_and_power_mode_profiles_are_measured_in_rounds_too(tmp_path: Path) -> None:
     """A knob sweep in rounds: every (batch size, knob value) measured in each round and merged
     as a clock profile's points are (the emulated A100's unkind board: power read differently

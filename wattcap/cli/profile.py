@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from wattcap.core.profile import ProfilePoint, ProfileTable
     from wattcap.devices import Device
     from wattcap.measure.profile_refresh import RefreshResult
-    from wattcap.measure.profile_rounds import RoundsResult
 
 
 def emulate_power_limit(dev: Device) -> None:
@@ -107,6 +106,9 @@ def print_refresh(result: RefreshResult, source: Path, out: Path) -> None:
     if result.skipped:
         console.print(f"  [dim]not re-measured (no longer fits or frequency not offered): "
                       f"batch sizes {result.skipped}[/]")
+    # the spread between rounds of the re-measured points only (the others keep their own)
+    remeasured = result.table.model_copy(update={"points": [c.new for c in result.changes]})
+    _print_rounds(remeasured, result.round_device_s, result.round_gap_s, result.rounds_skipped)
     largest = max((abs(c) for ch in result.changes
                    for c in (ch.time_change, ch.power_change) if c is not None), default=0.0)
     if largest > 0.1:
@@ -165,8 +167,9 @@ def profile(
         "per sample the mean, its spread the larger of one window's error and the spread "
         "between rounds (what plans read for their margin and near ties), peak power the "
         "largest; a few-point profile measures its measured points again and predicts the rest "
-        "from them all. Default: 2 on real hardware (1 where the first round took over 15 "
-        "minutes, said so), 1 on an emulated device. Not with --refresh.",
+        "from them all; with --refresh, each later round measures the re-measured frontier "
+        "again. Default: 2 on real hardware (1 where the first round took over 15 minutes, "
+        "said so), 1 on an emulated device.",
         show_default=False)] = None,
     round_gap_s: Annotated[float | None, typer.Option(
         help="With --rounds: seconds the device idles between rounds (default 60 on real "
@@ -201,7 +204,7 @@ def profile(
         fail(f"--knob {knob} measures every (batch size, knob value): no --few-points, "
              "--refresh or --power-cap")
     if rounds is not None:
-        _check_rounds(rounds, round_gap_s, refresh is not None)
+        _check_rounds(rounds, round_gap_s)
     limits_w = _power_limits(power_limits) if knob == "power-limit" else None
     sizes = parse_batch_sizes(batch_sizes)
     try:
@@ -215,8 +218,8 @@ def profile(
     if rounds is None:
         from wattcap.measure.profile_rounds import default_rounds
 
-        rounds = 1 if refresh is not None else default_rounds(dev)
-        _check_rounds(rounds, round_gap_s, refresh is not None, by_default=refresh is None)
+        rounds = default_rounds(dev)
+        _check_rounds(rounds, round_gap_s, by_default=True)
     if previous is not None:
         from wattcap.models import model_fingerprint
 
@@ -227,7 +230,8 @@ def profile(
                        max_points if few_points else None, few_points, rounds, knob, limits_w)
     elif previous is not None:
         assert refresh is not None
-        _refresh(dev, model, previous, refresh, out or refresh, cap)
+        _refresh(dev, model, previous, refresh, out or refresh, cap, rounds=rounds,
+                 round_gap_s=round_gap_s, rounds_by_default=rounds_by_default)
     else:
         assert out is not None
         _measure(dev, model, sizes, out, cap, exhaustive, few_points, max_points,
@@ -236,26 +240,38 @@ def profile(
 
 
 def _refresh(dev: Device, model: str, previous: ProfileTable, source: Path, out: Path,
-             cap: float | None) -> None:
-    """Re-measure the feasible frontier of a profile and show what changed."""
+             cap: float | None, rounds: int = 1, round_gap_s: float | None = None,
+             rounds_by_default: bool = False) -> None:
+    """Re-measure the feasible frontier of a profile (in `rounds` rounds, the later ones left
+    out where the default asked for them and the first took long) and show what changed."""
     from wattcap.measure.profile_refresh import refresh_profile
     from wattcap.measure.profiling import Profiler
 
+    max_first_s = _announce_default_rounds(dev, rounds, round_gap_s) \
+        if rounds_by_default else None
     rows = tuple(previous.batch_sizes)
-    grid = len(rows) * len(dev.frequencies_hz())
+    grid = len(rows) * len(dev.frequencies_hz()) * rounds
+    in_rounds = f", in {rounds} rounds" if rounds > 1 else ""
     with resumable(_NOTHING_KEPT), dev, progress(
-            f"profiling {model} on {dev.name} (refresh, at most {grid} points)", grid,
+            f"profiling {model} on {dev.name} (refresh{in_rounds}, at most {grid} points)", grid,
             "points") as report:
         profiler = Profiler(
             dev, model, batch_sizes=rows,
             progress=lambda update: report.update(
                 int(update.done), _point_detail(update.item, update.detail, cap)),
         )
-        result = refresh_profile(profiler, previous, power_cap_w=cap, source=str(source))
+        try:
+            result = refresh_profile(profiler, previous, power_cap_w=cap, source=str(source),
+                                     rounds=rounds, round_gap_s=round_gap_s,
+                                     max_first_round_s=max_first_s)
+        except ValueError as err:
+            fail(str(err))
         report.update(total=report.completed)  # a refresh measures fewer points than the grid
     result.table.save(out)
     print_refresh(result, source, out)
-    console.print(f"wrote {out}: {len(result.changes)} points re-measured (refresh)")
+    measured_rounds = len(result.round_device_s)
+    console.print(f"wrote {out}: {len(result.changes)} points re-measured (refresh"
+                  + (f", {measured_rounds} rounds)" if measured_rounds > 1 else ")"))
 
 
 #: what a stopped profile leaves (the device itself is restored on the way out)
@@ -276,16 +292,11 @@ def _power_limits(text: str | None) -> list[float] | None:
     return [limit for limit in limits if limit is not None]
 
 
-def _check_rounds(rounds: int, round_gap_s: float | None, single_round_only: bool,
-                  by_default: bool = False) -> None:
-    """--rounds is 1 or more, not for --refresh (`single_round_only`); --round-gap-s only with
-    rounds to separate, 0 s or more (`by_default`: `rounds` is this device's default, which
-    the refusal says)."""
+def _check_rounds(rounds: int, round_gap_s: float | None, by_default: bool = False) -> None:
+    """--rounds is 1 or more; --round-gap-s only with rounds to separate, 0 s or more
+    (`by_default`: `rounds` is this device's default, which the refusal says)."""
     if rounds < 1:
         fail(f"--rounds must be 1 or more, not {rounds}")
-    if rounds > 1 and single_round_only:
-        fail("--rounds measures every point of a profile again: not with --refresh (it "
-             "re-measures one frontier once)")
     if round_gap_s is not None and (rounds < 2 or round_gap_s < 0):
         default = (f" (this device measures {rounds} round by default: give --rounds 2 or "
                    "more with it)") if by_default and rounds < 2 else ""
@@ -361,7 +372,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         f"{table.profiling_device_s:.1f} s of device time; max batch size {table.max_batch_size}"
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
-    _print_rounds(result)
+    _print_rounds(result.table, result.round_device_s, result.gap_s, result.skipped)
     for note in profiler.notes:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()
@@ -398,24 +409,25 @@ def _print_model_fit(table: ProfileTable) -> None:
                      "cap can be met" if fit.get("feasibility_points") else ""))
 
 
-def _print_rounds(result: RoundsResult) -> None:
-    """How long each round took, the point whose rounds differed most, and why later rounds
-    were left out (if they were)."""
+def _print_rounds(table: ProfileTable, round_device_s: list[float], gap_s: float,
+                  skipped: str | None) -> None:
+    """How long each round took, the point of `table` whose rounds differed most, and why
+    later rounds were left out (`skipped`, if they were)."""
     from wattcap.measure.profile_rounds import largest_round_spread
 
-    if result.skipped is not None:
-        console.print(f"[yellow]note:[/] {escape(result.skipped)}", highlight=False)
-    if len(result.round_device_s) < 2:
+    if skipped is not None:
+        console.print(f"[yellow]note:[/] {escape(skipped)}", highlight=False)
+    if len(round_device_s) < 2:
         return
 
-    console.print(f"{len(result.round_device_s)} rounds took "
-                  + ", ".join(f"{s:.1f}" for s in result.round_device_s)
-                  + f" s of device time, {result.gap_s:g} s idle between rounds", highlight=False)
-    widest = largest_round_spread(result.table)
+    console.print(f"{len(round_device_s)} rounds took "
+                  + ", ".join(f"{s:.1f}" for s in round_device_s)
+                  + f" s of device time, {gap_s:g} s idle between rounds", highlight=False)
+    widest = largest_round_spread(table)
     if widest is not None:
         point, spread = widest
         console.print(f"largest spread between rounds: {spread:.1%} of the time per sample "
-                      f"(b={point.batch_size} at {result.table.describe_knob(point.knob_value)})",
+                      f"(b={point.batch_size} at {table.describe_knob(point.knob_value)})",
                       highlight=False)
 
 
@@ -429,7 +441,10 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
     if previous is not None:
         frontier = previous.frontier(cap if cap is not None else previous.power_cap_w)
         console.print(f"--refresh would re-measure {len(frontier)} frontier points of "
-                      f"{refresh} (more where one now breaks the cap): "
+                      f"{refresh} (more where one now breaks the cap)"
+                      + (f", in {rounds} rounds (each later round measures the first's points "
+                         f"again: {len(frontier) * rounds} measurements at least)"
+                         if rounds > 1 else "") + ": "
                       + ", ".join(f"b={b} at {p.knob_value / 1e6:.1f} MHz"
                                   for b, p in sorted(frontier.items())))
     else:

@@ -1,5 +1,7 @@
 """Refreshing a stale profile: re-measure its feasible frontier (one point per batch size, more
-only where a point now breaks the cap), and say what changed."""
+only where a point now breaks the cap), in rounds as a profile is measured
+(`wattcap.measure.profile_rounds`: each later round, after the gap, measures the first round's
+points again, and the rounds are merged point by point), and say what changed."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from wattcap.core.schema import require_match
 from wattcap.devices.clock_clamp import ceiling_under_hz, record_clamp
 from wattcap.devices.errors import DeviceOutOfMemoryError, FrequencyNotFollowedError
 from wattcap.devices.signals import exit_cleanly_on_signals
+from wattcap.measure.profile_rounds import measure_in_rounds
 from wattcap.measure.profiling import Profiler, model_fingerprint_or_none
 
 if TYPE_CHECKING:  # workload imports torch: loaded only when a profile is measured
@@ -103,6 +106,12 @@ class RefreshResult:
     #: batch sizes whose frontier point could not be re-measured (out of memory, frequency
     #: no longer offered by the device)
     skipped: list[int] = field(default_factory=list)
+    #: device seconds each round of the refresh took to measure
+    round_device_s: list[float] = field(default_factory=list)
+    #: idle seconds between consecutive rounds
+    round_gap_s: float = 0.0
+    #: why the later rounds were left out (the first took longer than allowed), or None
+    rounds_skipped: str | None = None
 
     def frontier_moved(self) -> dict[int, tuple[int, int]]:
         """Batch sizes whose highest feasible frequency changed: b -> (old Hz, new Hz)."""
@@ -120,17 +129,26 @@ def refresh_profile(
     table: ProfileTable,
     power_cap_w: float | None = None,
     source: str = "profile",
+    rounds: int = 1,
+    round_gap_s: float | None = None,
+    max_first_round_s: float | None = None,
 ) -> RefreshResult:
     """Re-measure the feasible frontier of `table` on the profiler's device: for each batch
     size, the highest measured frequency whose peak is under the cap (`power_cap_w`, else the
     cap the table was pruned for, else no cap: the highest measured frequency). A frontier
     point that now breaks the cap is followed down its row until a frequency is under it
-    again. Returns the merged table (mode "refresh": the new points replace the old ones, and
-    the other points of a re-measured row are scaled by the change measured on it, marked
-    predicted: `ProfileTable.remeasured`) and the changes. The device's settings are restored
-    afterwards; `source` names the table in error messages.
+    again. In `rounds` rounds (`measure_in_rounds`: the device idle for `round_gap_s` between
+    them, the later ones left out where the first took over `max_first_round_s`), each later
+    round measuring the first round's points again, merged point by point (`merge_point`).
+    Returns the merged table (mode "refresh": the new points replace the old ones, and the
+    other points of a re-measured row are scaled by the change measured on it, marked
+    predicted: `ProfileTable.remeasured`; its `rounds` the refresh's where more than one) and
+    the changes (each merged point next to the old one). The device's settings are restored
+    afterwards; `source` names the table in error messages; `profiling_device_s` grows by the
+    rounds' measuring, not the idle gaps.
 
-    Raises WattcapFileError when the table was made for another device, model or power mode.
+    Raises WattcapFileError when the table was made for another device, model or power mode,
+    ValueError for fewer than one round or a negative gap.
     """
     device = profiler.device
     table.check_matches(device=device.name, model=profiler.model, source=source,
@@ -139,28 +157,36 @@ def refresh_profile(
     if table.power_mode is not None and mode is not None:
         require_match("the profile", "power mode", mode, table.power_mode, source)
     cap = power_cap_w if power_cap_w is not None else table.power_cap_w
-    start_s = device.now_s()
-    changes: list[PointChange] = []
     skipped: list[int] = []
-    measured: list[ProfilePoint] = []
     frequencies = device.frequencies_hz()
-    with exit_cleanly_on_signals():
-        measured = _refresh_frontier(profiler, table, cap, frequencies, changes, skipped)
-    merged = table.remeasured(measured).model_copy(update={
+
+    def first_round() -> list[ProfilePoint]:
+        with exit_cleanly_on_signals():
+            return _refresh_frontier(profiler, table, cap, frequencies, skipped)
+
+    measured = measure_in_rounds(profiler, first_round, rounds, round_gap_s, max_first_round_s)
+    points = measured.merged()
+    merged = table.remeasured(points).model_copy(update={
         "mode": "refresh",
         "power_cap_w": cap,
-        "points_measured": table.points_measured + len(measured),
-        "profiling_device_s": table.profiling_device_s + device.now_s() - start_s,
+        "points_measured": table.points_measured + len(points),
+        "profiling_device_s": table.profiling_device_s + sum(measured.round_device_s),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **({"rounds": len(measured.round_device_s)} if measured.later else {}),
     })
+    changes = [PointChange(old=table.lookup(p.batch_size, p.knob_value), new=p) for p in points]
     return RefreshResult(previous=table, table=merged, changes=changes, power_cap_w=cap,
-                         skipped=skipped)
+                         skipped=skipped, round_device_s=measured.round_device_s,
+                         round_gap_s=measured.gap_s, rounds_skipped=measured.skipped)
 
 
 def _refresh_frontier(
     profiler: Profiler, table: ProfileTable, cap: float | None, frequencies: list[int],
-    changes: list[PointChange], skipped: list[int],
+    skipped: list[int],
 ) -> list[ProfilePoint]:
+    """One round of a refresh: each frontier point's row re-measured (`refresh_row`), the
+    largest batch size first; the points measured, in measuring order. Batch sizes that no
+    longer fit or whose frequency is no longer offered go to `skipped`."""
     measured: list[ProfilePoint] = []
     try:
         for b, old in sorted(table.frontier(cap).items(), reverse=True):
@@ -168,12 +194,9 @@ def _refresh_frontier(
                 skipped.append(b)
                 continue
             try:
-                points = refresh_row(profiler, b, old.knob_value, cap)
+                measured += refresh_row(profiler, b, old.knob_value, cap)
             except DeviceOutOfMemoryError:
                 skipped.append(b)
-                continue
-            measured += points
-            changes += [PointChange(old=table.lookup(b, p.knob_value), new=p) for p in points]
     finally:
         profiler.device.restore()
     return measured

@@ -11,7 +11,9 @@ The first round is an ordinary profile (exhaustive, pruned for the cap, or a few
 later round measures exactly the points the first one measured, in the table's order, each
 after a lead-in step at its own point, so a pruned search that would climb a row differently
 in another round still gives every point all its rounds; a few-point profile's predicted
-points are then made again from the merged measured points (`refit_predictions`).
+points are then made again from the merged measured points (`refit_predictions`). A refresh
+(`wattcap.measure.profile_refresh`) is measured in rounds the same way (`measure_in_rounds`):
+its first round is the frontier search, each later one measures the points it found again.
 Between rounds the device idles for the gap (on the emulator's virtual clock nothing changes
 while it idles, so the default gap there is 0).
 """
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.devices.base import Device
-from wattcap.devices.errors import DeviceOutOfMemoryError
+from wattcap.devices.errors import DeviceOutOfMemoryError, FrequencyNotFollowedError
 from wattcap.devices.signals import exit_cleanly_on_signals
 from wattcap.measure.profiling import Profiler
 
@@ -91,6 +93,54 @@ def _later_rounds_skipped(rounds: int, first_s: float, max_first_s: float | None
             "anyway")
 
 
+@dataclass(frozen=True)
+class MeasuredRounds:
+    """The points a first round measured, the same points measured again in each later round,
+    and how long each round took."""
+
+    #: the points the first round measured (the ones each later round measures again)
+    first: list[ProfilePoint]
+    #: each later round's points, in the first round's order (fewer where one no longer fits)
+    later: list[list[ProfilePoint]]
+    #: device seconds each round took to measure
+    round_device_s: list[float]
+    #: idle seconds between consecutive rounds
+    gap_s: float
+    #: why later rounds were left out (the first took longer than the caller allowed), or None
+    skipped: str | None = None
+
+    def merged(self) -> list[ProfilePoint]:
+        """The first round's points, each merged with its later rounds (`merge_measurements`)."""
+        return merge_measurements(self.first, self.later)
+
+
+def measure_in_rounds(profiler: Profiler, first_round: Callable[[], list[ProfilePoint]],
+                      rounds: int, round_gap_s: float | None = None,
+                      max_first_round_s: float | None = None) -> MeasuredRounds:
+    """`first_round` (which measures and returns the points to measure again), then, the device
+    idle for `round_gap_s` (default `default_round_gap_s`) before each, `rounds` - 1 later
+    rounds that measure those points again (`_measure_again`): the rounds of a profile and of a
+    refresh. The device stays claimed from the first round to the last. Where the first round
+    took longer than `max_first_round_s` of device time the later ones are left out
+    (`MeasuredRounds.skipped`). ValueError for fewer than one round or a negative gap, before
+    anything is measured."""
+    device = profiler.device
+    gap_s = _checked_gap_s(device, rounds, round_gap_s)
+    later: list[list[ProfilePoint]] = []
+    with device.claimed():  # no other run takes the device in a gap
+        start_s = device.now_s()
+        first = first_round()
+        round_device_s = [device.now_s() - start_s]
+        skipped = _later_rounds_skipped(rounds, round_device_s[0], max_first_round_s)
+        for _ in range(rounds - 1 if skipped is None else 0):
+            if gap_s > 0:
+                device.idle(gap_s)
+            start_s = device.now_s()
+            later.append(_measure_again(profiler, first))
+            round_device_s.append(device.now_s() - start_s)
+    return MeasuredRounds(first, later, round_device_s, gap_s, skipped)
+
+
 def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None = None,
                       exhaustive: bool = False, round_gap_s: float | None = None,
                       max_first_round_s: float | None = None, few_points: bool = False,
@@ -103,27 +153,19 @@ def profile_in_rounds(profiler: Profiler, rounds: int, power_cap_w: float | None
     merged table's `profiling_device_s` counts the rounds' measuring, not the idle gaps. Where
     the first round took longer than `max_first_round_s` of device time the later ones are
     left out (`RoundsResult.skipped`)."""
-    device = profiler.device
-    gap_s = _checked_gap_s(device, rounds, round_gap_s)
-    later: list[list[ProfilePoint]] = []
-    with device.claimed():  # no other run takes the device in a gap
-        start_s = device.now_s()
-        first = profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive,
-                             mode="model" if few_points else None, max_points=max_points)
-        round_device_s = [device.now_s() - start_s]
-        skipped = _later_rounds_skipped(rounds, round_device_s[0], max_first_round_s)
-        if skipped is not None:
-            return RoundsResult(first, round_device_s, gap_s, skipped)
-        measured = [p for p in first.points if not p.predicted]
-        for _ in range(rounds - 1):
-            if gap_s > 0:
-                device.idle(gap_s)
-            start_s = device.now_s()
-            later.append(_measure_again(profiler, measured))
-            round_device_s.append(device.now_s() - start_s)
-    if rounds == 1:
-        return RoundsResult(first, round_device_s, gap_s)
-    table = merge_rounds(first, later).model_copy(update={
+    tables: list[ProfileTable] = []
+
+    def first_round() -> list[ProfilePoint]:
+        tables.append(profiler.run(power_cap_w=power_cap_w, exhaustive=exhaustive,
+                                   mode="model" if few_points else None,
+                                   max_points=max_points))
+        return [p for p in tables[0].points if not p.predicted]
+
+    measured = measure_in_rounds(profiler, first_round, rounds, round_gap_s, max_first_round_s)
+    first, round_device_s, gap_s = tables[0], measured.round_device_s, measured.gap_s
+    if not measured.later:
+        return RoundsResult(first, round_device_s, gap_s, measured.skipped)
+    table = merge_rounds(first, measured.later).model_copy(update={
         "rounds": rounds,
         "profiling_device_s": first.profiling_device_s + sum(round_device_s[1:])})
     if table.mode == "model":
@@ -171,7 +213,9 @@ def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[Profi
     table's order, each after a lead-in step at its own point (a few-point profile's points lie
     far apart, and a lagging sensor's first reading would carry the previous point's power,
     which the merge's largest peak would keep); a batch size that no longer fits is left out of
-    this round. The device is put back after, also on a signal."""
+    this round, and a point whose clock the board now holds lower (hot, a power limit) too: its
+    merged point says it has fewer rounds, and the round measures the rest rather than stop a
+    profile whose first round is done. The device is put back after, also on a signal."""
     again: list[ProfilePoint] = []
     out_of_memory: set[int] = set()
     lead_in = profiler.lead_in_steps
@@ -186,6 +230,9 @@ def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[Profi
                 except DeviceOutOfMemoryError:
                     out_of_memory.add(point.batch_size)
                     profiler.release_steps()
+                except FrequencyNotFollowedError:
+                    # measured at another clock it would be another point: left out here
+                    continue
         finally:
             profiler.lead_in_steps = lead_in
             profiler.release_steps()
@@ -195,17 +242,24 @@ def _measure_again(profiler: Profiler, points: list[ProfilePoint]) -> list[Profi
 
 def merge_rounds(first: ProfileTable, later: list[list[ProfilePoint]]) -> ProfileTable:
     """`first` with each measured point merged with the same (batch size, knob value) of the
+    `later` rounds (`merge_measurements`). Predicted points are kept as they are."""
+    return first.model_copy(update={"points": merge_measurements(list(first.points), later)})
+
+
+def merge_measurements(first: list[ProfilePoint],
+                       later: list[list[ProfilePoint]]) -> list[ProfilePoint]:
+    """Each measured point of `first` merged with the same (batch size, knob value) of the
     `later` rounds (`merge_point`); a round without the point leaves it fewer rounds (its
     `rounds` says how many). Predicted points are kept as they are."""
     merged = []
-    for point in first.points:
+    for point in first:
         if point.predicted:
             merged.append(point)
             continue
         key = (point.batch_size, point.knob_value)
         merged.append(merge_point([point] + [p for round_ in later for p in round_
                                              if (p.batch_size, p.knob_value) == key]))
-    return first.model_copy(update={"points": merged})
+    return merged
 
 
 def merge_point(measurements: list[ProfilePoint]) -> ProfilePoint:
