@@ -35,30 +35,36 @@ the training set, the Trainer's collator and worker settings), given by a Traine
         def get_train_dataloader(self):
             return callback.train_dataloader(self)
 
-Its sampler never ends: set `max_steps` (or let the goal stop the run). Each step counts the
-samples of the batch the model really trained (the Trainer and accelerate fetch batches ahead,
-so a new batch size reaches training a step or more after the session chose it), and with
+Its sampler never ends: set `max_steps` (or let the goal stop the run). The Trainer and
+accelerate fetch batches ahead (dataloader workers `prefetch_factor` more each), so a new
+batch size reaches training a step or more after the session chose it: each step is counted
+and charged at the batch the model really trained (the session's step begins at the step's
+first training forward, a forward pre-hook on the model, with that batch's size), and with
 `set_learning_rate=True` each optimiser step takes the √-scaled learning rate of that batch
 (the scheduler's factor kept). It needs `gradient_accumulation_steps=1` in one process (the
 sampler draws the session's whole batch per optimiser step).
 
 The online correction (`PlanSettings(online_correction=True)`) measures here too; it needs
-`follow_batch_size=True` (its re-plans change the batch size). The callback keeps the keyword
-inputs of each training forward (a forward pre-hook on the model) and, on the steps the
-correction measures, after the Trainer's backward and before its optimiser step, takes that
-batch's gradient in parts (`.grad` left alone; the parts' forward passes also update
-BatchNorm's running statistics). A part's loss is `model(**part)["loss"]` by default (the model
-computes its mean loss from `labels`, as the Trainer's does); give `noise_scale_loss=lambda
-model, part: loss` for another. On real hardware such a step's time (the Trainer's backward and
-the parts') is measured as it is; the emulated device charges both. Without the correction
-none of this runs.
+`follow_batch_size=True` (its re-plans change the batch size). On the steps the correction
+measures, after the Trainer's backward and before its optimiser step, the callback takes that
+step's batch's gradient in parts (`.grad` left alone; the parts' forward passes also update
+BatchNorm's running statistics). A part's loss is the Trainer's own, as its `training_step`
+computes it: `trainer.compute_loss(model, part)` (a subclass's override, label smoothing,
+`compute_loss_func`) inside `trainer.compute_loss_context_manager()`, each part its own mean
+(no `num_items_in_batch`), on the inputs `compute_loss` was given in training (the callback
+wraps the `compute_loss` of the Trainer that `train_dataloader` was built for, on that
+instance, until training ends). `noise_scale_loss=lambda model, part: loss` takes precedence:
+its parts are of the keyword inputs of the training forward (a forward pre-hook on the model).
+On real hardware such a step's time (the Trainer's backward and the parts') is measured as it
+is; the emulated device charges both. Without the correction none of this runs.
 
 Install with `pip install 'wattcap[hf]'` (transformers and accelerate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 try:
@@ -83,7 +89,8 @@ class WattcapTrainerCallback(TrainerCallback):
     the emulated device can measure its workload). `follow_batch_size=True` re-plans the batch
     size (under a moving cap, after the online correction) with the Trainer drawing from
     `train_dataloader`; `noise_scale_loss(model, part)`: the mean loss of a part of a training
-    batch, for the online correction (default: the model's own loss from `labels`)."""
+    forward's keyword inputs, for the online correction (default: the Trainer's
+    `compute_loss`)."""
 
     def __init__(self, session: Session | None = None, *, accuracy_metric: str | None = None,
                  set_batch_size: bool = False, set_learning_rate: bool = False,
@@ -101,8 +108,8 @@ class WattcapTrainerCallback(TrainerCallback):
                                "and draw batches with callback.train_dataloader(trainer) (a "
                                "Trainer subclass's get_train_dataloader)")
         # what the model trained at each step: its batch size with follow_batch_size (which
-        # lands a step late), the batch itself only where the correction measures it
-        self._batches = _TrainedBatches(noise_scale_loss or _model_loss, keep=correcting) \
+        # lands a step or more late), the batch itself only where the correction measures it
+        self._batches = _TrainedBatches(self.session, noise_scale_loss, keep=correcting) \
             if follow_batch_size else None
         self._learning_rate: float | None = None  # the rate last put into the optimiser
 
@@ -129,7 +136,10 @@ class WattcapTrainerCallback(TrainerCallback):
     def train_dataloader(self, trainer: Any) -> Any:
         """The training DataLoader for `trainer` (a `transformers.Trainer`) whose batches follow
         the session's batch size (`follow_batch_size=True`): return it from a Trainer
-        subclass's `get_train_dataloader` (see the module docstring)."""
+        subclass's `get_train_dataloader` (see the module docstring). The online correction
+        then measures with `trainer`'s own loss (see the module docstring)."""
+        if self._batches is not None:
+            self._batches.use_trainer(trainer)
         return _session_dataloader(trainer, self.session)
 
     def __enter__(self) -> WattcapTrainerCallback:
@@ -217,9 +227,12 @@ class WattcapTrainerCallback(TrainerCallback):
 
     def on_step_begin(self, args: TrainingArguments, state: TrainerState,
                       control: TrainerControl, **kwargs: Any) -> None:
-        self.session.begin_step()
-        if self._batches is not None:
-            self._batches.clear()  # a workload probe's forward in begin_step is not training
+        if self._batches is None:
+            self.session.begin_step()  # the Trainer's batch size, the plan's
+        else:
+            # the step's first training forward begins the session's, at the size of the
+            # batch it trains: one fetched before a re-plan is charged at its own size
+            self._batches.begin_pending()
 
     def on_pre_optimizer_step(self, args: TrainingArguments, state: TrainerState,
                               control: TrainerControl, model: Any = None, optimizer: Any = None,
@@ -231,7 +244,7 @@ class WattcapTrainerCallback(TrainerCallback):
         if self._learning_rate is not None:
             self._follow_learning_rate(optimizer, lr_scheduler, batches.samples)
         if batches.keep:
-            batches.measure(self.session, model, optimizer)
+            batches.measure(model, optimizer)
 
     def _follow_learning_rate(self, optimizer: Any, scheduler: Any, trained: int | None) -> None:
         """The √-scaled rate of the batch this step trained (a re-planned batch size reaches
@@ -246,8 +259,12 @@ class WattcapTrainerCallback(TrainerCallback):
     def on_step_end(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, **kwargs: Any) -> None:
         # following the session, the batch trained says (None: the plan's batch size)
-        samples = _samples_per_step(args) if self._batches is None else \
-            self._batches.take_samples()
+        samples: int | None
+        if self._batches is None:
+            samples = _samples_per_step(args)
+        else:
+            self._batches.begin_if_pending()
+            samples = self._batches.take_samples()
         self.session.end_step(samples=samples)
         if self.session.done:
             control.should_training_stop = True
@@ -301,69 +318,150 @@ def _samples_per_step(args: TrainingArguments) -> int:
 
 
 class _TrainedBatches:
-    """The batch of each training forward, seen by a forward pre-hook on the Trainer's model
-    (no callback is given the batch): its samples, and with `keep` the batch itself for the
-    online correction's measurement, `loss_of(model, part)` being a part's mean loss."""
+    """What each training step really trains, seen by a forward pre-hook on the Trainer's model
+    (no callback is given the batch) and, for the online correction, by the Trainer's
+    `compute_loss` (the inputs its loss is computed from: a loss that pops `labels` before the
+    forward leaves the forward without them). The step's first training forward begins the
+    session's step at that batch's size, so its device cost is the batch's own."""
 
-    def __init__(self, loss_of: Callable[[Any, Any], Any], keep: bool) -> None:
-        self.loss_of = loss_of
+    def __init__(self, session: Session, loss_of: Callable[[Any, Any], Any] | None,
+                 keep: bool) -> None:
+        self.session = session
+        self.loss_of = loss_of  # the user's noise_scale_loss; None: the Trainer's loss
         self.keep = keep
         self.samples: int | None = None
-        self.batch: dict[str, Any] | None = None
-        self._measuring = False  # the measurement's own forward passes are not training's
+        self.batch: dict[str, Any] | None = None  # the forward's keyword inputs
+        self.loss_inputs: Any = None  # what the Trainer's compute_loss was given
+        self._pending = False  # the Trainer began a step the session has not begun yet
+        self._busy = False  # the session's own forward passes (probe, parts) are not training
         self._hook: Any = None
+        #: the Trainer whose compute_loss is wrapped: it, its own, the wrapper, and whether
+        #: its own was an attribute of the instance (put back as it was when training ends)
+        self._wrapped: tuple[Any, Callable[..., Any], Callable[..., Any], bool] | None = None
 
     def attach(self, model: Any) -> None:
         """Watch `model`'s forward (the Trainer calls it with keyword inputs)."""
-        self.detach()
+        self._remove_hook()
         self._hook = model.register_forward_pre_hook(self._seen, with_kwargs=True)
 
+    def use_trainer(self, trainer: Any) -> None:
+        """Measure with `trainer`'s own loss (unless the user gave one): keep the inputs its
+        `compute_loss` gets in training (wrapped on this instance; `detach` unwraps it)."""
+        if not self.keep or self.loss_of is not None:
+            return
+        self._release_trainer()
+        original = trainer.compute_loss  # bound: a subclass's override where it has one
+
+        def compute_loss(model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(model, "training", False) and not self._busy:
+                # a copy: a loss that pops `labels` must not take them from the measurement
+                self.loss_inputs = dict(inputs) if isinstance(inputs, Mapping) else inputs
+            return original(model, inputs, *args, **kwargs)
+
+        self._wrapped = (trainer, original, compute_loss, "compute_loss" in vars(trainer))
+        trainer.compute_loss = compute_loss
+
     def detach(self) -> None:
-        """Stop watching (idempotent)."""
+        """Stop watching, the Trainer's compute_loss unwrapped (idempotent)."""
+        self._remove_hook()
+        self._release_trainer()
+        self.clear()
+        self._pending = False
+
+    def _remove_hook(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        self.clear()
+
+    def _release_trainer(self) -> None:
+        if self._wrapped is None:
+            return
+        trainer, original, wrapper, own = self._wrapped
+        self._wrapped = None
+        if vars(trainer).get("compute_loss") is not wrapper:
+            return  # replaced since: not ours to undo
+        if own:
+            trainer.compute_loss = original
+        else:
+            del trainer.compute_loss  # its class's method again
 
     def clear(self) -> None:
         """Forget what was seen (a new step begins)."""
-        self.samples, self.batch = None, None
+        self.samples, self.batch, self.loss_inputs = None, None, None
+
+    def begin_pending(self) -> None:
+        """The Trainer begins a step: the session's begins at its first training forward,
+        which says the size of the batch trained (with prefetching dataloaders, not the
+        session's batch size for a step or more after a re-plan)."""
+        self.clear()
+        self._pending = True
+
+    def begin_if_pending(self) -> None:
+        """Begin the session's step where no training forward did (a step that never called
+        the model: charged at the session's batch size)."""
+        if self._pending:
+            self._begin(None)
+
+    def _begin(self, samples: int | None) -> None:
+        self._pending = False
+        self._busy = True  # a workload probe's forward in begin_step is not training's
+        try:
+            self.session.begin_step(samples)
+        finally:
+            self._busy = False
 
     def _seen(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not module.training or self._measuring:
-            return  # an evaluation, or the measurement's parts
+        if not module.training or self._busy:
+            return  # an evaluation, or the session's own passes
         inputs = first_tensor(kwargs) if kwargs else first_tensor(args)
         self.samples = int(inputs.shape[0]) if inputs is not None and inputs.dim() else None
         if self.keep and kwargs and not args:
             # a part's mean loss is measured: not the Trainer's loss normalised by the count
             # of the whole batch's items (which it adds to the inputs of some models)
             self.batch = {k: v for k, v in kwargs.items() if k != "num_items_in_batch"}
+        if self._pending:
+            self._begin(self.samples)
 
     def take_samples(self) -> int | None:
         """The samples of the batch trained in this step (None: none seen)."""
         samples, self.samples = self.samples, None
         return samples
 
-    def measure(self, session: Session, model: Any, optimizer: Any) -> None:
+    def measure(self, model: Any, optimizer: Any) -> None:
         """The online correction's measurement of the step's batch beside the Trainer's
-        backward (nothing on the steps it does not measure)."""
-        batch, self.batch = self.batch, None
+        backward (nothing on the steps it does not measure): with the user's loss on the
+        forward's inputs, else with the Trainer's on its compute_loss's inputs (the model's
+        own loss on the forward's where the Trainer never called compute_loss)."""
+        batch, loss_of = self.batch, self.loss_of or _model_loss
+        if self._wrapped is not None and self.loss_inputs is not None:
+            trainer, original = self._wrapped[:2]
+            batch, loss_of = self.loss_inputs, partial(_trainer_loss, trainer, original)
+        self.batch, self.loss_inputs = None, None
         if batch is None or model is None or optimizer is None:
             return  # nothing seen: the correction counts the step as unmeasured
-        loss_of = self.loss_of
-        self._measuring = True
+        self._busy = True
         try:
             # accelerate wraps the optimiser: the measurement reads Adam's own state
-            session.measure_beside(model, getattr(optimizer, "optimizer", optimizer),
-                                   lambda part: loss_of(model, part), batch)
+            self.session.measure_beside(model, getattr(optimizer, "optimizer", optimizer),
+                                        lambda part: loss_of(model, part), batch)
         finally:
-            self._measuring = False
+            self._busy = False
 
 
 def _model_loss(model: Any, part: Any) -> Any:
     """A part's mean loss as the Trainer takes it from a model given `labels`."""
     outputs = model(**part)
     return outputs["loss"] if isinstance(outputs, dict) else outputs[0]
+
+
+def _trainer_loss(trainer: Any, compute_loss: Callable[..., Any], model: Any, part: Any) -> Any:
+    """A part's loss as the Trainer's training_step computes it: its compute_loss (a
+    subclass's override, label smoothing, compute_loss_func) in its loss context (the autocast
+    of releases that apply it there; recent ones autocast in the forward accelerate wraps).
+    No num_items_in_batch: a part's mean, not its share of the whole batch's loss."""
+    with trainer.compute_loss_context_manager():
+        # a copy: compute_loss may pop `labels` from what it is given
+        return compute_loss(model, dict(part) if isinstance(part, Mapping) else part)
 
 
 def _session_dataloader(trainer: Any, session: Session) -> Any:
