@@ -5,9 +5,13 @@ Nano at 3 W, digits-cnn from scratch, proxies whose fitted B_noise makes the cho
 factor of 3. Prints, per setting of the measurement and scenario, each seed's pooled factor at
 the end (@ the samples of a re-plan), its batch size at the end, and its device time over the
 same run without the measurement (the first seed's). tests/runtime/test_online_correction.py
-asserts on the default setting's rows.
+asserts on the default setting's rows, on the kind board. Unkind boards by default (the
+profile on a board of its own draw, each seed's runs with and without the measurement on the
+board drawn for that seed, as the other benches); `--board kind` for the emulator's one
+deterministic board.
 
     python bench/online_correction.py [--seeds 1 2 3] [--budget 16384] [--all-settings]
+        [--board unkind|kind]
     python bench/online_correction.py --decision-scenario DQ [--seeds 0 1 2]
     python bench/online_correction.py --reference-spread 14
 
@@ -36,6 +40,7 @@ from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import plan
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice
+from wattcap.experiments.replay import PROFILE_BOARD_SEED, BoardMode, run_device
 from wattcap.experiments.significance import compare_times
 from wattcap.measure.profiling import Profiler
 from wattcap.runtime.online_correction import CorrectionSettings
@@ -71,9 +76,10 @@ def splits() -> tuple[Any, Any, Any]:
     return train, noisy, test
 
 
-def profile() -> Any:
-    """The emulated device's exhaustive profile of the model."""
-    return Profiler(EmulatedDevice(DEVICE), MODEL).run(exhaustive=True)
+def profile(board: BoardMode = "kind") -> Any:
+    """The emulated device's exhaustive profile of the model: on the kind board, or (unkind)
+    on a board of its own draw, as the other benches measure theirs."""
+    return Profiler(_board(PROFILE_BOARD_SEED, board), MODEL).run(exhaustive=True)
 
 
 def proxy_vector(b_noise: float, reference_train: Any, test: Any, budget: int = BUDGET,
@@ -92,17 +98,23 @@ def proxy_vector(b_noise: float, reference_train: Any, test: Any, budget: int = 
 
 def runs(table: Any, vector: Any, target_train: Any, test: Any,
          correction: bool | CorrectionSettings = True, seeds: tuple[int, ...] = TARGET_SEEDS,
-         budget: int = BUDGET) -> tuple[Any, list[Any]]:
-    """wattcap's first choice and one run per seed from it, on a fresh emulated board each."""
+         budget: int = BUDGET, board: BoardMode = "kind") -> tuple[Any, list[Any]]:
+    """wattcap's first choice and one run per seed from it, on a fresh emulated board each
+    (unkind: the board drawn for the seed, the same with and without the correction)."""
     first = plan(table, CAP_W, efficiency=vector).choices["wattcap"]
     records = []
     for seed in seeds:
         config = TrainConfig(model=MODEL, batch_size=first.batch_size, target_accuracy=0.999,
                              sample_budget=budget, eval_every_samples=256, seed=seed)
         records.append(train_to_accuracy(
-            config, target_train, test, device=EmulatedDevice(DEVICE), profile=table,
+            config, target_train, test, device=_board(seed, board), profile=table,
             efficiency=vector, power_cap_w=CAP_W, online_correction=correction))
     return first, records
+
+
+def _board(seed: int, board: BoardMode) -> EmulatedDevice:
+    """The kind board as the tests have it, or the board drawn for `seed`."""
+    return EmulatedDevice(DEVICE) if board == "kind" else run_device(DEVICE, seed, board)
 
 
 def last_pooled(record: Any) -> float:
@@ -203,6 +215,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(TARGET_SEEDS))
     parser.add_argument("--budget", type=int, default=BUDGET)
+    parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
+                        help="unkind (default): the profile on a board of its own draw, each "
+                        "seed's runs on a board drawn for the seed; kind: the emulator's one "
+                        "deterministic board (what the tests assert on)")
     parser.add_argument("--all-settings", action="store_true",
                         help="the four settings of the results page, not only the default")
     parser.add_argument("--decision-scenario", type=Path, metavar="DQ",
@@ -218,7 +234,7 @@ def main() -> None:
     if args.decision_scenario is not None:
         decision_scenario(args.decision_scenario, tuple(args.seeds))
         return
-    table = profile()
+    table = profile(args.board)
     clean, noisy, test = splits()
     scenarios = {"target 1/3 of the proxy": (noisy, clean, B_LARGE),
                  "3x (target noisy)": (clean, noisy, B_SMALL),
@@ -229,7 +245,7 @@ def main() -> None:
                for name, (ref, _, b) in scenarios.items()
                for chunks in sorted({s.chunks for s in settings_run})}
     plain = {name: runs(table, vectors[name, settings_run[0].chunks], target, test, False,
-                        tuple(args.seeds[:1]), args.budget)[1][0].device_time_s
+                        tuple(args.seeds[:1]), args.budget, args.board)[1][0].device_time_s
              for name, (_, target, _) in scenarios.items()}
     print(f"| chunks, steps per window | {' | '.join(scenarios)} |")
     print("|---" * (len(scenarios) + 1) + "|")
@@ -237,7 +253,7 @@ def main() -> None:
         cells = []
         for name, (_, target, _) in scenarios.items():
             _, records = runs(table, vectors[name, settings.chunks], target, test, settings,
-                              tuple(args.seeds), args.budget)
+                              tuple(args.seeds), args.budget, args.board)
             cells.append(", ".join(_cell(r, plain[name]) for r in records))
         print(f"| {settings.chunks}, {settings.measured_steps_per_window} | "
               + " | ".join(cells) + " |", flush=True)
