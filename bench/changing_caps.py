@@ -11,7 +11,8 @@ time-to-accuracy of wattcap re-planning against
 and the energy objective against the time objective (energy saved, time it costs), every
 ratio measured side by side in one run. Time-to-accuracy is device time, pauses included.
 
-    python bench/changing_caps.py [--quick] [--seeds N] [--out DIR] [--board kind|unkind]
+    python bench/changing_caps.py [--quick | --scenario NAME ...] [--seeds N] [--out DIR]
+        [--board kind|unkind]
 
 Unkind boards (the default): each seed's runs train on a Nano drawn for that seed (speed,
 power, host speed, a sensor that averages and lags; the same board for every method of the
@@ -187,6 +188,9 @@ def seconds(runs: Runs) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument("--scenario", action="append", default=None,
+                        choices=[s.name for s in SCENARIOS],
+                        help="run only this scenario (repeat for several; default: all)")
     parser.add_argument("--seeds", type=int, default=1, help="training seeds per run")
     parser.add_argument("--out", type=Path, default=None, help="folder for the run records")
     parser.add_argument("--board", choices=("kind", "unkind"), default="unkind",
@@ -204,7 +208,8 @@ def main() -> None:
     replanner = Replanner(profile, vector)
     b_max = profile.max_batch_size
     assert b_max is not None
-    scenarios = [s for s in SCENARIOS if not args.quick or s.name in QUICK]
+    scenarios = [s for s in SCENARIOS if (not args.quick or s.name in QUICK)
+                 and (args.scenario is None or s.name in args.scenario)]
     rows = []
     for scenario in scenarios:
         start_cap = scenario.source().cap_w(0.0)

@@ -29,8 +29,8 @@ def _commands() -> dict[str, Any]:
 
 #: flags that name a different thing in each command that has them (each its own file, device
 #: list, target, method, plot, seeds or --id), or do a different thing in each (--device-name
-#: and --power-mode: what a profile is fetched, downloaded or measured for), so each command
-#: defines its own
+#: and --power-mode: what a profile is fetched, downloaded or measured for; profile and train
+#: share one --power-mode, the mode the device runs in), so each command defines its own
 PER_COMMAND = {"--out", "--model", "--device", "--target-accuracy", "--method", "--id",
                "--quick", "--token", "--ray", "--power-cap", "--profile", "--plot", "--help",
                "--seeds", "--device-name", "--power-mode"}

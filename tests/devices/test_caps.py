@@ -234,6 +234,29 @@ def test_battery_empties_and_its_cap_falls_below_the_lowest_feasible_cap(
     assert battery.cap_w(now_s) == 0.0
 
 
+def test_battery_says_the_energy_it_can_still_deliver_above_a_power(tmp_path) -> None:
+    """The energy left is what the pack delivers after the converter, down to the charge where
+    its deliverable power falls to the power asked for (training pauses below it); sources
+    without a store say None."""
+    battery = BatteryCap(capacity_wh=1.0, max_power_w=8.0, converter_efficiency=0.9)
+    assert battery.energy_left_j() == pytest.approx(0.9 * 3600)
+    floor = battery.state_of_charge_at(4.0)
+    assert 0.0 < floor < 1.0 and battery.power_at_w(floor) == pytest.approx(4.0, abs=1e-6)
+    assert battery.energy_left_j(4.0) == pytest.approx((1.0 - floor) * 0.9 * 3600)
+    battery.record_energy(0.45 * 3600, now_s=10.0)  # half the pack
+    assert battery.energy_left_j() == pytest.approx(0.45 * 3600)
+    assert battery.energy_left_j(4.0) == pytest.approx(max(0.5 - floor, 0.0) * 0.9 * 3600)
+    assert battery.energy_left_j(9.0) == 0.0  # more than even a full pack delivers
+    assert battery.state_of_charge_at(9.0) == 1.0 and battery.state_of_charge_at(0.0) == 0.0
+    for source in (ConstantCap(5.0), SolarCap(seed=1), ScheduleCap([(0.0, 4.0)]),
+                   CallableCap(lambda t: 3.0)):
+        assert source.energy_left_j(1.0) is None
+    small = BatteryCap(capacity_wh=0.1, max_power_w=8.0)
+    assert LowestCap(ConstantCap(6.0), battery, small).energy_left_j(4.0) == \
+        pytest.approx(small.energy_left_j(4.0))
+    assert LowestCap(ConstantCap(6.0), SolarCap(seed=1)).energy_left_j() is None
+
+
 # -- solar --------------------------------------------------------------------------------------
 def test_solar_is_reproducible_for_a_seed() -> None:
     times = [i * 7.3 for i in range(600)]

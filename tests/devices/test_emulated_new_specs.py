@@ -106,15 +106,18 @@ def test_the_agx_orin_sums_the_rails_wattcap_reads_on_the_real_board() -> None:
     spec = load_spec("jetson-agx-orin")
     assert spec.sensor_rail == "sum(" + ",".join(SUM_BOARDS["AGX Orin"]) + ")"
     assert spec.f_max_hz == 1_300_500_000
-    # nvpmodel's ids in order: 0 MAXN, 1 15W, 2 30W, 3 50W; each mode's cap is a clock step
-    assert list(spec.power_modes) == ["MAXN", "15W", "30W", "50W"]
-    for mode in spec.power_modes.values():
-        assert mode.gpu_max_hz in spec.frequencies_hz
-    caps = [spec.power_modes[m].gpu_max_hz for m in ("15W", "30W", "50W", "MAXN")]
+    # the clocks jetson_clocks shows on the real board: 306 MHz to 1300.5 MHz, 102 MHz apart
+    # below the top
+    assert spec.frequencies_hz[0] == 306_000_000 and 510_000_000 in spec.frequencies_hz
+    assert {b - a for a, b in pairwise(spec.frequencies_hz[:-1])} == {102_000_000}
+    # nvpmodel's ids and names in order, as the board's nvpmodel.conf has them; a mode runs
+    # the steps under its cap
+    assert list(spec.power_modes) == ["MAXN", "MODE_15W", "MODE_30W", "MODE_50W"]
+    caps = [spec.power_modes[m].gpu_max_hz for m in ("MODE_15W", "MODE_30W", "MODE_50W", "MAXN")]
     assert caps == sorted(caps)
     device = EmulatedDevice("jetson-agx-orin")
     device.set_power_mode(1)
-    assert device.frequencies_hz()[-1] == 420_750_000
+    assert device.frequencies_hz()[-1] == 408_000_000  # under the 15W mode's 420.75 MHz
     device.restore()
     assert device.power_mode == "MAXN"
 

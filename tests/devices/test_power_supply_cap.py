@@ -146,6 +146,23 @@ def test_a_battery_on_external_power_sets_no_energy_limit(tmp_path: Path, status
     assert cap.read(1.0).cap_w == pytest.approx(10.0 * HOUR_S / (HOUR_S - 1.0))
 
 
+def test_the_energy_left_is_what_is_above_the_reserve(tmp_path: Path) -> None:
+    battery, _ = laptop(tmp_path, energy_now_wh=30.0)
+    cap = PowerSupplyCap(reserve_fraction=0.2, period_s=1.0, root=class_root(tmp_path))
+    assert cap.energy_left_j(3.0) == pytest.approx(20.0 * HOUR_S)  # 30 Wh - 20 % of 50 Wh
+    assert PowerSupplyCap(reserve_wh=5.0, root=class_root(tmp_path)).energy_left_j() == \
+        pytest.approx(25.0 * HOUR_S)
+    battery.set(energy_now=8_000_000)  # under the reserve
+    cap.cap_w(1.0)
+    assert cap.energy_left_j() == 0.0
+    battery.set(status="Charging")  # an adapter feeds the system: no energy limit
+    cap.cap_w(2.0)
+    assert cap.energy_left_j() is None
+    supply = ups(tmp_path / "ups", capacity_percent=80)  # capacity % alone: no energy known
+    assert PowerSupplyCap(supply.name, reserve_fraction=0.5,
+                          root=class_root(tmp_path / "ups")).energy_left_j() is None
+
+
 def test_at_or_under_the_reserve_the_cap_is_zero_and_may_rise_again(tmp_path: Path) -> None:
     battery, _ = laptop(tmp_path, energy_now_wh=10.0)
     cap = PowerSupplyCap(hours=3, reserve_fraction=0.2, period_s=1.0,

@@ -129,3 +129,14 @@ def test_the_cli_reference_is_generated_from_the_real_command() -> None:
     assert "::: mkdocs-click" in (DOCS / "cli.md").read_text()
     names = set(getattr(command, "commands", {}))
     assert {"profile", "plan", "train", "compare", "fleet", "serve"} <= names
+
+
+def test_the_install_section_names_every_emulated_device() -> None:
+    """The README's "no GPU needed" line lists the emulated devices as `wattcap devices` does
+    (their spec names), not a subset that was true once."""
+    from wattcap.devices import list_specs
+
+    text = README.read_text()
+    install = text[text.index("[start:install]"):text.index("[end:install]")]
+    try_it = install[:install.index("```")]
+    assert all(f"`{name}`" in try_it for name in list_specs()), try_it

@@ -517,10 +517,19 @@ AGX_ORIN_LOAD_MW = {"VDD_GPU_SOC": 3_150, "VDD_CPU_CV": 14_312, "VIN_SYS_5V0": 4
                     "VDDQ_VDD2_1V8AO": 1_091}
 
 
-def make_agx_orin_l4t36(root: Path) -> FakeBoard:
+#: the AGX Orin 64GB's nvpmodel modes (id, name as its nvpmodel.conf names them, GPU cap in
+#: Hz): the Jetson Linux developer guide (r36), "Supported Modes and Power Efficiency"; the
+#: names as public parsers of the board's nvpmodel.conf read them (MODE_ prefix, unlike MAXN)
+AGX_ORIN_MODES = [(0, "MAXN", -1), (1, "MODE_15W", 420_750_000), (2, "MODE_30W", 624_750_000),
+                  (3, "MODE_50W", 828_750_000)]
+
+
+def make_agx_orin_l4t36(root: Path, mode_id: int | None = None) -> FakeBoard:
     """Jetson AGX Orin on L4T 36: INA3221 hwmon at 1-0040 (hwmon1: in1 VDD_GPU_SOC, in2
     VDD_CPU_CV, in3 VIN_SYS_5V0) and 1-0041 (hwmon2: in1 NC, in2 VDDQ_VDD2_1V8AO, in3 NC);
-    VIN_SYS_5V0 is the 5 V system rail, and no rail measures the module input.
+    VIN_SYS_5V0 is the 5 V system rail, and no rail measures the module input. With `mode_id`,
+    the board's nvpmodel.conf (`AGX_ORIN_MODES`) in that mode, its GPU capped by it; without,
+    no nvpmodel files.
 
     Sources: the Jetson Linux developer guide (r36.4.3), "Jetson Orin Nano Series, Jetson
     Orin NX Series and Jetson AGX Orin Series", software-based power consumption modeling:
@@ -540,6 +549,15 @@ def make_agx_orin_l4t36(root: Path) -> FakeBoard:
     board.rails = {label: (mv, ma) for label, mv, ma in first + second if label != "NC"}
     add_ina3221_hwmon(root, "1-0040", 1, first, board)
     add_ina3221_hwmon(root, "1-0041", 2, second, board)
+    if mode_id is not None:
+        write_nvpmodel(root, "nvpmodel_p3701_0005.conf", AGX_ORIN_MODES, default_id=0,
+                       active_id=mode_id)
+        cap_hz = AGX_ORIN_MODES[mode_id][2]
+        board.expected_hz = _cap(board.available_hz, cap_hz) if cap_hz > 0 \
+            else list(board.available_hz)
+        for attribute in ("max_freq", "cur_freq"):
+            _put(board.devfreq / attribute, board.expected_hz[-1])
+        board.power_mode = AGX_ORIN_MODES[mode_id][1]
     return board
 
 

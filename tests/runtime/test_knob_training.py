@@ -102,7 +102,7 @@ def test_a_device_without_the_knob_refuses_before_anything_changes(limit_profile
     device = EmulatedDevice("jetson-nano")  # no emulated power limit: a Jetson has none
     with pytest.raises(DeviceNotSupportedError, match="has no power limit"):
         device.check_knob("power_limit", 3000)
-    with pytest.raises(DeviceNotSupportedError, match=r"its power modes: 0, 1"):
+    with pytest.raises(DeviceNotSupportedError, match=r"its power modes: 0 \(MAXN\), 1 \(5W\)"):
         device.check_knob("power_mode", 7)
     session = Session(device, model=MODEL,
                       planning=PlanSettings(profile=limit_profile, batch_size=32, knob_value=3000),

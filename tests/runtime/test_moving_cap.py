@@ -2,12 +2,14 @@
 mid-run is obeyed within one sensor period, the batch size and learning rate change at the
 next step with the optimiser's state kept, a cap below every configuration pauses training
 and a rising cap resumes it, a kill mid-segment resumes to the same result, a battery that
-empties pauses the run instead of violating and ends it, and the record keeps the segments and
-a small time series."""
+empties pauses the run instead of violating and ends it, a small battery keeps the time
+objective within the energy it has left, and the record keeps the segments and a small time
+series."""
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from tests.fakes.power_supply import class_root, laptop
 from wattcap.algorithms.efficiency import vector_from_samples
+from wattcap.algorithms.energy_budget import EnergyBudget
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord, TrainConfig, scaled_learning_rate
 from wattcap.data import get_dataset
 from wattcap.devices import EmulatedDevice, PowerReading
-from wattcap.devices.caps import BatteryCap, CallableCap, ScheduleCap
+from wattcap.devices.caps import BatteryCap, CallableCap, PowerSupplyCap, ScheduleCap
 from wattcap.measure.profiling import Profiler
 from wattcap.models import get_model_spec
 from wattcap.runtime.cap_follower import CapFollower, ConfigChooser
@@ -278,6 +282,95 @@ def test_an_emptying_battery_pauses_the_run_instead_of_violating_and_ends_it(
     assert battery.drawn_j == pytest.approx(record.energy_j / battery.converter_efficiency,
                                             rel=1e-6)
     assert record.curve and all(p.samples % 128 == 0 for p in record.curve)
+    # no configuration's rest of the run fits in what such a battery holds: the least energy
+    # is taken, and the record says so once, not every period
+    assert sum("no configuration fits" in event for event in record.events) == 1
+
+
+#: an event where the energy left moved the time objective's choice
+ENERGY_MOVED = re.compile(r"energy left ([\d.]+) J: (b=\d+ at [\d.]+ MHz) would need ([\d.]+) J "
+                          r"for the rest of the run, (b=\d+ at [\d.]+ MHz) fits \(([\d.]+) J\)")
+
+
+def test_a_small_battery_keeps_the_time_objective_within_the_energy_left(
+    profile: ProfileTable, digits32: tuple
+) -> None:
+    """r_b under which b=16 reaches the target as fast as b=32 for less energy (its power is
+    lower), and a battery whose energy above the lowest cap lies between the two: the plain
+    time choice (b=32) would empty it before the target, so the run starts on the fastest
+    configuration whose predicted energy fits, and every plan the energy moved fits."""
+    train, test = digits32
+    efficiency = vector_from_samples(
+        {8: [600], 16: [600], 32: [1000]}, sample_budget=4096, model=MODEL,
+        input_shape=[1, 32, 32], dataset="proxy", task="image-classification",
+        target_accuracy=0.7, seeds=[0])
+    chooser = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    plain = chooser.choose(5.0, 32)
+    assert plain is not None and plain.batch_size == 32
+    whole_run = EnergyBudget(0.0, 0, 32)
+    plain_j = chooser.rest_energy_j(plain, whole_run)
+    least_j = float(chooser.replanner.candidates.energy_j.min())
+    assert plain_j is not None and least_j < plain_j
+    # the capacity whose energy above the lowest cap is halfway between the two
+    per_wh_j = BatteryCap(capacity_wh=1.0, max_power_w=5.0).energy_left_j(chooser.lowest_cap_w)
+    assert per_wh_j is not None
+    battery = BatteryCap(capacity_wh=(least_j + plain_j) / 2 / per_wh_j, max_power_w=5.0)
+    left_j = battery.energy_left_j(chooser.lowest_cap_w)
+    assert left_j is not None
+    expected = chooser.choose(battery.cap_w(0.0), 32, EnergyBudget(left_j, 0, 32))
+    assert expected is not None and expected != plain
+    assert chooser.energy_rule is not None and chooser.energy_rule.fits
+    config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=0.99, sample_budget=4096,
+                         eval_every_samples=128, max_eval_samples=200)
+    record = train_to_accuracy(config, train, test, device=EmulatedDevice("jetson-nano"),
+                               power_cap=battery, profile=profile, efficiency=efficiency)
+    first = record.segments[0]
+    assert (first.batch_size, first.frequency_hz) == (expected.batch_size,
+                                                      expected.frequency_hz)
+    assert f"energy left {left_j:.1f} J" in first.reason and plain.describe() in first.reason
+    moved = [m for event in record.events if (m := ENERGY_MOVED.search(event))]
+    assert moved
+    for match in moved:
+        left, plain_text, plain_rest, chosen_text, chosen_rest = match.groups()
+        assert plain_text != chosen_text
+        # (printed to 0.1 J: rounding keeps the order)
+        assert float(chosen_rest) <= float(left) <= float(plain_rest), match.group(0)
+    # as the battery drains (its cap falling, the clock with it) the prediction may run out
+    # before the run does: then the least energy, said once
+    assert sum("no configuration fits" in event for event in record.events) <= 1
+
+
+def test_a_real_battery_under_a_steady_cap_is_checked_again_as_it_drains(
+    profile: ProfileTable, tmp_path: Path
+) -> None:
+    """A laptop battery read from the power-supply class (a fake sysfs tree) under a steady
+    5 W ceiling: the cap never moves, but the energy above the reserve does. While it holds
+    plenty the plain time choice runs; once the gauge reports an energy between what the plain
+    choice and the thriftiest one need, the next read re-plans, with the event saying why."""
+    efficiency = vector_from_samples(
+        {8: [600], 16: [600], 32: [1000]}, sample_budget=4096, model=MODEL,
+        input_shape=[1, 32, 32], dataset="proxy", task="image-classification",
+        target_accuracy=0.7, seeds=[0])
+    battery, _ = laptop(tmp_path, energy_now_wh=30.0)  # 20 Wh above a 20 % reserve of 50 Wh
+    source = PowerSupplyCap(reserve_fraction=0.2, max_power_w=5.0, period_s=0.1,
+                            root=class_root(tmp_path))
+    device = EmulatedDevice("jetson-nano")
+    chooser = ConfigChooser(profile, "replan", 32, None, efficiency=efficiency)
+    follower = CapFollower(source, device, chooser, 32, device.current_frequency_hz())
+    plain = follower.begin()
+    assert plain == chooser.choose(5.0, 32) and chooser.energy_rule is None
+    plain_j = chooser.rest_energy_j(plain, EnergyBudget(0.0, 0, 32))
+    assert plain_j is not None
+    left_j = (float(chooser.replanner.candidates.energy_j.min()) + plain_j) / 2
+    battery.set(energy_now=round((10.0 + left_j / 3600) * 1e6))
+    with device.sensor_ticks(follower):
+        device.idle(0.3)
+    assert source.cap_w(0.3) == 5.0  # the cap did not move
+    expected = chooser.choose(5.0, 32, EnergyBudget(source.energy_left_j() or 0.0, 0, 32))
+    assert expected is not None and expected != plain
+    assert follower.target == expected
+    assert any(event.endswith(f"re-planned {plain.describe()} -> {expected.describe()}")
+               and "energy left changed; energy left" in event for event in follower.events)
 
 
 # -- the follower's pieces -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ from wattcap.algorithms.efficiency import (
     ratios_for_batch_sizes,
 )
 from wattcap.algorithms.objectives import CandidateSet
+from wattcap.algorithms.plan_notes import board_max_power_w, cap_does_not_bind, missed_constraints
 from wattcap.algorithms.power_margin import (
     _raised_by_margin,
     averaging_gain,
@@ -431,7 +432,7 @@ def plan(
             " (the imported table has no peak power)" if no_peak else
             " (--cap-on average: the peak W columns show average power)"))
     replanner.check_cap(power_cap_w)
-    notes += _cap_does_not_bind(margined, power_cap_w)
+    notes += cap_does_not_bind(margined, power_cap_w, board_max_power_w(profile))
     held = [] if power_cap_w is None else replanner.held_below(power_cap_w)
     if held:
         notes.append(f"{len(held)} measured point(s) under the cap held at a lower "
@@ -487,6 +488,7 @@ def plan(
     f_safe = safe_knob_value(references or [margined], power_cap_w, profile.knob_values,
                              profile.knob_kind)
     _baselines(replanner, power_cap_w, f_safe, choices, unavailable, notes)
+    notes += missed_constraints(choices, objective, knob_unit(profile.knob_kind).label)
 
     if target_efficiency is not None:
         target_ratios, target_samples, target_notes = _ratios(profile, target_efficiency,
@@ -528,19 +530,6 @@ def plan(
         objective=objective,
         pareto_front=front,
     )
-
-
-def _cap_does_not_bind(margined: ProfileTable, power_cap_w: float | None) -> list[str]:
-    """A note where no measured point reaches the cap (a site budget above the GPU's draw for
-    this model): the choice is then no trade-off against power at all."""
-    if power_cap_w is None or not margined.points:
-        return []
-    highest_w = max(p.peak_power_w for p in margined.points)
-    if highest_w > power_cap_w:
-        return []
-    return [f"the cap does not bind: every profiled point peaks at {highest_w:.1f} W or less "
-            f"(with the margin), under {power_cap_w:g} W, so each batch size takes its fastest "
-            f"{knob_unit(margined.knob_kind).label}"]
 
 
 def _baselines(replanner: Replanner, power_cap_w: float | None, f_safe: int | None,

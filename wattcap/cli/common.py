@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
+from rich.markup import escape
 
 from wattcap.cli.console import console, err_console
 from wattcap.cli.errors import print_error
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from wattcap.core.objective import Objective
     from wattcap.core.progress import ProgressReporter
     from wattcap.core.schema import VersionedFile
-    from wattcap.devices import Drift
+    from wattcap.devices import Device, Drift
     from wattcap.devices.caps import CapSource
     from wattcap.train.executors import Executor
 
@@ -169,6 +170,28 @@ def require_extra(module: str, needed_for: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
         fail(f"{needed_for} needs the {module} module, which is not installed",
              hint=f"pip install 'wattcap[{extra}]'")
+
+
+def open_device(name: str, **options: Any) -> Device:
+    """`wattcap.devices.get_device(name, **options)`, its warnings (--device auto falling back
+    to the emulated Jetson Nano) said as one `warning: ...` line each on the console, not as
+    Python's UserWarning with a file and a line number (the library warns its API users so);
+    other warnings (a dependency's) pass on as they are."""
+    import warnings
+
+    from wattcap.devices import get_device
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        device = get_device(name, **options)
+    for warning in caught:
+        if issubclass(warning.category, UserWarning):
+            console.print(f"[yellow]warning:[/] {escape(str(warning.message))}",
+                          highlight=False)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
+    return device
 
 
 def check_device_extra(device: str) -> None:

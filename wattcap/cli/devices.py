@@ -34,7 +34,9 @@ def devices(
             # a datacenter GPU has no nvpmodel modes: its power limit is the knob it has
             f"power limit {spec.power_limit_range_w[0]:g}-{spec.power_limit_range_w[1]:g} W"
             if spec.power_limit_range_w is not None
-            else ", ".join(f"{m} ({p.budget_w:g} W)" for m, p in spec.power_modes.items()),
+            # by nvpmodel id and name: --power-mode takes either
+            else ", ".join(f"{i} {m} ({p.budget_w:g} W)"
+                           for i, (m, p) in enumerate(spec.power_modes.items())),
             f"{spec.sensor_rail} every {spec.sensor_period_s * 1e3:.0f} ms",
         )
     console.print(table)

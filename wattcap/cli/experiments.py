@@ -190,13 +190,13 @@ def _report(out: Path, comparison: Comparison, console: Console,
 
     images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
               ("Energy per method and scenario", bar_chart(comparison, out, "energy"))]
+    proxy = out / "efficiency-proxy.json"
+    vector = EfficiencyVector.load(proxy) if proxy.exists() else None
     for device in comparison.devices:
         profile = load_or_profile(out, device, comparison.model, tuple(DEFAULT_BATCH_SIZES))
         caps = [r.power_cap_w for r in comparison.results if r.device == device]
         tight = min((c for c in caps if c is not None), default=None)
         target = comparison.targets[0]
-        proxy = out / "efficiency-proxy.json"
-        vector = EfficiencyVector.load(proxy) if proxy.exists() else None
         result = plan(profile, tight, efficiency=vector,
                       reference_profiles=emulated_reference_profiles(device))
         # Mark the choices actually evaluated (incl. the oracle) for this scenario.
@@ -220,7 +220,8 @@ def _report(out: Path, comparison: Comparison, console: Console,
         images += [(f"Proxy sensitivity at {cap}", out / name)
                    for cap, name in sensitivity.get("images", {}).items()]
     inputs = input_files(out, [weights] if weights is not None else None)
-    md, html_path = write_report(comparison, out, images, sensitivity, inputs)
+    md, html_path = write_report(comparison, out, images, sensitivity, inputs,
+                                 vector.cautions() if vector is not None else [])
     console.print(f"wrote {md}, {html_path}, {out / 'results.csv'} and {len(images)} figures")
 
 
@@ -298,6 +299,7 @@ def compare(
         proxy_vector.save(out / "efficiency-proxy.json")
         console.print(f"proxy {proxy}: target accuracy {proxy_vector.target_accuracy:.2%} "
                       f"({proxy_vector.target_accuracy_rule or 'given'})")
+        print_cautions(proxy_vector, console)
         runs = len(target_list) * len(sweep.sizes) * seeds
         with make_progress(console, f"comparing {model}: training runs on "
                            f"{len(target_list)} target(s)", runs, "runs") as report:
@@ -340,6 +342,7 @@ def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | 
     trace.profile.save(out / "profile-trace.json")
     trace.proxy.save(out / "efficiency-proxy.json")
     console.print(f"[bold]{trace.manifest.label}[/]")
+    print_cautions(trace.proxy, console)
     print_summary(comparison, console)
     tight = min((c for c in caps if c is not None), default=None)
     images = [("Time-to-accuracy per method and scenario", bar_chart(comparison, out, "time")),
@@ -349,7 +352,8 @@ def _compare_trace(out: Path, path: Path, power_caps: str | None, risk: float | 
     manifest = trace.manifest
     files = [path, path.parent / manifest.profile.file, path.parent / manifest.proxy.file,
              *(path.parent / t.file for t in manifest.targets)]
-    md, html_path = write_report(comparison, out, images, None, input_files(out, files))
+    md, html_path = write_report(comparison, out, images, None, input_files(out, files),
+                                 trace.proxy.cautions())
     console.print(f"wrote {md}, {html_path} and {out / 'results.csv'} (replayed, nothing "
                   "trained)")
 
@@ -411,6 +415,13 @@ def _proxy_vector(sweep: _ProxySweep, proxy: str, proxy_target: float | str, whe
             else:
                 print_error(f"the proxy {proxy}: {err}")
             return None
+
+
+def print_cautions(vector: EfficiencyVector, console: Console) -> None:
+    """The cautions of the proxy's r_b (a near-chance target), as `estimate` and `plan` say
+    them (`EfficiencyVector.cautions`, in its `ratio_notes`)."""
+    for caution in vector.cautions():
+        console.print(f"[yellow]{escape(caution)}[/]", highlight=False)
 
 
 def print_summary(comparison: Comparison, console: Console) -> None:
@@ -534,6 +545,7 @@ def _target_vectors(sweep: _ProxySweep, target_list: list[str], target_accuracy:
                     where: Executor, console: Console) -> dict[str, EfficiencyVector]:
     """r_b measured on each target (the sensitivity's truth); a target where no batch size
     reached the accuracy in every seed is left out, with a warning."""
+    from wattcap.core.metric import target_percent
     from wattcap.devices.workload import workload_for
     from wattcap.experiments.compare import efficiency_from_runs, math_runs
 
@@ -556,7 +568,8 @@ def _target_vectors(sweep: _ProxySweep, target_list: list[str], target_accuracy:
                                           target_accuracy, model_shape, measured=True)
             if vector is None:
                 console.print(f"[yellow]target {escape(target)} left out:[/] no batch size "
-                              f"reached {target_accuracy:.0%} in every seed", highlight=False)
+                              f"reached {target_percent(target_accuracy)} in every seed",
+                              highlight=False)
             else:
                 vectors[target] = vector
     return vectors

@@ -254,9 +254,11 @@ OnlineCorrectionOpt = Annotated[bool, typer.Option(
     "samples). Needs an efficiency vector with the proxy's reference (`wattcap estimate "
     "--noise-reference` or --method gns). Its chunked steps cost time, counted in the run.",
     rich_help_panel=PLAN_INPUTS)]
-ProfilePowerModeOpt = Annotated[str | None, typer.Option(
-    "--power-mode", help="The nvpmodel power mode (e.g. MAXN) the emulated device runs in "
-    "while it is measured.", rich_help_panel=CAP_AND_DEVICE)]
+DevicePowerModeOpt = Annotated[str | None, typer.Option(
+    "--power-mode", help="The nvpmodel power mode to run in, by name (MAXN, MODE_15W; any "
+    "case) or id (1): an emulated device runs in it; a Jetson must already be in it, else "
+    "wattcap stops (it never switches the board's mode for this: `sudo nvpmodel -m ID` does). "
+    "A profile is measured in, and holds for, one mode.", rich_help_panel=CAP_AND_DEVICE)]
 PlanPowerModeOpt = Annotated[str | None, typer.Option(
     "--power-mode", help="With --server: only a profile made in this nvpmodel power mode "
     "(e.g. MAXN).", rich_help_panel=SERVER)]

@@ -44,7 +44,7 @@ from wattcap.cli.options import (
     TransferFactorOpt,
 )
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
-from wattcap.core.knob import knob_number, knob_unit
+from wattcap.core.knob import format_knob, knob_number, knob_unit
 
 if TYPE_CHECKING:
     from wattcap.core.objective import Objective
@@ -130,8 +130,26 @@ PLAN_JSON_KIND = "wattcap.plan-summary"
 PLAN_JSON_SCHEMA_VERSION = 2
 
 
-def plan_to_json(result: Plan) -> dict:
-    """The flat JSON of `plan --json`: wattcap's choice at the top, the others under methods."""
+def profile_power_mode(profile_path: Path) -> tuple[str | None, dict[int, str]]:
+    """The power mode a profile was measured in (None: not recorded, or the profile varies the
+    mode: its knob) and the names of the device's modes where it knows them
+    (`ProfileTable.power_mode_names`): what a plan of it says it holds for."""
+    from wattcap.core.profile import ProfileTable
+
+    table = load_or_fail(ProfileTable, profile_path)
+    mode = None if table.knob_kind == "power_mode" else table.power_mode
+    return mode, table.power_mode_names()
+
+
+def _in_mode(result: Plan, power_mode: str | None) -> str:
+    """'resnet18 on jetson-nano in power mode MAXN' (without a mode where none is known)."""
+    return f"{result.model} on {result.device}" + (f" in power mode {power_mode}"
+                                                   if power_mode else "")
+
+
+def plan_to_json(result: Plan, power_mode: str | None = None) -> dict:
+    """The flat JSON of `plan --json`: wattcap's choice at the top, the others under methods;
+    the profile's `power_mode` where it has one (the plan holds in that mode only)."""
     main = result.choices["wattcap"]
     return {
         # a file another tool reads: what it is and which layout (the full Plan: --out)
@@ -147,6 +165,7 @@ def plan_to_json(result: Plan) -> dict:
         "peak_power_w": main.peak_power_w,
         "power_cap_w": result.power_cap_w,
         "device": result.device,
+        **({"power_mode": power_mode} if power_mode else {}),
         "model": result.model,
         "safe_knob_value": result.safe_knob_value,
         "methods": {
@@ -168,14 +187,16 @@ def plan_to_json(result: Plan) -> dict:
     }
 
 
-def print_plan(result: Plan, title: str | None = None) -> None:
-    """A rich table of every method's choice and predicted speed-up."""
+def print_plan(result: Plan, title: str | None = None, power_mode: str | None = None,
+               mode_names: dict[int, str] | None = None) -> None:
+    """A rich table of every method's choice and predicted speed-up (in the profile's
+    `power_mode` where known; a power mode knob named by `mode_names`)."""
     from wattcap.core.plan import METHODS, format_known
 
     cap = "no cap" if result.power_cap_w is None else f"cap {result.power_cap_w:g} W"
     objective = "" if result.objective.is_paper_time else \
         f", objective {result.objective.describe()}"
-    table = Table(title=title or f"{result.model} on {result.device}, {cap}{objective}")
+    table = Table(title=title or f"{_in_mode(result, power_mode)}, {cap}{objective}")
     for column in ("method", "batch", knob_unit(result.knob_kind).column, "peak W", "avg W",
                    "r_b", "pred. time (s)", "pred. energy (J)", "wattcap speed-up"):
         table.add_column(column, justify="right" if column != "method" else "left")
@@ -186,17 +207,40 @@ def print_plan(result: Plan, title: str | None = None) -> None:
             table.add_row(method, "—", "—", "—", "—", "—", "—", "—", "n/a (see notes)")
             continue
         speedup = "" if main is None else format_known(result.speedup(method), ".2f", suffix="x")
-        table.add_row(method, str(c.batch_size), knob_number(result.knob_kind, c.knob_value),
+        table.add_row(method, str(c.batch_size),
+                      knob_number(result.knob_kind, c.knob_value, mode_names),
                       f"{c.peak_power_w:.2f}", f"{c.avg_power_w:.2f}",
                       format_known(c.efficiency_ratio, ".2f"),
-                      format_known(c.predicted_time_s, "sig"),
-                      format_known(c.predicted_energy_j, "sig"), speedup)
+                      *_prediction_cells(result, method), speedup)
     console.print(table)
     for method, reason in result.unavailable.items():
         console.print(f"  [dim]note: {method} not available: {escape(reason)}[/]",
                       highlight=False)
     for note in result.notes:
         console.print(f"  [dim]note: {escape(note)}[/]", highlight=False)
+
+
+def _prediction_cells(result: Plan, method: str) -> tuple[str, str]:
+    """A choice's predicted time and energy cells; the one over the objective's deadline or
+    maximum energy flagged ('2.03 (over the 1.5 s deadline)'), as a baseline that misses it
+    is (baseline-1 is the practice whatever the objective; the notes say so)."""
+    from wattcap.core.plan import format_known
+
+    c = result.choices[method]
+    time_s, energy_j = format_known(c.predicted_time_s, "sig"), \
+        format_known(c.predicted_energy_j, "sig")
+    flag = _missed_flag(result, method)
+    if flag and result.objective.deadline_s is not None:
+        return f"[red]{time_s}{flag}[/]", energy_j
+    return time_s, f"[red]{energy_j}{flag}[/]" if flag else energy_j
+
+
+def _missed_flag(result: Plan, method: str) -> str:
+    """' (over the 1.5 s deadline)' where the method's choice misses the objective's
+    constraint, else nothing."""
+    c = result.choices[method]
+    missed = result.objective.missed_short(c.predicted_time_s, c.predicted_energy_j)
+    return f" ({missed})" if missed else ""
 
 
 def infeasible_to_json(cap: float | None, reason: str) -> dict:
@@ -217,9 +261,11 @@ def _cap_text(cap: float | None) -> str:
     return "none" if cap is None else f"{cap:g} W"
 
 
-def print_plans(plans: dict[float | None, Plan | str]) -> None:
+def print_plans(plans: dict[float | None, Plan | str], power_mode: str | None = None,
+                mode_names: dict[int, str] | None = None) -> None:
     """Several caps in one table: a row per cap with wattcap's choice and its predicted
-    speed-up over each other method; then each cap's notes."""
+    speed-up over each other method; then each cap's notes (`print_plan` says what
+    `power_mode` and `mode_names` are)."""
     from wattcap.core.plan import METHODS, format_known
 
     first = next((r for r in plans.values() if not isinstance(r, str)), None)
@@ -229,7 +275,7 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
     others = [m for m in METHODS if m != "wattcap"]
     objective = "" if first.objective.is_paper_time else \
         f", objective {first.objective.describe()}"
-    table = Table(title=f"{first.model} on {first.device}: wattcap's choice per cap{objective}")
+    table = Table(title=f"{_in_mode(first, power_mode)}: wattcap's choice per cap{objective}")
     for column in ("cap", "batch", knob_unit(first.knob_kind).column, "peak W", "avg W", "r_b",
                    "pred. time (s)", "pred. energy (J)", *(f"speed-up vs {m}" for m in others)):
         table.add_column(column, justify="right")
@@ -240,12 +286,14 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
                           *("—" for _ in others))
             continue
         table.add_row(_cap_text(cap), str(c.batch_size),
-                      knob_number(result.knob_kind, c.knob_value), f"{c.peak_power_w:.2f}",
+                      knob_number(result.knob_kind, c.knob_value, mode_names),
+                      f"{c.peak_power_w:.2f}",
                       f"{c.avg_power_w:.2f}", format_known(c.efficiency_ratio, ".2f"),
                       format_known(c.predicted_time_s, "sig"),
                       format_known(c.predicted_energy_j, "sig"),
                       *(format_known(result.speedup(m), ".2f", suffix="x")
-                        if m in result.choices else "n/a" for m in others))
+                        + _missed_flag(result, m) if m in result.choices else "n/a"
+                        for m in others))
     console.print(table)
     notes = {cap: [result] if isinstance(result, str) else [
         *(f"{m} not available: {why}" for m, why in result.unavailable.items()),
@@ -260,8 +308,9 @@ def print_plans(plans: dict[float | None, Plan | str]) -> None:
                 console.print(f"  [dim]{_cap_text(cap)}: {escape(note)}[/]", highlight=False)
 
 
-def print_pareto_front(result: Plan) -> None:
-    """The time/energy Pareto front of the feasible choices, each method's point marked."""
+def print_pareto_front(result: Plan, mode_names: dict[int, str] | None = None) -> None:
+    """The time/energy Pareto front of the feasible choices, each method's point marked (a
+    power mode knob named by `mode_names`)."""
     from wattcap.core.plan import format_known, three_significant
     basis = "proxy r_b" if result.efficiency_source else "r_b = 1: no efficiency vector"
     table = Table(title=f"Time/energy Pareto front of the feasible choices (predicted, {basis})")
@@ -273,7 +322,8 @@ def print_pareto_front(result: Plan) -> None:
         at.setdefault((choice.batch_size, choice.knob_value), []).append(name)
     for point in result.pareto_front:
         here = at.get((point.batch_size, point.knob_value), [])
-        table.add_row(str(point.batch_size), knob_number(result.knob_kind, point.knob_value),
+        table.add_row(str(point.batch_size),
+                      knob_number(result.knob_kind, point.knob_value, mode_names),
                       three_significant(point.predicted_time_s),
                       three_significant(point.predicted_energy_j),
                       f"{point.peak_power_w:.2f}", f"{point.avg_power_w:.2f}", ", ".join(here))
@@ -282,15 +332,16 @@ def print_pareto_front(result: Plan) -> None:
            if not c.on_pareto_front and c.predicted_time_s is not None]
     for name in off:
         c = result.choices[name]
-        console.print(f"  [dim]{name} (b={c.batch_size}, {result.describe_knob(c.knob_value)}: "
+        knob = format_knob(result.knob_kind, c.knob_value, mode_names)
+        console.print(f"  [dim]{name} (b={c.batch_size}, {knob}: "
                       f"{format_known(c.predicted_time_s, 'sig')} s, "
                       f"{format_known(c.predicted_energy_j, 'sig')} J) is off the front: "
-                      f"{_dominating(result, c)}"
+                      f"{_dominating(result, c, mode_names)}"
                       + (" (the oracle's point uses the target's r_b)" if name == "fastest"
                          else "") + "[/]", highlight=False)
 
 
-def _dominating(result: Plan, choice: Choice) -> str:
+def _dominating(result: Plan, choice: Choice, mode_names: dict[int, str] | None = None) -> str:
     """Which front point is at least as fast as `choice` and thriftier, and by how much (so
     that a saving within the power readings' noise reads as what it is)."""
     time_s, energy_j = choice.predicted_time_s, choice.predicted_energy_j
@@ -300,7 +351,8 @@ def _dominating(result: Plan, choice: Choice) -> str:
         return "another choice is at least as fast and thriftier"
     best = min(better, key=lambda p: p.predicted_energy_j)
     saving = 1 - best.predicted_energy_j / energy_j
-    return (f"b={best.batch_size} at {result.describe_knob(best.knob_value)} is at least as "
+    at = format_knob(result.knob_kind, best.knob_value, mode_names)
+    return (f"b={best.batch_size} at {at} is at least as "
             f"fast and {saving:.1%} thriftier (predicted)")
 
 
@@ -376,27 +428,29 @@ def plan_command(
                            cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
                            risk=risk, transfer_factor=transfer_factor)
         fail_if_none_feasible(plans)
+        mode, names = profile_power_mode(profile)
         if as_json:
-            print(json.dumps([plan_to_json(r) if not isinstance(r, str)
+            print(json.dumps([plan_to_json(r, mode) if not isinstance(r, str)
                               else infeasible_to_json(cap, r) for cap, r in plans.items()],
                              indent=2))
         else:
-            print_plans(plans)
+            print_plans(plans, mode, names)
         return
     result = make_plan(profile, efficiency, caps[0], reference_profiles,
                        target_efficiency, objective=goal, margin_sigmas=margin_sigmas,
                        cap_on=(cap_on or CapOn.PEAK).value, extrapolate=extrapolate,
                        risk=risk, transfer_factor=transfer_factor)
+    mode, names = profile_power_mode(profile)
     if out:
         result.save(out)
     if plot:
         from wattcap.experiments.pareto import plot_pareto
 
-        plot_pareto(result, plot)
+        plot_pareto(result, plot, names)
     if as_json:
-        print(json.dumps(plan_to_json(result), indent=2))
+        print(json.dumps(plan_to_json(result, mode), indent=2))
     else:
-        print_plan(result)
-        print_pareto_front(result)
+        print_plan(result, power_mode=mode, mode_names=names)
+        print_pareto_front(result, names)
         if plot:
             console.print(f"wrote {plot}")

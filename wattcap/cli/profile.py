@@ -9,11 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from wattcap.cli.cap_checks import warn_if_cap_below_every_point, warn_if_cap_below_idle
 from wattcap.cli.common import (
     check_device_extra,
     console,
     fail,
     load_or_fail,
+    open_device,
     parse_batch_sizes,
     parse_cap,
     parse_drift,
@@ -24,6 +26,7 @@ from wattcap.cli.inputs import resolve_model
 from wattcap.cli.options import (
     BatchSizesOpt,
     DeviceOpt,
+    DevicePowerModeOpt,
     DriftOpt,
     DryRunOpt,
     EfficiencyOpt,
@@ -32,7 +35,6 @@ from wattcap.cli.options import (
     PowerCapOpt,
     PowerLimitsOpt,
     ProfileKnobOpt,
-    ProfilePowerModeOpt,
     VocabSizeOpt,
 )
 from wattcap.cli.resume import resumable
@@ -150,7 +152,7 @@ def profile(
         "with a fitted device model, measuring where the cap's frontier is uncertain.")] = False,
     max_points: Annotated[int | None, typer.Option(
         help="With --few-points: most points to measure (default 10 % of the grid).")] = None,
-    power_mode: ProfilePowerModeOpt = None,
+    power_mode: DevicePowerModeOpt = None,
     knob: ProfileKnobOpt = "gpu-clock",
     power_limits: PowerLimitsOpt = None,
     batch_sizes: BatchSizesOpt = "4,8,16,32,64,128",
@@ -180,7 +182,7 @@ def profile(
     GPU clock, the power limit or the power mode): pruned for --power-cap (the cap whose
     frontier --refresh re-measures), else every point."""
     from wattcap.core.profile import ProfileTable
-    from wattcap.devices import DeviceError, get_device
+    from wattcap.devices import DeviceError
 
     cap = parse_cap(power_cap)
     check_device_extra(device)
@@ -210,7 +212,7 @@ def profile(
     try:
         if drift is not None and not device.startswith("emulated"):
             raise ValueError("--drift only applies to emulated devices")
-        dev = get_device(device, power_mode=power_mode, dry_run=dry_run,
+        dev = open_device(device, power_mode=power_mode, dry_run=dry_run,
                          drift=parse_drift(drift))
     except (KeyError, ValueError, DeviceError) as err:
         fail(str(err).strip("'\""))
@@ -342,6 +344,7 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         emulate_power_limit(dev)
     what, grid = _what_is_measured(dev, sizes, cap, exhaustive, few_points, knob, limits_w,
                                    rounds)
+    warn_if_cap_below_idle(dev, cap)
     with resumable(_NOTHING_KEPT), dev, progress(f"profiling {model} on {dev.name} ({what})",
                                                  grid, "points") as report:
         profiler = Profiler(
@@ -373,11 +376,21 @@ def _measure(dev: Device, model: str, sizes: tuple[int, ...], out: Path, cap: fl
         + (f"; out of memory: {table.oom_batch_sizes}" if table.oom_batch_sizes else "")
     )
     _print_rounds(result.table, result.round_device_s, result.gap_s, result.skipped)
-    for note in profiler.notes:
+    for note in profiler.notes + _emulated_mode_note(dev, table):
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     clock_note = table.clock_not_held_note()
     if clock_note:
         console.print(f"[yellow]warning:[/] {escape(clock_note)}", highlight=False)
+    warn_if_cap_below_every_point(table, cap)
+
+
+def _emulated_mode_note(dev: Device, table: ProfileTable) -> list[str]:
+    """What a power-mode profile of an emulated device cannot say by itself: its modes cap
+    the GPU clock only."""
+    from wattcap.devices.emulated import EMULATED_POWER_MODES_NOTE
+
+    return [EMULATED_POWER_MODES_NOTE] if table.knob_kind == "power_mode" \
+        and dev.kind == "emulated" else []
 
 
 def _announce_default_rounds(dev: Device, rounds: int, round_gap_s: float | None) -> float:
@@ -438,6 +451,7 @@ def _print_dry_run(dev: Device, model: str, sizes: tuple[int, ...], cap: float |
                    limits_w: list[float] | None = None) -> None:
     """What `profile --dry-run` reads and would measure; changes nothing."""
     print_device_readout(dev)
+    warn_if_cap_below_idle(dev, cap)
     if previous is not None:
         frontier = previous.frontier(cap if cap is not None else previous.power_cap_w)
         console.print(f"--refresh would re-measure {len(frontier)} frontier points of "

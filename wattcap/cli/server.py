@@ -151,12 +151,13 @@ class Fetcher:
         return path, info
 
 
-def device_identity(device: str) -> tuple[str, str | None]:
-    """(device model name, power mode) of a device spec such as emulated:jetson-nano, read
-    without changing anything on the device."""
-    from wattcap.devices import get_device
+def device_identity(device: str, power_mode: str | None = None) -> tuple[str, str | None]:
+    """(device model name, power mode) of a device spec such as emulated:jetson-nano (in
+    `power_mode` where given: the mode's own name), read without changing anything on the
+    device."""
+    from wattcap.cli.common import open_device
 
-    dev = get_device(device, dry_run=True)
+    dev = open_device(device, dry_run=True, power_mode=power_mode)
     return dev.name, getattr(dev, "power_mode", None)
 
 

@@ -41,6 +41,7 @@ from wattcap.cli.options import (
     DataOpt,
     DeadlineOpt,
     DeviceOpt,
+    DevicePowerModeOpt,
     DriftOpt,
     DryRunOpt,
     EfficiencyOpt,
@@ -139,6 +140,7 @@ def train(
     target_accuracy: TargetAccuracyOpt,
     metric: MetricOpt = "accuracy",
     device: DeviceOpt = "emulated:jetson-nano",
+    power_mode: DevicePowerModeOpt = None,
     profile: ProfileOpt = None,
     efficiency: EfficiencyOpt = None,
     target_efficiency: TargetEfficiencyOpt = None,
@@ -196,15 +198,14 @@ def train(
     Under a cap that moves (--power-cap solar:seed=3,day_s=600, battery:..., schedule:FILE,
     file:PATH) the selection re-runs at every change: the frequency drops within one sensor
     period, the batch size (and its learning rate) changes at the next step, training pauses
-    while nothing fits and resumes when the cap rises.
+    while nothing fits and resumes when the cap rises. On a battery, --objective time takes
+    the fastest choice whose predicted energy for the rest of the run fits in what it has left.
 
     With --server URL the device fetches what it needs: e.g. `wattcap train --server URL
     --device emulated:jetson-nano --model resnet18 --data ... --power-cap 5 --target-accuracy
     0.8` gets the profile of this device model, the efficiency vector and the weights.
     """
     from wattcap.core.efficiency import EfficiencyVector
-    from wattcap.devices import DeviceError, get_device
-    from wattcap.models import model_fingerprint
 
     # Every argument is checked before any work starts (no plan printed for a bad one).
     goal, cap, source, drift_spec = _check_train(
@@ -220,7 +221,7 @@ def train(
     if server:
         profile, efficiency, weights = _fetch_train_inputs(
             server, token, device, device_name, model, model_id, proxy, profile, efficiency,
-            weights)
+            weights, power_mode)
     elif profile is None:
         fail("--profile is required: the device's measured table of power and time",
              hint=f"measure it on the device with `wattcap profile --device {device} --model "
@@ -228,12 +229,8 @@ def train(
                   "measures), or fetch one with --server URL")
     check_weights(weights, model)
     table = _train_profile(profile, source)
-    try:
-        dev = get_device(device, dry_run=dry_run, seed=seed, drift=drift_spec)
-    except (DeviceError, KeyError, ValueError) as err:
-        fail(str(err).strip("'\""))
-    table.check_matches(device=dev.name, model=model, source=str(profile),
-                        architecture_fingerprint=model_fingerprint(model))
+    dev = _train_device(device, power_mode, table, profile, model, dry_run=dry_run, seed=seed,
+                        drift=drift_spec)
     train_split, test_split = load_data(data_spec, spec, options)
     plan_cap = _plan_cap(cap, source, table, margin_sigmas)
     choice = _choose(profile, efficiency, target_efficiency, plan_cap, goal, margin_sigmas,
@@ -243,7 +240,8 @@ def train(
     config = _train_config(model, choice.batch_size, target_accuracy, sample_budget,
                            eval_every, seed, lr_ref, batch_size_ref, optimizer, weight_decay,
                            vector, metric)
-    _print_choice(method, choice, table.knob_kind, cap, source, plan_cap)
+    _print_choice(method, choice, table.knob_kind, cap, source, plan_cap,
+                  dev.power_mode_names())
     # a run re-plans (a moving cap, its board, a clamp) with the oracle's r_b for fastest,
     # else the proxy's: the r_b its first plan was made with
     vector_path = target_efficiency if method == "fastest" else efficiency
@@ -299,13 +297,34 @@ def _check_correction(method: str, vector: EfficiencyVector | None) -> None:
 
 
 def _print_choice(method: str, choice: Choice, kind: str, cap: float | None,
-                  source: CapSource | None, plan_cap: float | None) -> None:
-    """The method's configuration, in the profile's knob, and the cap it runs under."""
+                  source: CapSource | None, plan_cap: float | None,
+                  mode_names: dict[int, str] | None = None) -> None:
+    """The method's configuration, in the profile's knob (a power mode named by the device's
+    `mode_names`), and the cap it runs under."""
     under = (f", starting under {plan_cap:.2f} W of {source.describe()})" if source is not None
              else f", cap {cap:g} W)" if cap else ", no cap)")
-    knob = format_knob(kind, choice.knob_value)
+    knob = format_knob(kind, choice.knob_value, mode_names)
     console.print(f"{method}: batch size {choice.batch_size} at {knob} (profile peak "
                   f"{choice.peak_power_w:.2f} W{under}")
+
+
+def _train_device(device: str, power_mode: str | None, table: ProfileTable, profile: Path,
+                  model: str, **options: Any) -> Device:
+    """The device to train on, in `power_mode` where given (`get_device`: an emulated device
+    runs in it, a Jetson must be in it); refused, before anything changes, where the profile
+    was made for another device, model or power mode (its times and powers are its mode's)."""
+    from wattcap.cli.common import open_device
+    from wattcap.devices import DeviceError
+    from wattcap.models import model_fingerprint
+
+    try:
+        dev = open_device(device, power_mode=power_mode, **options)
+    except (DeviceError, KeyError, ValueError) as err:
+        fail(str(err).strip("'\""))
+    table.check_matches(device=dev.name, model=model, source=str(profile),
+                        architecture_fingerprint=model_fingerprint(model),
+                        power_mode=dev.power_mode, power_modes=dev.power_mode_names())
+    return dev
 
 
 def _train_profile(path: Path, source: CapSource | None) -> ProfileTable:
@@ -322,12 +341,16 @@ def _train_profile(path: Path, source: CapSource | None) -> ProfileTable:
 def _fetch_train_inputs(server: str, token: str | None, device: str, device_name: str | None,
                         model: str, model_id: int | None, proxy: str | None,
                         profile: Path | None, efficiency: Path | None, weights: Path | None,
+                        power_mode: str | None = None,
                         ) -> tuple[Path, Path | None, Path | None]:
-    """The profile of this device model (in the power mode it runs in), the efficiency vector
-    and the weights from a server; local files given win."""
+    """The profile of this device model (in the power mode it runs in: `power_mode` where
+    given), the efficiency vector and the weights from a server; local files given win."""
     from wattcap.cli.server import device_identity, fetch_plan_inputs, fetch_train_weights
 
-    name, mode = (device_name, None) if device_name else device_identity(device)
+    # the mode by its own name (--power-mode may give an id or another case)
+    name, mode = device_identity(device, power_mode) if power_mode or not device_name \
+        else (device_name, None)
+    name = device_name or name
     profile, efficiency, efficiency_info = fetch_plan_inputs(
         server, token, profile=profile, efficiency=efficiency, device_name=name,
         model=model, power_mode=mode, proxy=proxy)
@@ -393,12 +416,17 @@ def _plan_cap(cap: float | None, source: CapSource | None, table: ProfileTable,
 def _choose(profile: Path, efficiency: Path | None, target_efficiency: Path | None,
             cap: float | None, goal: Objective, margin_sigmas: float, method: str,
             risk: float | None = None, transfer_factor: float | None = None) -> Choice:
-    """The method's (b, f) under the cap, or a clear exit when it has none."""
+    """The method's (b, f) under the cap, or a clear exit when it has none; the plan's note
+    on a cap that does not bind is said (one far above the board may be a typo)."""
+    from wattcap.algorithms.plan_notes import CAP_DOES_NOT_BIND
     from wattcap.cli.plan import make_plan
 
     result = make_plan(profile, efficiency, cap, target_efficiency_path=target_efficiency,
                        objective=goal, margin_sigmas=margin_sigmas, risk=risk,
                        transfer_factor=transfer_factor)
+    for note in result.notes:
+        if note.startswith(CAP_DOES_NOT_BIND):
+            console.print(f"  [dim]note: {escape(note)}[/]", highlight=False)
     if method not in result.choices:
         fail(f"{method} has no choice under this cap: {result.unavailable.get(method, '')}")
     return result.choices[method]
@@ -455,7 +483,7 @@ def _run_training(dev: Device, config: TrainConfig, choice: Choice, train_split:
                           "is kept") if checkpoint_dir else exit_cleanly_on_signals()
         with stops, dev, progress(
             f"training {label} (planned b={choice.batch_size}, target "
-            f"{config.target_metric.value_text(config.target_accuracy)})",
+            f"{config.target_metric.goal_text(config.target_accuracy)})",
             config.sample_budget, "samples",
         ) as report:
             if clock:
@@ -483,7 +511,7 @@ def print_run(record: RunRecord, plot: Path | None = None) -> None:
     tta = record.time_to_accuracy_s
     target = record.target_accuracy
     metric = record.target_metric
-    goal = metric.value_text(target or 0)
+    goal = metric.goal_text(target or 0)
     final = (f"{record.final_accuracy:.1%}" if metric.is_accuracy
              else metric.value_text(record.final_accuracy))
     console.print(

@@ -178,9 +178,13 @@ class EfficiencyVector(VersionedFile):
 
     def ratio_notes(self) -> list[str]:
         """What a plan should say about where r_b came from, and the cautions the estimate
-        left in the notes (a near-chance proxy target, r_b not resolved)."""
-        cautions = [note for note in self.notes if note.startswith("caution:")]
-        return self._origin_notes() + self._run_count_notes() + cautions
+        left in the notes (`cautions`)."""
+        return self._origin_notes() + self._run_count_notes() + self.cautions()
+
+    def cautions(self) -> list[str]:
+        """The cautions the estimate left in the notes (a near-chance proxy target, r_b not
+        resolved): what every command showing this vector's r_b says."""
+        return [note for note in self.notes if note.startswith("caution:")]
 
     def _run_count_notes(self) -> list[str]:
         """What a plan should say where batch sizes have different numbers of runs."""

@@ -8,10 +8,12 @@ cores). Files store the kind beside the values, so nothing downstream assumes MH
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from wattcap.core.errors import WattcapError
+from wattcap.core.power_mode import power_mode_label
 
 KnobKind = Literal["gpu_clock", "power_limit", "power_mode"]
 
@@ -85,12 +87,25 @@ def require_clock(kind: str, what: str) -> None:
         raise KnobError(clock_only(kind, what))
 
 
-def knob_number(kind: str, value: int) -> str:
-    """The value in the unit a person reads, without the unit: '614.4' (MHz), '150' (W), '2'."""
+def knob_number(kind: str, value: int, mode_names: Mapping[int, str] | None = None) -> str:
+    """The value in the unit a person reads, without the unit: '614.4' (MHz), '150' (W); a
+    power mode by id with its name where `mode_names` (id -> name) knows it: '2 (MODE_30W)',
+    else '2'."""
+    if kind == "power_mode":
+        return power_mode_label(value, mode_names)
     unit = knob_unit(kind)
     return unit.number_format.format(unit.shown(value))
 
 
-def format_knob(kind: str, value: int) -> str:
-    """The value with its unit: '614.4 MHz', 'power limit 150 W', 'power mode 2'."""
-    return knob_unit(kind).template.format(knob_number(kind, value))
+def format_knob(kind: str, value: int, mode_names: Mapping[int, str] | None = None) -> str:
+    """The value with its unit: '614.4 MHz', 'power limit 150 W', 'power mode 2 (MODE_30W)'
+    (a power mode's name where `mode_names` knows it, else 'power mode 2')."""
+    return knob_unit(kind).template.format(knob_number(kind, value, mode_names))
+
+
+def knob_axis_label(kind: str, named: bool = False) -> str:
+    """A plot axis's label for the knob: 'GPU clock (MHz)', 'power mode (nvpmodel id)'; with
+    `named` power modes, 'power mode (nvpmodel id and name)'."""
+    unit = knob_unit(kind)
+    shown = f"{unit.shown_unit} and name" if named and kind == "power_mode" else unit.shown_unit
+    return f"{unit.label} ({shown})"

@@ -64,13 +64,29 @@ class TargetMetric(BaseModel):
         """A value as a person reads it: '85%' for accuracy, 'loss 0.412' otherwise."""
         return f"{value:.0%}" if self.is_accuracy else f"{self.name} {value:.4g}"
 
-    def target_text(self, target: float, digits: int = 0) -> str:
-        """A target as a sentence reads it: 'accuracy 90%', 'wer <= 0.15'."""
-        return f"accuracy {target:.{digits}%}" if self.is_accuracy else self.describe(target)
+    def goal_text(self, target: float) -> str:
+        """A target value as a person reads it, to the precision it was given: '99.5%' for
+        accuracy (`target_percent`), 'loss 0.412' otherwise."""
+        return target_percent(target) if self.is_accuracy else f"{self.name} {target:.4g}"
+
+    def target_text(self, target: float, digits: int | None = None) -> str:
+        """A target as a sentence reads it: 'accuracy 99.5%' (`target_percent`, or to
+        `digits` decimals where given), 'wer <= 0.15'."""
+        if not self.is_accuracy:
+            return self.describe(target)
+        shown = target_percent(target) if digits is None else f"{target:.{digits}%}"
+        return f"accuracy {shown}"
 
     def describe(self, target: float) -> str:
         """'accuracy >= 0.8', 'wer <= 0.15'."""
         return f"{self.name} {'>=' if self.direction == 'higher' else '<='} {target:g}"
+
+
+def target_percent(target: float) -> str:
+    """A target accuracy as a percentage with the digits it needs, never rounded to another
+    target: 0.9 is '90%', 0.995 '99.5%' (not '100%', which no run reaches), 0.3183
+    '31.83%'."""
+    return f"{round(target * 100, 6):g}%"
 
 
 #: metrics by name: (direction, low, high); NAME:MAX puts a bounded metric on another scale

@@ -88,6 +88,24 @@ class Objective(BaseModel):
             return f"energy within {self.deadline_s:g} s"
         return self.name
 
+    def missed_by(self, time_s: float | None, energy_j: float | None) -> str | None:
+        """How predictions break this objective's constraint ('predicted 2.03 s, over the
+        deadline of 1.5 s'); None where they meet it, there is none, or they are unknown."""
+        if self.deadline_s is not None and time_s is not None and time_s > self.deadline_s:
+            return f"predicted {time_s:.3g} s, over the deadline of {self.deadline_s:g} s"
+        if (self.max_energy_j is not None and energy_j is not None
+                and energy_j > self.max_energy_j):
+            return (f"predicted {energy_j:.3g} J, over the maximum energy of "
+                    f"{self.max_energy_j:g} J")
+        return None
+
+    def missed_short(self, time_s: float | None, energy_j: float | None) -> str | None:
+        """`missed_by` for a table cell: 'over the 1.5 s deadline', 'over the 6 J maximum'."""
+        if self.missed_by(time_s, energy_j) is None:
+            return None
+        return (f"over the {self.deadline_s:g} s deadline" if self.deadline_s is not None
+                else f"over the {self.max_energy_j:g} J maximum")
+
 class FrontPoint(BaseModel):
     """One choice on the time/energy Pareto front: no feasible choice is both faster and
     thriftier."""

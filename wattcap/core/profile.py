@@ -6,13 +6,22 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from wattcap.core.knob import KnobKind, format_knob
 from wattcap.core.observed_clock import ObservedFrequency
+from wattcap.core.power_mode import find_power_mode, power_mode_label, same_power_mode
 from wattcap.core.schema import (
     Migration,
     VersionedFile,
@@ -64,6 +73,18 @@ class ProfilePoint(BaseModel):
     rounds: int = 1
     round_seconds_per_sample: list[float] = []
 
+    @model_validator(mode="after")
+    def _physical(self) -> ProfilePoint:
+        # a hand-edited or damaged file: a negative or non-finite power or time would plan
+        # (a cap met by -5 W), so the point is refused, named by its batch size and knob value
+        for field in _POINT_PHYSICAL_FIELDS:
+            value = getattr(self, field)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(
+                    f"the point b={self.batch_size}, knob value {self.knob_value} has "
+                    f"{field} = {value}: power and time must be finite and not negative")
+        return self
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict:
         # a point of one round is written as before rounds existed
@@ -72,6 +93,10 @@ class ProfilePoint(BaseModel):
     def time_for_samples_s(self, samples: float) -> float:
         """Device seconds to process `samples` samples at this point."""
         return self.seconds_per_sample * samples
+
+#: a point's powers and times (and their spreads): finite and not negative, or refused
+_POINT_PHYSICAL_FIELDS = ("peak_power_w", "avg_power_w", "seconds_per_sample",
+                          "seconds_per_sample_std", "peak_power_std_w", "avg_power_std_w")
 
 #: fields written out only when they differ from their default: a profile of one round
 #: dumps (and compares) as it did before rounds existed
@@ -239,8 +264,16 @@ class ProfileTable(VersionedFile):
         return rows
 
     def describe_knob(self, value: int) -> str:
-        """One of this profile's knob values with its unit ('614.4 MHz', 'power limit 150 W')."""
-        return format_knob(self.knob_kind, value)
+        """One of this profile's knob values with its unit ('614.4 MHz', 'power limit 150 W',
+        'power mode 2 (MODE_30W)' where the profile knows the mode's name)."""
+        return format_knob(self.knob_kind, value, self.power_mode_names())
+
+    def power_mode_names(self) -> dict[int, str]:
+        """The device's power modes by nvpmodel id, where the profile knows them: an emulated
+        device's spec lists them in id order. Empty otherwise (a profile of a real board
+        records only the mode it was in): labels then show the id alone."""
+        modes = (self.device_spec or {}).get("power_modes") or {}
+        return {mode_id: str(name) for mode_id, name in enumerate(modes)}
 
     def frontier(self, power_cap_w: float | None) -> dict[int, ProfilePoint]:
         """For each batch size, its best point with peak ≤ cap (`Staircase`)."""
@@ -258,11 +291,16 @@ class ProfileTable(VersionedFile):
         input_shape: tuple[int, ...] | list[int] | None = None,
         source: str = "profile",
         architecture_fingerprint: str | None = None,
+        power_mode: str | None = None,
+        power_modes: Mapping[int, str] | None = None,
     ) -> None:
-        """Refuse a profile made for another device, model, input shape or architecture
-        (fingerprints are compared when both are known)."""
+        """Refuse a profile made for another device, model, input shape, architecture
+        (fingerprints are compared when both are known) or power mode (`power_mode`, the
+        device's; `check_power_mode`)."""
         if device is not None:
-            require_match("the profile", "device", device, self.device, source)
+            require_match("the profile", "device", device, self.device, source,
+                          instead=self._emulated_device_option())
+        self.check_power_mode(power_mode, power_modes, source)
         same_architecture = (architecture_fingerprint is not None
                              and architecture_fingerprint == self.architecture_fingerprint)
         if model is not None and not (same_architecture and portable_model_name(model)
@@ -277,6 +315,37 @@ class ProfileTable(VersionedFile):
         if architecture_fingerprint is not None and self.architecture_fingerprint is not None:
             require_match("the profile", "architecture fingerprint", architecture_fingerprint,
                           self.architecture_fingerprint, source)
+
+    def _emulated_device_option(self) -> str | None:
+        """For a profile of a bundled emulated device: the --device that opens it again
+        ("pass --device emulated:jetson-agx-orin"); None for a real board, or for a spec file's
+        device (its name alone opens nothing)."""
+        if self.device_kind != "emulated" or not _is_bundled_spec(self.device):
+            return None
+        return f"pass --device emulated:{self.device}"
+
+    def check_power_mode(self, power_mode: str | None,
+                         power_modes: Mapping[int, str] | None = None,
+                         source: str = "profile") -> None:
+        """Refuse to use this profile on a device in another power mode than the one it was
+        measured in (`power_mode`, the device's; the names match as `same_power_mode` says:
+        "15W" is MODE_15W): its times and powers are that mode's. Nothing to check where
+        either mode is unknown, or where the profile varies the mode itself (its knob).
+        `power_modes` (the device's, id -> name) lets the fix name the mode's id."""
+        if (power_mode is None or self.power_mode is None or self.knob_kind == "power_mode"
+                or same_power_mode(power_mode, self.power_mode)):
+            return
+        mode_id = find_power_mode(self.power_mode, power_modes or {})
+        on_jetson = (f"`sudo nvpmodel -m {mode_id}`" if mode_id is not None
+                     else "`sudo nvpmodel -m ID` (`nvpmodel -p --verbose` lists the ids)")
+        label = self.power_mode if mode_id is None else power_mode_label(mode_id, power_modes)
+        raise WattcapFileError(
+            f"{source}: the profile was measured in power mode {self.power_mode!r}, but the "
+            f"device is in power mode {power_mode!r}: the profile's times and powers are "
+            "those of its own mode, not of this one",
+            hint=f"put the device in power mode {label} (a Jetson: {on_jetson}; an emulated "
+            f"device: --power-mode {self.power_mode}) and run again, or profile the model in "
+            f"{power_mode}")
 
     def remeasured(self, points: list[ProfilePoint]) -> ProfileTable:
         """This profile with re-measured `points` replacing the same (b, knob value), and the
@@ -330,6 +399,14 @@ class ProfileTable(VersionedFile):
 def _grown_std(std: float | None, value: float, ratio: float) -> float:
     """A scaled value's uncertainty: its own (scaled), and the scaling's size |ratio - 1|."""
     return math.hypot((std or 0.0) * ratio, value * ratio * abs(ratio - 1.0))
+
+
+def _is_bundled_spec(name: str) -> bool:
+    """Whether `name` is one of the emulated device specs wattcap ships (its data file, read
+    without importing the device layer, which sits above this one)."""
+    if not name or "/" in name or "\\" in name:
+        return False
+    return (resources.files("wattcap") / "devices" / "specs" / f"{name}.json").is_file()
 
 
 def portable_model_name(name: str) -> str | None:

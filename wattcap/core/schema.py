@@ -162,13 +162,15 @@ _F = TypeVar("_F", bound=VersionedFile)
 
 
 def require_match(what: str, field: str, expected: object, found: object, source: str,
-                  other_architecture: bool = False) -> None:
+                  other_architecture: bool = False, instead: str | None = None) -> None:
     """Refuse a file made for another device, model or input shape (`other_architecture`:
     the architecture fingerprints are known and differ, so a model of another name is not the
-    same model under another name)."""
+    same model under another name; `instead`: the other fix, said after re-creating it, e.g.
+    "pass --device emulated:jetson-agx-orin" for a profile of an emulated device)."""
     if expected != found:
         hint = None
-        again = f"Re-create it for {expected!r}."
+        again = (f"Re-create it for {expected!r}." if instead is None
+                 else f"Re-create it for {expected!r}, or {instead}.")
         if field == "model" and not other_architecture:
             # a Session over the user's own nn.Module names it by model_name (or its class);
             # a file from the command line names it as --model was given there

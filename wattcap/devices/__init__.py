@@ -12,6 +12,7 @@ from wattcap.devices.emulated_board import BoardState, draw_board_state
 from wattcap.devices.errors import (
     DeviceError,
     DeviceNotFoundError,
+    DeviceNotSupportedError,
     DeviceOutOfMemoryError,
     DevicePermissionError,
     FrequencyNotFollowedError,
@@ -42,6 +43,11 @@ def get_device(
     emulated Jetson Nano (and says so in the device's notes). The Jetson's sysfs is read under
     `sysfs_root` (default: env WATTCAP_SYSFS_ROOT, else "/": for containers that mount the
     host's /sys elsewhere, and for tests on fake trees).
+
+    `power_mode` (a name in any case, or an nvpmodel id) is the mode to run in: an emulated
+    device is made in it; a Jetson must already be in it, and is refused otherwise (wattcap
+    never switches a board's mode for this; `Device.require_power_mode`); a GPU, which has no
+    power modes, refuses any.
     """
     if sysfs_root is None:
         sysfs_root = os.environ.get("WATTCAP_SYSFS_ROOT") or "/"
@@ -56,8 +62,9 @@ def get_device(
     if name == "jetson":
         from wattcap.devices.jetson import JetsonDevice
 
-        return JetsonDevice(sysfs_root=sysfs_root, dry_run=dry_run)
+        return _in_power_mode(JetsonDevice(sysfs_root=sysfs_root, dry_run=dry_run), power_mode)
     if name == "nvml" or name.startswith("nvml:"):
+        _no_power_modes(name, power_mode)
         from wattcap.devices.nvml import NvmlDevice
 
         return NvmlDevice(_nvml_index(name), dry_run=dry_run)
@@ -67,16 +74,34 @@ def get_device(
 
         jetson = discover_jetson(sysfs_root, dry_run=dry_run)
         if jetson is not None:
-            return jetson
+            return _in_power_mode(jetson, power_mode)
         if list_nvml_devices():
             from wattcap.devices.nvml import NvmlDevice
 
+            _no_power_modes("the NVIDIA GPU --device auto found (nvml:0)", power_mode)
             return NvmlDevice(0, dry_run=dry_run)
         # said out loud: a plan for an emulated Nano is no plan for the machine in front of you
         warnings.warn("--device auto found no Jetson and no NVIDIA GPU here: using the "
                       "emulated Jetson Nano (emulated:jetson-nano)", stacklevel=2)
         return EmulatedDevice("jetson-nano", power_mode=power_mode, seed=seed, drift=drift)
     raise _unknown(name)
+
+
+def _in_power_mode(device: Device, power_mode: str | None) -> Device:
+    """`device`, where it runs in `power_mode` (None: whichever it is in); else the refusal."""
+    if power_mode is not None:
+        device.require_power_mode(power_mode)
+    return device
+
+
+def _no_power_modes(name: str, power_mode: str | None) -> None:
+    """Refuse a power mode for a GPU, before anything is opened: it has none (NVML)."""
+    if power_mode is not None:
+        raise DeviceNotSupportedError(
+            f"{name} has no nvpmodel power modes, so power mode {power_mode!r} cannot be run "
+            "in: power modes are a Jetson's",
+            hint="leave out the power mode; a GPU's knob is its power limit (profile it with "
+            "--knob power-limit)")
 
 
 def _nvml_index(name: str) -> int:

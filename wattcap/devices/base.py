@@ -187,6 +187,22 @@ class Device(ABC):
         Devices without power modes refuse."""
         raise DeviceNotSupportedError(f"{self.name} has no power modes wattcap can switch")
 
+    def power_mode_names(self) -> dict[int, str]:
+        """The power modes by id, with their names (nvpmodel.conf's on a Jetson); empty where
+        the device has none."""
+        return {}
+
+    def require_power_mode(self, wanted: str) -> None:
+        """Refuse to run in any power mode but the one active: the device is asked to run in
+        `wanted` (a name or an id), and wattcap never switches a board's mode for that (a
+        Jetson's `require_power_mode` accepts the mode it is in). Devices without power modes
+        refuse every one."""
+        raise DeviceNotSupportedError(
+            f"{self.name} ({self.kind}) has no nvpmodel power modes, so power mode {wanted!r} "
+            "cannot be run in: power modes are a Jetson's",
+            hint="leave out the power mode; a GPU's power limit is its knob (profile it with "
+            "--knob power-limit)")
+
     def power_limit_range_w(self) -> tuple[float, float] | None:
         """The lowest and highest power limit the board accepts (W), read from the board; None
         where the device has no power limit wattcap can read."""
@@ -211,6 +227,7 @@ class Device(ABC):
         take, before anything is changed: a power limit on a device without one, a power mode
         it does not have. The GPU clock is checked when it is set."""
         from wattcap.core.knob import format_knob, knob_unit
+        from wattcap.core.power_mode import power_mode_label
 
         if kind == "power_limit" and self.power_limit_range_w() is None:
             raise DeviceNotSupportedError(
@@ -218,7 +235,9 @@ class Device(ABC):
                 f"{format_knob(kind, value)} cannot be applied: plan with a GPU-clock profile "
                 "of this device")
         if kind == "power_mode" and value not in self.power_mode_ids():
-            modes = ", ".join(str(m) for m in self.power_mode_ids()) or "none"
+            names = self.power_mode_names()
+            modes = ", ".join(power_mode_label(m, names) for m in self.power_mode_ids()) \
+                or "none"
             raise DeviceNotSupportedError(
                 f"{self.name} has no {format_knob(kind, value)} (its power modes: {modes})")
         knob_unit(kind)  # an unknown kind is a ValueError naming the known ones

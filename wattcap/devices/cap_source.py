@@ -111,6 +111,15 @@ class CapSource(ABC):
         module's rail); None for the others. Recorded beside the module's power."""
         return None
 
+    def energy_left_j(self, above_w: float = 0.0) -> float | None:
+        """The energy, J, this source can still deliver to the device while its cap stays at or
+        above `above_w` (the least power training needs: a battery whose deliverable power
+        falls as it empties stops being of use before it is empty), as of its last read or
+        drain: a finite store's usable charge. None for sources without one (a solar panel, a
+        schedule, a polled file, a function, a supply on external power): their energy is not
+        a limit they can state."""
+        return None
+
     def may_exceed(self, watts: float, now_s: float) -> bool:
         """Whether the cap may still rise above `watts` after `now_s` (False: it never will,
         e.g. a battery that only drains). A paused run that can never resume stops on False;

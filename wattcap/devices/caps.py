@@ -28,7 +28,10 @@ Sources:
 `file:/run/cap`, `battery:capacity_wh=20,max_w=9`, `solar:seed=3`, and for a real battery
 `battery:sysfs[:NAME][,hours=H][,reserve=P%|reserve_wh=WH][,max_w=W][,base_w=W][,period_s=S]`,
 e.g. `battery:sysfs,hours=3,reserve=20%`: without NAME the one present battery; watts are the
-whole system's, so the module's cap is the budget less the rest of the system's draw). The base
+whole system's, so the module's cap is the budget less the rest of the system's draw). A source
+with a finite store (the simulated battery, a real one above its reserve) also says the energy
+it has left (`CapSource.energy_left_j`): the time objective keeps the rest of the run within it
+(`wattcap.runtime.config_chooser`). The base
 class is defined in `cap_source`, the simulated battery and the sun in `energy_caps`, the real
 supply in `power_supply_cap`; this module is where the spec parser finds them all.
 """
@@ -123,6 +126,11 @@ class LowestCap(CapSource):
 
     def may_exceed(self, watts: float, now_s: float) -> bool:
         return all(source.may_exceed(watts, now_s) for source in self.sources)
+
+    def energy_left_j(self, above_w: float = 0.0) -> float | None:
+        """The least energy any of the sources has left (None: none has a store)."""
+        known = [e for s in self.sources if (e := s.energy_left_j(above_w)) is not None]
+        return min(known) if known else None
 
     def describe(self) -> str:
         return "lowest of: " + "; ".join(s.describe() for s in self.sources)

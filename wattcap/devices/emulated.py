@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from wattcap.core.power_mode import find_power_mode, list_power_modes
 from wattcap.devices.base import Device, DeviceInfo, PowerReading, StepTimer
 from wattcap.devices.emulated_board import TOP_LIMIT_BAND, BoardState
 from wattcap.devices.emulated_thermal import BoardHeat, ThermalModel
@@ -38,6 +39,12 @@ from wattcap.devices.spec import DeviceSpec, load_spec
 
 if TYPE_CHECKING:
     from wattcap.devices.workload import StepCost
+
+
+#: what a power-mode profile of an emulated device says once measured (and docs/hardware.md)
+EMULATED_POWER_MODES_NOTE = (
+    "the emulated power modes limit the GPU clock only (their other limits — CPU cores, "
+    "memory clock, TPC gating — are not modelled, so a mode may read above its nominal budget)")
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,7 @@ class EmulatedDevice(Device):
         super().__init__()
         self.spec = load_spec(spec) if isinstance(spec, str) else spec
         self.name = self.spec.name
-        mode = power_mode or self.spec.default_power_mode
-        if mode not in self.spec.power_modes:
-            raise DeviceError(
-                f"{self.name}: unknown power mode {mode!r}",
-                hint=f"use one of {', '.join(self.spec.power_modes)}",
-            )
+        mode = self._find_mode(power_mode or self.spec.default_power_mode)
         self._power_mode = mode
         ceiling_hz = self.spec.power_modes[mode].gpu_max_hz
         self._frequencies_hz = [f for f in self.spec.frequencies_hz if f <= ceiling_hz]
@@ -129,6 +131,27 @@ class EmulatedDevice(Device):
         """The emulated nvpmodel mode (it caps the frequency list)."""
         return self._power_mode
 
+    def _find_mode(self, wanted: str) -> str:
+        """The spec's mode `wanted` names: by name in any case, by id (its position), or by
+        the name without nvpmodel.conf's MODE_ prefix ("15W" for MODE_15W, the name the AGX
+        Orin's modes had before they took the real ones: its earlier profiles still match)."""
+        names = self.power_mode_names()
+        mode_id = find_power_mode(wanted, names)
+        if mode_id is None:
+            raise DeviceError(f"{self.name}: unknown power mode {wanted!r}",
+                              hint=f"use one of {list_power_modes(names)}, by name or id")
+        return names[mode_id]
+
+    def power_mode_names(self) -> dict[int, str]:
+        """The spec's power modes by id (their position, as nvpmodel numbers them)."""
+        return dict(enumerate(self.spec.power_modes))
+
+    def require_power_mode(self, wanted: str) -> None:
+        """Accept the mode the emulated board runs in (`power_mode` chose it), by name or id."""
+        if self._find_mode(wanted) != self._power_mode:
+            raise DeviceError(f"{self.name} runs in power mode {self._power_mode}, not in "
+                              f"{wanted}", hint=f"make it in that mode (power_mode={wanted!r})")
+
     def power_mode_ids(self) -> list[int]:
         """The spec's power modes by position (0: the first listed, as nvpmodel numbers the
         stock modes: MAXN 0, 5W 1 on a Nano)."""
@@ -145,7 +168,7 @@ class EmulatedDevice(Device):
         names = list(self.spec.power_modes)
         if not 0 <= mode_id < len(names):
             raise ValueError(f"{self.name} has no power mode {mode_id}; its modes: "
-                             + ", ".join(f"{i} ({n})" for i, n in enumerate(names)))
+                             + list_power_modes(self.power_mode_names()))
         with self.clock_lock:
             if names[mode_id] != self._power_mode:
                 if self._found_mode is None:

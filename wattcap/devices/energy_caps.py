@@ -92,6 +92,8 @@ class BatteryCap(CapSource):
         self.curve = curve or BatteryCurve()
         self.initial_state_of_charge = float(state_of_charge)
         self.drawn_j = 0.0  # from the pack, converter losses included
+        #: (power, state of charge where the pack's power falls to it), the last asked for
+        self._floor_soc: tuple[float, float] | None = None
 
     @property
     def state_of_charge(self) -> float:
@@ -107,6 +109,31 @@ class BatteryCap(CapSource):
     def power_at_w(self, state_of_charge: float) -> float:
         """Maximum power delivered to the device at a state of charge."""
         return self.max_power_w * self.curve.relative_power(state_of_charge)
+
+    def state_of_charge_at(self, power_w: float) -> float:
+        """The lowest state of charge at which the pack still delivers `power_w` (its
+        `BatteryCurve` inverted by bisection, to 1e-9); 1.0 when even a full pack cannot."""
+        if power_w <= 0:
+            return 0.0
+        if self.power_at_w(1.0) < power_w:
+            return 1.0
+        low, high = 0.0, 1.0
+        while high - low > 1e-9:
+            middle = (low + high) / 2
+            if self.power_at_w(middle) >= power_w:
+                high = middle
+            else:
+                low = middle
+        return high
+
+    def energy_left_j(self, above_w: float = 0.0) -> float | None:
+        """The energy the pack can still deliver to the device (after the converter) while its
+        power stays at or above `above_w`: the charge between now and the state of charge
+        where its deliverable power falls to `above_w`."""
+        if self._floor_soc is None or self._floor_soc[0] != above_w:
+            self._floor_soc = (above_w, self.state_of_charge_at(above_w))
+        usable = max(self.state_of_charge - self._floor_soc[1], 0.0)
+        return usable * self.capacity_wh * 3600.0 * self.converter_efficiency
 
     def cap_w(self, now_s: float) -> float:
         return self.power_at_w(self.state_of_charge)

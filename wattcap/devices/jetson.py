@@ -30,6 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from wattcap.core.power_mode import list_power_modes
 from wattcap.devices.base import Device, DeviceInfo
 from wattcap.devices.cuda import own_cuda_memory_bytes
 from wattcap.devices.errors import (
@@ -40,7 +41,7 @@ from wattcap.devices.errors import (
     FrequencyNotFollowedError,
     SensorMissingError,
 )
-from wattcap.devices.jetson_nvpmodel import PowerMode, read_nvpmodel
+from wattcap.devices.jetson_nvpmodel import PowerMode, read_nvpmodel, require_active_mode
 from wattcap.devices.jetson_rails import (
     PowerSource,
     choose_power_source,
@@ -243,6 +244,14 @@ class JetsonDevice(Device):
         """The modes of /etc/nvpmodel.conf, by id."""
         return sorted(self._modes)
 
+    def power_mode_names(self) -> dict[int, str]:
+        """The modes of /etc/nvpmodel.conf: id -> name."""
+        return {mode_id: self._modes[mode_id].name for mode_id in sorted(self._modes)}
+
+    def require_power_mode(self, wanted: str) -> None:
+        """Accept the active nvpmodel mode only, by name or id (`require_active_mode`)."""
+        require_active_mode(self.name, self._modes, self._mode_id, wanted)
+
     @property
     def power_mode_id(self) -> int | None:
         """The active nvpmodel mode's id (None when it cannot be read)."""
@@ -260,7 +269,7 @@ class JetsonDevice(Device):
         wattcap never reboots a board. `restore` puts the mode found back, before the clocks."""
         if mode_id not in self._modes:
             raise ValueError(f"{self.name} has no power mode {mode_id}; its modes: "
-                             + ", ".join(f"{m.mode_id} ({m.name})" for m in self._modes.values()))
+                             + list_power_modes(self.power_mode_names()))
         if mode_id == self._mode_id:
             return mode_id
         if self._mode_id is None:

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from wattcap.core.power_mode import find_power_mode, list_power_modes, power_mode_label
+from wattcap.devices.errors import DeviceError, DeviceNotSupportedError
 from wattcap.devices.sysfs_read import read_text
 
 
@@ -73,3 +75,30 @@ def read_nvpmodel(sysfs_root: str | Path = "/") -> tuple[dict[int, PowerMode], i
         if match:
             active_id = int(match.group(1))
     return modes, active_id
+
+
+def require_active_mode(board: str, modes: dict[int, PowerMode], active_id: int | None,
+                        wanted: str) -> None:
+    """Accept `wanted` (a mode's name, in any case, or its nvpmodel id; "15W" names MODE_15W,
+    `wattcap.core.power_mode`) where it is the board's active mode; refuse it otherwise,
+    saying which mode the board is in and how to switch it. wattcap never switches a board's
+    mode to run in one (`--knob power-mode` switches, to profile them all)."""
+    names = {mode.mode_id: mode.name for mode in modes.values()}
+    if not names:
+        raise DeviceNotSupportedError(
+            f"{board}: no power modes to find {wanted!r} among (no readable /etc/nvpmodel.conf)",
+            hint="check `nvpmodel -q`; leave out the power mode to run in the board's own")
+    mode_id = find_power_mode(wanted, names)
+    if mode_id is None:
+        raise DeviceError(f"{board} has no power mode {wanted!r}; its modes (/etc/nvpmodel.conf):"
+                          f" {list_power_modes(names)}",
+                          hint="give one of them by name or by id (MAXN or 0)")
+    if mode_id == active_id:
+        return
+    active = ("a mode that cannot be read (no /var/lib/nvpmodel/status)" if active_id is None
+              else f"power mode {power_mode_label(active_id, names)}")
+    raise DeviceError(
+        f"the board is in {active}, not in power mode {power_mode_label(mode_id, names)}: "
+        "wattcap does not switch the board's power mode to run in one",
+        hint=f"switch it with `sudo nvpmodel -m {mode_id}` and run again; or measure every "
+        "mode with --knob power-mode (it switches them and puts yours back)")

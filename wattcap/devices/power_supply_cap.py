@@ -325,6 +325,18 @@ class PowerSupplyCap(CapSource):
         if math.isfinite(energy_j) and energy_j >= 0:
             self._module_j += energy_j
 
+    def energy_left_j(self, above_w: float = 0.0) -> float | None:
+        """The energy above the reserve at the last good read, J (0 at or under it); None on
+        external power (no energy limit) or where the supply reports no energy (`capacity` %
+        alone). `above_w` is not used: this cap does not fall with the charge (only the
+        `hours=` budget spreads it). The energy is the whole system's: what the rest of the
+        system draws comes out of it too, and is not subtracted here."""
+        reading = self.last_good
+        if reading.on_external_power:
+            return None
+        left_wh = self._reserve_left_wh(reading)
+        return None if left_wh is None else max(left_wh, 0.0) * 3600.0
+
     def cap_w(self, now_s: float) -> float | None:
         if self._dead is not None:
             raise self._dead

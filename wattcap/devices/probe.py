@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+from wattcap.core.power_mode import list_power_modes
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.jetson import JetsonDevice, find_gpu_devfreq
 from wattcap.devices.nvml import INSTALL_HINT, NvmlDevice, import_pynvml
@@ -64,7 +65,8 @@ def _probe_jetson(root: Path, report: ProbeReport) -> None:
             "power mode unknown: cannot read /etc/nvpmodel.conf and /var/lib/nvpmodel/status"
         )
     else:
-        report.found.append(f"power mode {mode} (nvpmodel)")
+        report.found.append(f"power mode {mode} (nvpmodel id {device.power_mode_id}; the "
+                            f"board's modes: {list_power_modes(device.power_mode_names())})")
     report.missing += [note for note in device.notes if "unreadable" in note]
     source = device.power_source
     if device.rails or source.rails:

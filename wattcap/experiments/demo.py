@@ -23,6 +23,7 @@ from rich.table import Table
 
 from wattcap.algorithms.planner import plan
 from wattcap.core.files import write_file
+from wattcap.core.metric import target_percent
 from wattcap.core.plan import METHODS, Plan, format_known
 from wattcap.experiments.plots import plot_profile
 from wattcap.measure.references import emulated_reference_profiles
@@ -154,8 +155,8 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
             console.print(f"  [dim]{note}[/]")
 
         console.rule(f"[bold]5. Profile {task.model} on the emulated {DEVICE}; train on "
-                     f"{task.target} to {task.target_accuracy:.0%} ({seeds} seeds per batch "
-                     "size)")
+                     f"{task.target} to {target_percent(task.target_accuracy)} ({seeds} seeds "
+                     "per batch size)")
         profile = load_or_profile(out, DEVICE, task.model, sizes, board)
         references = emulated_reference_profiles(DEVICE)
         with make_progress(console, f"training on {task.target}", runs, "runs") as report:
@@ -192,7 +193,7 @@ def measured_table(comparison) -> Table:  # noqa: ANN001 - a Comparison
 
     target = comparison.targets[0]
     table = Table(title=f"Measured on the target {target} ({comparison.model}, emulated "
-                        f"{DEVICE}, target {comparison.target_accuracy:.0%}, "
+                        f"{DEVICE}, target {target_percent(comparison.target_accuracy)}, "
                         f"{comparison.seeds} seeds)")
     for column in ("cap", "method", "batch", "MHz", "time-to-acc. (s)", "energy (J)",
                    "vs wattcap", "over fastest", "peak (W)"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -10,14 +11,27 @@ matplotlib.use("Agg")  # files only: no display on devices or CI
 import matplotlib.pyplot as plt  # noqa: E402
 
 from wattcap.core.files import atomic_path
+from wattcap.core.knob import format_knob
 from wattcap.core.plan import Plan
-from wattcap.experiments.plots import _MARKERS  # noqa: E402
+from wattcap.experiments.plots import _MARKERS, _model_label  # noqa: E402
+
+#: characters per line of the figure's title: at its font size, the 8-inch figure holds this
+TITLE_WIDTH = 70
 
 
-def plot_pareto(plan: Plan, out: str | Path) -> Path:
+def pareto_title(plan: Plan) -> str:
+    """The figure's title: the model (a user model by its file's name, as `plot-profile` names
+    it), the device, the cap and the objective, wrapped to lines that fit the figure."""
+    cap = "no cap" if plan.power_cap_w is None else f"cap {plan.power_cap_w:g} W"
+    return textwrap.fill(f"{_model_label(plan.model)} on {plan.device}, {cap}, objective: "
+                         f"{plan.objective.describe()}", TITLE_WIDTH)
+
+
+def plot_pareto(plan: Plan, out: str | Path, mode_names: dict[int, str] | None = None) -> Path:
     """Write a PNG: predicted time to target against energy for the front (a staircase, each
-    point labelled b and f) and every method's choice. The oracle's point uses the target's
-    r_b, the others the proxy's, as in the plan."""
+    point labelled b and f; a power mode named by `mode_names`, id -> name, where given) and
+    every method's choice. The oracle's point uses the target's r_b, the others the proxy's,
+    as in the plan."""
     if not plan.pareto_front:
         raise ValueError("the plan has no Pareto front (no feasible choice) to plot")
     out = Path(out)
@@ -28,7 +42,8 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
     ax.step(times, energies, where="post", color="0.55", lw=1.2, zorder=1)
     ax.scatter(times, energies, color="0.35", s=22, zorder=2, label="Pareto front")
     for point in plan.pareto_front:
-        ax.annotate(f"b={point.batch_size}, {plan.describe_knob(point.knob_value)}",
+        knob = format_knob(plan.knob_kind, point.knob_value, mode_names)
+        ax.annotate(f"b={point.batch_size}, {knob}",
                     (point.predicted_time_s, point.predicted_energy_j),
                     textcoords="offset points", xytext=(5, 4), fontsize=7, color="0.3")
     for method, choice in plan.choices.items():
@@ -40,9 +55,9 @@ def plot_pareto(plan: Plan, out: str | Path) -> Path:
                    s=260 if marker == "*" else 120, color=color, edgecolors="white",
                    linewidths=1.2, zorder=3,
                    label=f"{method}: b={choice.batch_size}, "
-                         f"{plan.describe_knob(choice.knob_value)} ({where})")
-    cap = "no cap" if plan.power_cap_w is None else f"cap {plan.power_cap_w:g} W"
-    ax.set_title(f"{plan.model} on {plan.device}, {cap}, objective: {plan.objective.describe()}")
+                         f"{format_knob(plan.knob_kind, choice.knob_value, mode_names)} "
+                         f"({where})")
+    ax.set_title(pareto_title(plan), fontsize=11)
     ax.set_xlabel("Predicted time to target (s)")
     ax.set_ylabel("Predicted energy to target (J)")
     ax.grid(alpha=0.3)

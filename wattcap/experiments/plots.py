@@ -22,7 +22,7 @@ from matplotlib.transforms import offset_copy  # noqa: E402
 
 from wattcap.algorithms.planner import Replanner
 from wattcap.core.files import atomic_path
-from wattcap.core.knob import knob_number, knob_unit
+from wattcap.core.knob import knob_axis_label, knob_number
 from wattcap.core.plan import Plan
 from wattcap.core.profile import ProfileTable, portable_model_name
 
@@ -144,10 +144,10 @@ def _draw_choices(fig: Figure, ax: Axes, profile: ProfileTable, plan: Plan) -> N
 def _knob_axis(ax: Axes, profile: ProfileTable, chosen: set[int]) -> None:
     """A thinned set of knob tick labels (see knob_tick_indices) that names the chosen ones."""
     picked = knob_tick_indices(len(profile.knob_values), chosen)
-    ax.set_xticks(picked, [knob_number(profile.knob_kind, profile.knob_values[i])
+    names = profile.power_mode_names()  # a power mode's tick reads '2 (MODE_30W)' where known
+    ax.set_xticks(picked, [knob_number(profile.knob_kind, profile.knob_values[i], names)
                            for i in picked], rotation=45, ha="right", rotation_mode="anchor")
-    unit = knob_unit(profile.knob_kind)
-    ax.set_xlabel(f"{unit.label} ({unit.shown_unit})")
+    ax.set_xlabel(knob_axis_label(profile.knob_kind, named=bool(names)))
 
 
 def _legend(fig: Figure, axes: Sequence[Axes], plan: Plan | None) -> None:

@@ -189,9 +189,11 @@ def write_report(
     images: list[tuple[str, Path]],
     sensitivity: dict | None = None,
     inputs: list[tuple[str, str, str]] | None = None,
+    cautions: list[str] | None = None,
 ) -> tuple[Path, Path]:
     """Write report.md and report.html into `out`; `inputs` (see `input_files`) are listed
-    under "Made from"."""
+    under "Made from"; `cautions` (the proxy's, `EfficiencyVector.cautions`: a near-chance
+    target) are said under the introduction, before the table that rests on them."""
     header, rows = table_rows(comparison)
     proxy_target = ("" if comparison.proxy_target_accuracy is None else
                     " (its own target " + comparison.proxy_target_metric.target_text(
@@ -229,8 +231,9 @@ def write_report(
            "the baselines and the fastest are unchanged by it."
            if comparison.transfer_factor is not None else "")
     )
-    md = [f"# wattcap comparison: {comparison.model}", "", intro, "",
-          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md = [f"# wattcap comparison: {comparison.model}", "", intro, ""]
+    md += [f"> **{caution}**\n" for caution in cautions or []]
+    md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in rows]
     if comparison.infeasible:
         md += ["", "Infeasible scenarios:", ""] + [f"- {line}" for line in comparison.infeasible]
@@ -281,7 +284,10 @@ def write_report(
         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;"
         "padding:4px 6px;text-align:left}th{background:#eee}img{max-width:100%}</style>",
         "</head><body>", f"<h1>wattcap comparison: {html.escape(comparison.model)}</h1>",
-        f"<p>{html.escape(intro.replace('**', ''))}</p>", html_table(header, rows),
+        f"<p>{html.escape(intro.replace('**', ''))}</p>",
+        *(f"<p class='caution'><strong>{html.escape(caution)}</strong></p>"
+          for caution in cautions or []),
+        html_table(header, rows),
     ]
     if sensitivity:
         parts.append("<h2>Proxy sensitivity</h2>")

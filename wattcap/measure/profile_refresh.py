@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from wattcap.core.profile import ProfilePoint, ProfileTable
-from wattcap.core.schema import require_match
 from wattcap.devices.clock_clamp import ceiling_under_hz, record_clamp
 from wattcap.devices.errors import DeviceOutOfMemoryError, FrequencyNotFollowedError
 from wattcap.devices.signals import exit_cleanly_on_signals
@@ -152,10 +151,8 @@ def refresh_profile(
     """
     device = profiler.device
     table.check_matches(device=device.name, model=profiler.model, source=source,
-                        architecture_fingerprint=model_fingerprint_or_none(profiler.model))
-    mode = device.power_mode
-    if table.power_mode is not None and mode is not None:
-        require_match("the profile", "power mode", mode, table.power_mode, source)
+                        architecture_fingerprint=model_fingerprint_or_none(profiler.model),
+                        power_mode=device.power_mode, power_modes=device.power_mode_names())
     cap = power_cap_w if power_cap_w is not None else table.power_cap_w
     skipped: list[int] = []
     frequencies = device.frequencies_hz()

@@ -12,6 +12,10 @@ objective) and:
   between steps), where the new plan's frequency is applied too; the Session's batch size and
   its √-scaled learning rate follow, the optimiser state is the user's and is kept;
 * moves the watchdog's cap and ceiling with it (`CapWatchdog.set_cap`);
+* on a source with a finite energy store (a battery: `CapSource.energy_left_j`), passes the
+  chooser what is left for the rest of the run (`EnergyBudget`), so that the time objective
+  keeps the predicted energy of the rest of the run within it; the events say when that
+  moved the choice (from what to what, and the energy left), and once when nothing fits;
 * pauses training when the cap is below what any configuration can meet: the frequency drops
   to the lowest at once, the Session idles the device between steps until a tick finds the
   cap high enough again, and the run stops for good when the source says its cap can never
@@ -26,8 +30,10 @@ read and, on a change, one selection (microseconds).
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from wattcap.algorithms.energy_budget import EnergyBudget
 from wattcap.core.cap_history import CapTimeline, Segment, TimelineRecorder
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_HOLD_S
 from wattcap.devices.base import Device, PowerReading
@@ -36,7 +42,13 @@ from wattcap.devices.clock_clamp import lock_clock_within
 
 if TYPE_CHECKING:
     from wattcap.runtime.watchdog import CapWatchdog
-from wattcap.runtime.config_chooser import CAP_POLICIES, CapPolicy, ConfigChooser, Target
+from wattcap.runtime.config_chooser import (
+    CAP_POLICIES,
+    CapPolicy,
+    ConfigChooser,
+    EnergyRule,
+    Target,
+)
 
 
 def resolve_cap_source(value: CapSource | str | float | None) -> CapSource | None:
@@ -95,6 +107,14 @@ class CapFollower:
         self._source_error: str | None = None
         self.paused_s = 0.0
         self.pause_started_s: float | None = None
+        #: samples trained in this run (across resumes), for the energy budget
+        self.samples_done = 0
+        #: what the energy rule did at the last choice (None: it did not bind)
+        self._energy_rule: EnergyRule | None = None
+        #: the run's events said that no configuration fits the energy left
+        self._energy_short_noted = False
+        #: the energy left at the last choice (J; None: no store, or not asked yet)
+        self._energy_seen_j: float | None = None
         self.events: list[str] = []
         self.segments: list[Segment] = []
         self.timeline = TimelineRecorder(self.period_s, max_points)
@@ -123,8 +143,11 @@ class CapFollower:
             self.target = target
             self.batch_size = target.batch_size
             self._batch_size_since_s = t_s
-            self.segments.append(self._segment(t_s, reading.cap_w, target,
-                                               f"start under {_cap_text(reading.cap_w)}"))
+            reason = f"start under {_cap_text(reading.cap_w)}"
+            if self._energy_rule is not None and self._energy_rule.fits:
+                reason += f"; {self._energy_rule.describe()}"
+                self._event(t_s, reason)
+            self.segments.append(self._segment(t_s, reading.cap_w, target, reason))
             self._set_frequency(target.frequency_hz)
             if self.watchdog is not None:
                 self.watchdog.set_cap(reading.cap_w, ceiling_hz=target.frequency_hz)
@@ -171,6 +194,8 @@ class CapFollower:
             elif self._held_back and not self.paused and not self._holding(t_s):
                 self._held_back = False  # the hold ended: what it put off is planned now
                 self._on_change(t_s, cap.cap_w, cap.cap_w, why="batch-size hold ended")
+            elif not self.paused and self._energy_moved():
+                self._on_change(t_s, cap.cap_w, cap.cap_w, why="energy left changed")
             if self.paused and self.stopped is None and self.chooser is not None \
                     and not self.source.may_exceed(self.chooser.lowest_cap_w, t_s):
                 self.stop(t_s, f"the cap ({self.source.describe()}) can never rise to the "
@@ -191,6 +216,8 @@ class CapFollower:
                 self.watchdog.update_cap(cap_w)  # same plan: the watchdog keeps what it learnt
             return
         cause = why or f"cap {_cap_text(previous_w)} -> {_cap_text(cap_w)}"
+        if self._energy_rule is not None and self._energy_rule.fits:
+            cause += f"; {self._energy_rule.describe()}"
         self._event(t_s, f"{cause}: re-planned {self.target.describe()} -> {target.describe()}")
         self._close_segment(t_s)
         self.segments.append(self._segment(t_s, cap_w, target, cause))
@@ -224,10 +251,12 @@ class CapFollower:
         if self.chooser is None:
             return self.target  # no profile: the watchdog alone keeps the cap
         notes_before = len(self.chooser.notes)
-        target = self.chooser.choose(cap_w, self.batch_size)
+        budget = self._energy_budget()
+        target = self.chooser.choose(cap_w, self.batch_size, budget)
+        rule = self.chooser.energy_rule
         if target is not None and target.batch_size != self.batch_size and t_s is not None \
                 and self._holding(t_s) and not self.paused:
-            keep = self.chooser.best_for_batch_size(self.batch_size, cap_w)
+            keep = self.chooser.best_for_batch_size(self.batch_size, cap_w, budget)
             if keep is not None:
                 if not self._held_back:
                     self._event(t_s, f"{target.describe()} would be faster under "
@@ -240,7 +269,43 @@ class CapFollower:
             self._held_back = False
         for note in self.chooser.notes[notes_before:]:
             self._event(self.run_s(), note)
+        self._note_energy_rule(rule, target, budget)
         return target
+
+    def _energy_budget(self) -> EnergyBudget | None:
+        """What the source's energy store has left for the rest of the run: its energy while
+        its cap stays at or above the lowest cap anything meets (below it training pauses),
+        the samples trained and the batch size in use. None without a store or a chooser."""
+        if self.chooser is None or not self.chooser.uses_energy_budget:
+            return None
+        left_j = self._energy_seen_j = self.source.energy_left_j(self.chooser.lowest_cap_w)
+        if left_j is None:
+            return None
+        return EnergyBudget(left_j, float(self.samples_done), self.batch_size)
+
+    def _energy_moved(self) -> bool:
+        """Whether the energy left changed since the last choice while the cap did not (a real
+        battery under a steady ceiling, read once per its period): then the energy rule is
+        checked again. Never for sources without a store or choosers that ignore it."""
+        if self.chooser is None or not self.chooser.uses_energy_budget:
+            return False
+        left_j = self.source.energy_left_j(self.chooser.lowest_cap_w)
+        return left_j is not None and left_j != self._energy_seen_j
+
+    def _note_energy_rule(self, rule: EnergyRule | None, target: Target | None,
+                          budget: EnergyBudget | None) -> None:
+        """Keep what the energy rule did for the next segment's reason (with the target the
+        batch-size hold left, where it kept one); say once per run when nothing fits."""
+        if rule is not None and target is not None and target != rule.chosen \
+                and self.chooser is not None and budget is not None:
+            rest_j = self.chooser.rest_energy_j(target, budget)
+            rule = replace(rule, chosen=target,
+                           chosen_rest_j=rule.chosen_rest_j if rest_j is None else rest_j)
+        self._energy_rule = rule if target is not None else None
+        if rule is not None and not rule.fits and not self._energy_short_noted:
+            self._energy_short_noted = True
+            self._event(self.run_s(), f"{rule.describe()}: while no configuration fits, the "
+                        "run takes the one that needs the least energy (noted once)")
 
     # -- pause -----------------------------------------------------------------------------------
     def _pause(self, t_s: float, cap_w: float | None) -> None:
@@ -350,6 +415,7 @@ class CapFollower:
     def on_step(self, samples: int, busy_s: float) -> None:
         """A training step ended."""
         with self.lock:
+            self.samples_done += samples
             if self.segments:
                 segment = self.segments[-1]
                 segment.samples += samples
@@ -405,6 +471,7 @@ class CapFollower:
                 "stopped": self.stopped,
                 "batch_size_since_s": self._batch_size_since_s,
                 "held_back": self._held_back,
+                "energy_short_noted": self._energy_short_noted,
                 "events": list(self.events),
                 "segments": [s.model_dump() for s in self.segments],
                 "timeline": self.timeline.state(),
@@ -435,8 +502,10 @@ class CapFollower:
             self.stopped = state["stopped"]
             self._batch_size_since_s = state.get("batch_size_since_s", 0.0)
             self._held_back = state.get("held_back", False)
+            self._energy_short_noted = state.get("energy_short_noted", False)
             self.events = list(state["events"])
             self.segments = [Segment.model_validate(s) for s in state["segments"]]
+            self.samples_done = sum(s.samples for s in self.segments)
             self.timeline = TimelineRecorder.from_state(state["timeline"], self.period_s,
                                                         self.max_points)
             applied = self._set_frequency(state["frequency_hz"])

@@ -1,11 +1,18 @@
 """Choosing the configuration for a cap (a moving cap's follower asks at every change): the
-batch size and frequency its policy picks from the profile, and the lowest cap anything meets."""
+batch size and frequency its policy picks from the profile, and the lowest cap anything meets.
+
+On a finite energy store (a battery: the follower passes an `EnergyBudget`), the time
+objective is time subject to the predicted energy of the rest of the run fitting in the energy
+left (`wattcap.algorithms.energy_budget`): where the plain time choice would need more, the
+fastest configuration that fits is taken instead, and where none fits, the one that needs the
+least. `ConfigChooser.energy_rule` says what the rule did at the last choice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from wattcap.algorithms.energy_budget import EnergyBudget, fastest_within_energy
 from wattcap.algorithms.objectives import CandidateSet
 from wattcap.algorithms.planner import Replanner, safe_knob_value, with_power_margin
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
@@ -39,6 +46,30 @@ class Target:
         return f"b={self.batch_size} at {self.frequency_hz / 1e6:.1f} MHz"
 
 
+@dataclass(frozen=True)
+class EnergyRule:
+    """What the energy rule did at a choice: the plain time choice (`plain`) would need
+    `plain_rest_j` for the rest of the run, more than the `energy_left_j` the store has, so
+    `chosen` (`chosen_rest_j`) was taken: the fastest that fits (`fits`), else the one that
+    needs the least."""
+
+    energy_left_j: float
+    plain: Target
+    plain_rest_j: float
+    chosen: Target
+    chosen_rest_j: float
+    fits: bool
+
+    def describe(self) -> str:
+        """One line for the run's events."""
+        text = (f"energy left {self.energy_left_j:.1f} J: {self.plain.describe()} would need "
+                f"{self.plain_rest_j:.1f} J for the rest of the run")
+        if self.fits:
+            return f"{text}, {self.chosen.describe()} fits ({self.chosen_rest_j:.1f} J)"
+        return (f"{text}; no configuration fits, the least energy is "
+                f"{self.chosen.describe()} ({self.chosen_rest_j:.1f} J)")
+
+
 class ConfigChooser:
     """The configuration for any cap under one policy (see `CapPolicy`), from one profile.
 
@@ -49,6 +80,11 @@ class ConfigChooser:
     profile a cap that creeps (a battery, the morning sun) would otherwise flip the batch size
     (and its learning rate) every period for a gain within the profile's noise. Frequencies
     change freely: they cost nothing to the training.
+
+    Under "replan" and "frequency" with the time objective, an `EnergyBudget` makes the choice
+    respect the energy left (see the module docstring; the batch size in use is kept as above
+    when both fit). The baselines' policies ("safe-frequency", "fixed") and the other
+    objectives ignore it.
     """
 
     def __init__(
@@ -91,6 +127,10 @@ class ConfigChooser:
             candidates.values(self.replanner.objective)
         self._score = {(p.batch_size, p.knob_value): float(v)
                        for p, v in zip(candidates.points, scores, strict=True)}
+        self._energy_j = {(p.batch_size, p.knob_value): float(e)
+                          for p, e in zip(candidates.points, candidates.energy_j, strict=True)}
+        #: what the energy rule did at the last `choose` (None: it did not bind)
+        self.energy_rule: EnergyRule | None = None
         self.frequencies_hz = sorted(profile.knob_values)
         self.notes: list[str] = []
         self._rows: dict[tuple[int, bool], CandidateSet] = {}
@@ -127,9 +167,88 @@ class ConfigChooser:
                                        p.knob_value))
         return best.knob_value
 
-    def choose(self, cap_w: float | None, batch_size: int) -> Target | None:
+    def choose(self, cap_w: float | None, batch_size: int,
+               budget: EnergyBudget | None = None) -> Target | None:
         """The configuration for the cap (`batch_size`: the one in use now, kept by every
-        policy but replan); None when nothing under this policy fits (pause)."""
+        policy but replan); None when nothing under this policy fits (pause). With `budget`
+        (a finite energy store), the energy rule of the module docstring; `energy_rule` says
+        whether it bound."""
+        self.energy_rule = None
+        plain = self._plain_choice(cap_w, batch_size)
+        limit_j = self._energy_limit_j(budget)
+        if plain is None or limit_j is None or budget is None:
+            return plain
+        plain_j = self._energy_j.get((plain.batch_size, plain.frequency_hz))
+        if plain_j is None or plain_j <= limit_j:
+            return plain
+        found = self._within_energy(cap_w, batch_size, limit_j)
+        if found is None:
+            return plain
+        chosen, fits = found
+        share = budget.rest_share(self.replanner.samples)
+        self.energy_rule = EnergyRule(
+            energy_left_j=budget.energy_left_j, plain=plain, plain_rest_j=plain_j * share,
+            chosen=chosen, chosen_rest_j=self.rest_energy_j(chosen, budget) or 0.0, fits=fits)
+        return chosen
+
+    def rest_energy_j(self, target: Target, budget: EnergyBudget) -> float | None:
+        """The predicted energy of the rest of the run on `target` (its energy to target times
+        the share of the run still to go), J; None where it has no prediction."""
+        energy_j = self._energy_j.get((target.batch_size, target.frequency_hz))
+        return None if energy_j is None else energy_j * budget.rest_share(self.replanner.samples)
+
+    @property
+    def uses_energy_budget(self) -> bool:
+        """Whether an `EnergyBudget` can change this chooser's choices: the time objective
+        under "replan" or "frequency"."""
+        return self.policy in ("replan", "frequency") and self.objective.name == "time"
+
+    def _energy_limit_j(self, budget: EnergyBudget | None) -> float | None:
+        """The largest energy to target the budget allows a configuration (None: no limit,
+        or the rule does not apply to this policy or objective)."""
+        if budget is None or not self.uses_energy_budget:
+            return None
+        return budget.max_energy_to_target_j(self.replanner.samples)
+
+    def _within_energy(self, cap_w: float | None, batch_size: int,
+                       limit_j: float) -> tuple[Target, bool] | None:
+        """The fastest configuration under the cap whose energy to target is within `limit_j`
+        (and the user's maximum energy, if any), True; else the least energy, False. Under
+        "frequency" within the batch size in use; under "replan" a batch-size change must
+        promise `switch_margin` over the batch size in use, where both fit."""
+        limit_j = self._with_users_limit(limit_j)
+        if self.policy == "frequency":
+            return self._row_within(batch_size, cap_w, limit_j)
+        found = fastest_within_energy(self.replanner.candidates, cap_w, limit_j,
+                                      self.profile.knob_kind)
+        if found is None:
+            return None
+        target = Target(found[0].batch_size, found[0].knob_value)
+        if found[1] and target.batch_size != batch_size and self.switch_margin > 0:
+            keep = self._row_within(batch_size, cap_w, limit_j)
+            if keep is not None and keep[1] and self._score[(
+                    target.batch_size, target.frequency_hz)] > self._score[(
+                    keep[0].batch_size, keep[0].frequency_hz)] * (1 - self.switch_margin):
+                return keep
+        return target, found[1]
+
+    def _with_users_limit(self, limit_j: float) -> float:
+        """The budget's limit, or the objective's maximum energy where that is lower."""
+        if self.objective.max_energy_j is not None:
+            return min(limit_j, self.objective.max_energy_j)
+        return limit_j
+
+    def _row_within(self, batch_size: int, cap_w: float | None,
+                    limit_j: float) -> tuple[Target, bool] | None:
+        """`_within_energy` over the batch size's row alone."""
+        found = fastest_within_energy(self._row(batch_size, True), cap_w, limit_j,
+                                      self.profile.knob_kind)
+        if found is None:
+            return None
+        return Target(batch_size, found[0].knob_value), found[1]
+
+    def _plain_choice(self, cap_w: float | None, batch_size: int) -> Target | None:
+        """`choose` without an energy budget."""
         if self.policy == "replan":
             target = self._replan(cap_w)
             if target is None or target.batch_size == batch_size or self.switch_margin <= 0 \
@@ -176,9 +295,26 @@ class ConfigChooser:
                 return None
         return Target(choice.batch_size, choice.knob_value)
 
-    def best_for_batch_size(self, batch_size: int, cap_w: float | None) -> Target | None:
-        """The best frequency for `batch_size` under the cap (None: none meets it)."""
-        return self._best_in_row(batch_size, cap_w)
+    def best_for_batch_size(self, batch_size: int, cap_w: float | None,
+                            budget: EnergyBudget | None = None) -> Target | None:
+        """The best frequency for `batch_size` under the cap (None: none meets it). With
+        `budget`, the fastest whose rest-of-run energy fits the energy left; None when none of
+        the row's does but another batch size's would (the energy left is obeyed as a cap
+        is), the row's least energy when nothing fits anywhere."""
+        plain = self._best_in_row(batch_size, cap_w)
+        limit_j = self._energy_limit_j(budget)
+        if plain is None or limit_j is None:
+            return plain
+        plain_j = self._energy_j.get((plain.batch_size, plain.frequency_hz))
+        if plain_j is None or plain_j <= limit_j:
+            return plain
+        limit_j = self._with_users_limit(limit_j)
+        found = self._row_within(batch_size, cap_w, limit_j)
+        if found is None or found[1]:
+            return None if found is None else found[0]
+        anywhere = fastest_within_energy(self.replanner.candidates, cap_w, limit_j,
+                                         self.profile.knob_kind)
+        return None if anywhere is not None and anywhere[1] else found[0]
 
     def _best_in_row(self, batch_size: int, cap_w: float | None) -> Target | None:
         if self.objective.is_paper_time:

@@ -221,9 +221,10 @@ class DeviceGuard:
         session = self.session
         applied = session.device.apply_knob(kind, value)
         session.knob_value = applied
-        session.events.append(f"plan: {format_knob(kind, applied)} applied"
+        names = session.device.power_mode_names()
+        session.events.append(f"plan: {format_knob(kind, applied, names)} applied"
                               + ("" if applied == value else
-                                 f" ({format_knob(kind, value)} planned, clamped to the "
+                                 f" ({format_knob(kind, value, names)} planned, clamped to the "
                                  "board's range)")
                               + "; the clock is left to the board")
 
@@ -419,7 +420,8 @@ class DeviceGuard:
             return None
         applied = session.device.apply_knob(kind, point.knob_value)
         session.knob_value = applied
-        return f"{format_knob(kind, value)} -> {format_knob(kind, applied)}"
+        names = session.device.power_mode_names()
+        return f"{format_knob(kind, value, names)} -> {format_knob(kind, applied, names)}"
 
     def check_watch(self) -> None:
         """After each step: the power watch is alive (no failed callback, no dead sensor, a

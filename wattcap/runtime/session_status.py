@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wattcap.core.metric import ACCURACY, TargetMetric
+from wattcap.core.metric import ACCURACY, TargetMetric, target_percent
 from wattcap.core.progress import percent
 
 
@@ -62,7 +62,7 @@ class SessionStatus:
             parts.append(f"resumed from the checkpoint at {self.resumed_from_samples} samples")
         if self.accuracy is not None and self.target_metric.is_accuracy:
             parts.append(f"accuracy {percent(self.accuracy, 1)}"
-                         + (f" (target {percent(self.target_accuracy)})"
+                         + (f" (target {target_percent(self.target_accuracy)})"
                             if self.target_accuracy is not None else ""))
         elif self.accuracy is not None:
             parts.append(f"{self.target_metric.name} {self.accuracy:.4g}"

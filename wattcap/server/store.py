@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from wattcap.core.efficiency import EfficiencyVector
+from wattcap.core.power_mode import power_mode_spellings
 from wattcap.core.profile import ProfileTable
 from wattcap.server.schemas import (
     EfficiencyInfo,
@@ -329,12 +330,16 @@ class Store:
     def list_profiles(self, device: str | None = None, model: str | None = None,
                       input_shape: list[int] | None = None, power_mode: str | None = None,
                       device_kind: str | None = None, limit: int = 100) -> list[ProfileInfo]:
-        """Stored profiles matching the filters, newest first."""
+        """Stored profiles matching the filters, newest first; a power mode matches in any case
+        and with or without nvpmodel.conf's MODE_ prefix (`power_mode_spellings`: a profile
+        stored as "15W" is one of MODE_15W)."""
         where, values = _where({
-            "device": device, "model": model, "power_mode": power_mode,
-            "device_kind": device_kind,
+            "device": device, "model": model, "device_kind": device_kind,
             "input_shape": _shape(input_shape) if input_shape is not None else None,
         })
+        if power_mode is not None:
+            where += (" AND " if where else " WHERE ") + "UPPER(power_mode) IN (?, ?)"
+            values += list(power_mode_spellings(power_mode))
         rows = self._db.execute(
             f"SELECT {_PROFILE_COLUMNS} FROM profiles{where} ORDER BY id DESC LIMIT ?",
             (*values, limit),
