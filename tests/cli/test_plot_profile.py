@@ -13,7 +13,7 @@ from matplotlib.text import Text
 from typer.testing import CliRunner
 
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.algorithms.planner import plan
+from wattcap.algorithms.planner import Replanner, plan
 from wattcap.cli import app
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_number
@@ -22,6 +22,8 @@ from wattcap.experiments import plots
 from wattcap.measure.references import reference_profiles_for
 
 CAP_W = 4.5
+#: on the emulated AGX Orin only b=4 has a point under this cap (with the planner's margin)
+LOW_CAP_W = 11.6
 ASSUMPTION = "r_b = 1 assumed (no efficiency given)"
 runner = CliRunner()
 
@@ -232,5 +234,60 @@ def test_a_pruned_profiles_unmeasured_cells_are_shown_as_such(datacenter_file) -
     try:
         assert any(t.get_text().startswith("not measured")
                    for legend in _legends(fig) for t in legend.get_texts())
+    finally:
+        plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def low_cap_file(tmp_path_factory) -> Path:
+    """A profile of the emulated AGX Orin pruned for a cap so low that only b=4 has a point
+    under it (b=16 at its lowest clock draws more)."""
+    out = tmp_path_factory.mktemp("plot-orin") / "orin-digits32.json"
+    result = invoke("profile", "--device", "emulated:jetson-agx-orin", "--model",
+                    "digits32-cnn", "--power-cap", LOW_CAP_W, "--batch-sizes", "4,16",
+                    "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+
+def _frontier_lines(ax) -> list:
+    return [ln for ln in ax.lines if ln.get_label().startswith("cap frontier")]
+
+
+def test_a_frontier_of_one_batch_size_is_drawn_and_named(
+        monkeypatch, low_cap_file, tmp_path) -> None:
+    table = ProfileTable.load(low_cap_file)
+    frontier = Replanner(table).selector.frontier(LOW_CAP_W)
+    assert list(frontier) == [4]  # the case: one batch size alone fits under the cap
+    cell = (table.knob_values.index(frontier[4].knob_value), table.batch_sizes.index(4))
+    fig = _drawn(monkeypatch, "--profile", low_cap_file, "--power-cap", LOW_CAP_W,
+                 "--out", tmp_path / "heatmap.png")
+    for ax in fig.axes[:2]:
+        [line] = _frontier_lines(ax)
+        # a line through one point draws nothing: the point itself is marked, visibly
+        assert line.get_marker() == "o" and line.get_markersize() > 0
+        assert line.get_markeredgecolor() == "w" and line.get_visible()
+        assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == [cell]
+        assert line.get_label().endswith("only b=4 fits")
+    assert _star(fig, table) == [(4, frontier[4].knob_value)] * 2
+    [legend] = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert f"cap frontier ({LOW_CAP_W:g} W, with the planner's margin): only b=4 fits" in labels
+    [handle] = [h for h, t in zip(legend.legend_handles, labels, strict=True)
+                if t.startswith("cap frontier")]
+    assert handle.get_marker() == "o"
+
+
+def test_a_cap_nothing_meets_draws_no_frontier_and_names_none(low_cap_file) -> None:
+    import matplotlib.pyplot as plt
+
+    table = ProfileTable.load(low_cap_file)
+    below = Replanner(table).lowest_feasible_cap_w - 0.1
+    fig = plots.profile_figure(table, below)
+    try:
+        assert all(_frontier_lines(ax) == [] for ax in fig.axes[:2])
+        assert not any(t.get_text().startswith("cap frontier")
+                       for legend in _legends(fig) for t in legend.get_texts())
     finally:
         plt.close(fig)

@@ -13,7 +13,7 @@ from tests.bench_scripts import load_bench_script
 from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
 from tests.fakes.sysfs import make_nano_l4t32
 from wattcap.cli import app
-from wattcap.devices import DeviceError, list_specs
+from wattcap.devices import DeviceError, get_device, list_specs
 from wattcap.devices import probe as probe_module
 from wattcap.devices.nvml import list_nvml_devices
 
@@ -66,6 +66,33 @@ def test_probe_reports_a_jetson_nano(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "power mode MAXN" in output
     assert "POM_5V_IN, POM_5V_GPU, POM_5V_CPU" in output
     assert "no Jetson or NVIDIA GPU is present" not in output
+
+
+def test_probe_reads_the_tree_under_wattcap_sysfs_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --sysfs-root: the probe reads under WATTCAP_SYSFS_ROOT, as `--device jetson` does."""
+    board = make_nano_l4t32(tmp_path / "host")
+    use_nvml(monkeypatch, FakeNvml(library_missing=True))
+    monkeypatch.setenv("WATTCAP_SYSFS_ROOT", str(board.root))
+    result = runner.invoke(app, ["devices", "--probe"])
+    assert result.exit_code == 0, result.output
+    assert "Jetson jetson-nano" in result.output
+    assert "GPU devfreq node /sys/devices/57000000.gpu/devfreq/57000000.gpu" in result.output
+    assert "no Jetson GPU devfreq node" not in result.output
+    assert get_device("jetson", dry_run=True).name == "jetson-nano"  # the same root, same board
+
+
+def test_probe_sysfs_root_option_beats_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_nano_l4t32(tmp_path / "host")
+    use_nvml(monkeypatch, FakeNvml(library_missing=True))
+    monkeypatch.setenv("WATTCAP_SYSFS_ROOT", str(tmp_path / "host"))
+    (tmp_path / "empty").mkdir()
+    output = probe_output(tmp_path / "empty")
+    assert "no Jetson GPU devfreq node" in output
+    assert "Jetson jetson-nano" not in output
 
 
 def test_probe_reports_an_nvidia_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,6 +28,16 @@ def test_one_seed_says_nothing_about_noise() -> None:
     assert "1 seed" in result.label
 
 
+def test_ratio_label_shows_the_decimals_asked_for() -> None:
+    """To 3 decimals a 0.4 % loss and a 0.4 % gain read apart; to 2 both read 1.00x."""
+    loss, gain = compare_times([10.04], [10.0]), compare_times([9.96], [10.0])
+    assert loss.label == gain.label == "1.00x (1 seed: no spread)"
+    assert loss.ratio_label(3) == "1.004x (1 seed: no spread)"
+    assert gain.ratio_label(3) == "0.996x (1 seed: no spread)"
+    assert compare_times([10.0, 14.0, 8.0], [11.0, 9.0, 13.5]).ratio_label(3) == \
+        "0.955x (within noise)"
+
+
 def test_identical_configurations_are_within_noise() -> None:
     assert compare_times([7.0, 7.0, 7.0], [7.0, 7.0, 7.0]).separated is False
 

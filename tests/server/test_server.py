@@ -46,6 +46,10 @@ from wattcap.server.client import ServerError, WattcapClient
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("fastapi") is None,
                                 reason="needs the server extra (fastapi)")
 TOKEN = "test-token-0123456789"
+#: the wait for an answer that starts or runs an estimate job: on a busy machine its first
+#: request imports torch and trains, which takes far longer than httpx's 5 s default (this
+#: suite checks what the server answers, not how fast)
+SLOW_S = 120
 MODEL = "digits-cnn"
 DEVICE = "jetson-nano"
 CAP = "2.7"  # W: digits-cnn on the emulated Nano spans ~2.45-2.95 W, so the cap bites
@@ -497,13 +501,13 @@ def test_the_server_estimates_the_efficiency_vector_itself(server, client, pushe
     model_id = pushed["model"].id
     headers = {"Authorization": f"Bearer {TOKEN}"}
     answer = httpx.post(f"{server.url}/models/{model_id}/estimate", json=TINY_ESTIMATE,
-                        headers=headers)
+                        headers=headers, timeout=SLOW_S)
     assert answer.status_code == 202, answer.text
     job_id = answer.json()["id"]
     assert answer.json()["status"] in ("queued", "running")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SLOW_S
     while True:
-        job = httpx.get(f"{server.url}/jobs/{job_id}").json()
+        job = httpx.get(f"{server.url}/jobs/{job_id}", timeout=SLOW_S).json()
         if job["status"] not in ("queued", "running") or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -520,18 +524,21 @@ def test_estimate_requests_are_checked_before_a_job_starts(server, client, pushe
     headers = {"Authorization": f"Bearer {TOKEN}"}
     jobs_before = len(client.list_jobs())
     url = f"{server.url}/models/{pushed['model'].id}/estimate"
-    unknown = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "no-such-data"}, headers=headers)
+    unknown = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "no-such-data"},
+                         headers=headers, timeout=SLOW_S)
     assert unknown.status_code == 422
     assert "unknown dataset" in unknown.json()["detail"]
-    shape = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "digits-32"}, headers=headers)
+    shape = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "digits-32"},
+                       headers=headers, timeout=SLOW_S)
     assert shape.status_code == 422
     assert "input shape" in shape.json()["detail"]
-    bounds = httpx.post(url, json={**TINY_ESTIMATE, "seeds": 0}, headers=headers)
+    bounds = httpx.post(url, json={**TINY_ESTIMATE, "seeds": 0}, headers=headers, timeout=SLOW_S)
     assert bounds.status_code == 422
     missing = httpx.post(f"{server.url}/models/999999/estimate", json=TINY_ESTIMATE,
-                         headers=headers)
+                         headers=headers, timeout=SLOW_S)
     assert missing.status_code == 404
-    no_root = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "mnist:/etc"}, headers=headers)
+    no_root = httpx.post(url, json={**TINY_ESTIMATE, "proxy": "mnist:/etc"},
+                         headers=headers, timeout=SLOW_S)
     assert no_root.status_code == 422
     assert "reads no data from paths" in no_root.json()["detail"]
     assert len(client.list_jobs()) == jobs_before
@@ -576,14 +583,15 @@ def test_a_server_with_a_data_root_estimates_on_files_under_it_only(tmp_path, ar
             request = {**TINY_ESTIMATE, "target_accuracy": 0.2, "input_shape": [1, 8, 8],
                        "subset_fraction": 0.5}
             for proxy in (f"mnist:{outside}", f"mnist:{root}/sneaky", f"mnist:{root}/../elsewhere"):
-                refused = httpx.post(url, json={**request, "proxy": proxy}, headers=headers)
+                refused = httpx.post(url, json={**request, "proxy": proxy},
+                                     headers=headers, timeout=SLOW_S)
                 assert refused.status_code == 422, proxy
                 assert "outside this server's data root" in refused.json()["detail"]
             shape = httpx.post(url, json={**request, "proxy": f"mnist:{root}/mnist",
-                                          "input_shape": None}, headers=headers)
+                                          "input_shape": None}, headers=headers, timeout=SLOW_S)
             assert shape.status_code == 422 and "input shape" in shape.json()["detail"]
             started = httpx.post(url, json={**request, "proxy": f"mnist:{root}/mnist"},
-                                 headers=headers)
+                                 headers=headers, timeout=SLOW_S)
             assert started.status_code == 202, started.text
             job = client.wait_job(started.json()["id"], timeout_s=300)
             assert job.status == "succeeded", job.error

@@ -33,6 +33,7 @@ from wattcap.algorithms.power_margin import (
     monotone_peaks,
     with_power_margin,
 )
+from wattcap.algorithms.prediction_notes import held_by_prediction
 from wattcap.algorithms.ratio_adjustments import at_risk, with_restarts
 from wattcap.algorithms.transfer import TransferRule
 from wattcap.core.defaults import DEFAULT_MARGIN_SIGMAS
@@ -476,6 +477,10 @@ def plan(
         chosen=(chosen.batch_size, chosen.knob_value), chosen_by="wattcap")
     if clock_note:
         notes.append(clock_note)
+    notes += held_by_prediction(profile, margined, margin_sigmas, power_cap_w, chosen, objective,
+                                lambda table: Replanner(table, efficiency, objective, margin_sigmas,
+                                                        extrapolate, risk, transfer_factor
+                                                        ).choose(power_cap_w))
 
     references = [with_power_margin(r, margin_sigmas)
                   for r in (reference_profiles or [profile]) if r.knob_kind == profile.knob_kind]

@@ -14,7 +14,8 @@ def devices(
     probe: bool = typer.Option(False, "--probe", help="Look for real hardware (Jetson devfreq "
                                "and INA3221, NVIDIA GPUs through NVML) and report it; only "
                                "reads, never changes a setting."),
-    sysfs_root: str = typer.Option("/", hidden=True, help="Root of sysfs (for tests)."),
+    sysfs_root: str | None = typer.Option(None, hidden=True, help="Root of sysfs (for tests; "
+                                          "default: env WATTCAP_SYSFS_ROOT, else /)."),
 ) -> None:
     """List emulated devices, and real hardware when present."""
     from wattcap.devices import list_specs

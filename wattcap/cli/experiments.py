@@ -456,7 +456,7 @@ def print_summary(comparison: Comparison, console: Console) -> None:
                 text += f" {signed_pct(over)}%"
             versus = comparison.versus_wattcap(r)
             if versus is not None:
-                text += f"; {versus.label}"
+                text += f"; {versus.ratio_label(comparison.RATIO_DIGITS)}"
             text += r.violations_label()
             cells.append(text)
         table.add_row(device, "none" if cap is None else f"{cap:g} W", target, *cells)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 import warnings
 
 from wattcap.devices.base import Device, PowerReading
@@ -19,6 +18,7 @@ from wattcap.devices.errors import (
     SensorMissingError,
 )
 from wattcap.devices.spec import DeviceSpec, list_specs, load_spec
+from wattcap.devices.sysfs_read import resolve_sysfs_root
 
 __all__ = [
     "Device", "DeviceError", "DeviceNotFoundError", "DeviceOutOfMemoryError",
@@ -49,8 +49,7 @@ def get_device(
     never switches a board's mode for this; `Device.require_power_mode`); a GPU, which has no
     power modes, refuses any.
     """
-    if sysfs_root is None:
-        sysfs_root = os.environ.get("WATTCAP_SYSFS_ROOT") or "/"
+    sysfs_root = resolve_sysfs_root(sysfs_root)
     if name == "emulated" or name.startswith("emulated:"):
         _, _, spec = name.partition(":")
         spec, _, board = spec.partition(":")

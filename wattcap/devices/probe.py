@@ -14,6 +14,7 @@ from wattcap.core.power_mode import list_power_modes
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.jetson import JetsonDevice, find_gpu_devfreq
 from wattcap.devices.nvml import INSTALL_HINT, NvmlDevice, import_pynvml
+from wattcap.devices.sysfs_read import resolve_sysfs_root
 
 
 @dataclass
@@ -146,9 +147,14 @@ def _probe_nvml_device(nvml: ModuleType, index: int, report: ProbeReport) -> Non
         device.close()
 
 
-def probe(sysfs_root: str | Path = "/", pynvml_module: ModuleType | None = None) -> ProbeReport:
-    """Look for a Jetson GPU (devfreq, INA3221, nvpmodel) and NVML GPUs; never writes."""
+def probe(
+    sysfs_root: str | Path | None = None, pynvml_module: ModuleType | None = None
+) -> ProbeReport:
+    """Look for a Jetson GPU (devfreq, INA3221, nvpmodel) and NVML GPUs; never writes.
+
+    The Jetson's sysfs is read under `sysfs_root` (default: env WATTCAP_SYSFS_ROOT, else "/"),
+    the root `get_device` reads it under."""
     report = ProbeReport()
-    _probe_jetson(Path(sysfs_root), report)
+    _probe_jetson(Path(resolve_sysfs_root(sysfs_root)), report)
     _probe_nvml(pynvml_module, report)
     return report

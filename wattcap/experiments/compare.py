@@ -191,6 +191,9 @@ class Comparison(VersionedFile):
     MIGRATIONS: ClassVar[dict[int, Migration]] = {1: lambda raw: raw, 2: _knob_of_frequency,
                                                   3: lambda raw: raw, 4: lambda raw: raw,
                                                   5: lambda raw: raw, 6: lambda raw: raw}
+    #: decimals of the time ratios its table and report print: the goals are stated to 1 %
+    #: (T(wattcap)/T(fastest) at most 1.01), so 1.004x and 0.996x must not both read 1.00x
+    RATIO_DIGITS: ClassVar[int] = 3
 
     model: str
     proxy: str

@@ -24,7 +24,7 @@ from wattcap.algorithms.planner import Replanner
 from wattcap.core.files import atomic_path
 from wattcap.core.knob import knob_axis_label, knob_number
 from wattcap.core.plan import Plan
-from wattcap.core.profile import ProfileTable, portable_model_name
+from wattcap.core.profile import ProfilePoint, ProfileTable, portable_model_name
 
 _MARKERS = {
     "wattcap": ("*", "tab:green"),
@@ -141,6 +141,28 @@ def _draw_choices(fig: Figure, ax: Axes, profile: ProfileTable, plan: Plan) -> N
         )
 
 
+def _draw_frontier(ax: Axes, profile: ProfileTable, frontier: dict[int, ProfilePoint],
+                   power_cap_w: float) -> None:
+    """Each batch size's best point under the cap (f*(b)) in white dashes with a black outline,
+    seen on both colour maps, one legend entry. Where one batch size alone has a point under
+    the cap, a line of one point draws nothing: a ring marks that cell instead (above the
+    choices' marks, which it encircles), and the legend says only that batch size fits.
+    Nothing is drawn, and the legend has no entry, where no batch size fits."""
+    if not frontier:
+        return
+    xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
+    ys = [profile.batch_sizes.index(b) for b in frontier]
+    outline = [Stroke(linewidth=3.5, foreground="k"), Normal()]
+    label = f"cap frontier ({power_cap_w:g} W, with the planner's margin)"
+    if len(frontier) > 1:
+        ax.plot(xs, ys, "w--", lw=2, path_effects=outline, label=label)
+        return
+    [b] = frontier
+    ax.plot(xs, ys, linestyle="none", marker="o", markersize=20, markerfacecolor="none",
+            markeredgecolor="w", markeredgewidth=2, path_effects=outline, zorder=5,
+            label=f"{label}: only b={b} fits")
+
+
 def _knob_axis(ax: Axes, profile: ProfileTable, chosen: set[int]) -> None:
     """A thinned set of knob tick labels (see knob_tick_indices) that names the chosen ones."""
     picked = knob_tick_indices(len(profile.knob_values), chosen)
@@ -201,13 +223,8 @@ def profile_figure(
         ax.set_ylabel("Batch size (samples)")
         # the quantity only: with the model and device in each, the two titles ran together
         ax.set_title(label, fontsize=11)
-        if frontier is not None:
-            xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
-            ys = [profile.batch_sizes.index(b) for b in frontier]
-            # white dashes in a black outline: seen on both colour maps, one legend entry
-            ax.plot(xs, ys, "w--", lw=2, path_effects=[Stroke(linewidth=3.5, foreground="k"),
-                                                      Normal()],
-                    label=f"cap frontier ({power_cap_w:g} W, with the planner's margin)")
+        if frontier is not None and power_cap_w is not None:
+            _draw_frontier(ax, profile, frontier, power_cap_w)
         if plan is not None:
             _draw_choices(fig, ax, profile, plan)
     fig.suptitle(f"{_model_label(profile.model)} on {profile.device}"

@@ -61,7 +61,7 @@ def _cell(comparison: Comparison, r: MethodResult | None) -> str:
         text += f", {signed_pct(over)} % over fastest"
     versus = comparison.versus_wattcap(r)
     if versus is not None:
-        text += f", {versus.label} wattcap's time"
+        text += f", {versus.ratio_label(comparison.RATIO_DIGITS)} wattcap's time"
     if r.cap_violations:
         text += f", {r.cap_violations} cap violation(s) stepped down"
     replanned = r.board_replan_label(comparison.describe_knob)

@@ -66,7 +66,8 @@ class Checkpointing:
         return SessionState(
             identity=session.identity, samples=session.samples, steps=session.steps,
             curve=session.curve, device_time_s=session.device_time_s,
-            meter=session._meter.state(), events=session.events,
+            meter=session._meter.state(session.device.now_s() if session.device else None),
+            events=session.events,
             counter_energy_j=session._records.counter_energy_j(),
             frequency_hz=session.device.run_frequency_hz() if session.device else None,
             batch_size=session.batch_size,
@@ -98,7 +99,8 @@ class Checkpointing:
         session.curve = list(state.curve)
         session._crossing = None
         session.device_time_s = state.device_time_s
-        session._meter.resume(state.meter)
+        session._meter.resume(state.meter,
+                              session.device.now_s() if session.device is not None else None)
         session.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
         session._resumed_at_steps = state.steps
         if session.progress is not None:  # said when it starts, not only in the record

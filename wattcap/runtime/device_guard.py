@@ -280,6 +280,7 @@ class DeviceGuard:
         configure_cuda_backends(device.torch_device)  # as the profile was timed
         session._counter_start_j = device.energy_counter_j()
         session._watch_since_s = device.now_s()  # liveness: a reading due from here on
+        session._meter.start(session._watch_since_s)  # energy: the first reading's time too
         stack.enter_context(device.sensor_ticks(session._meter))
         if session._watchdog_on:
             session._guard = CapWatchdog(device, session.power_cap_w,

@@ -29,6 +29,15 @@ class PowerMeter:
         #: (a stalled poll, a sensor that changed period): power x the real time between them
         self.off_period_j = 0.0
         self.last: PowerReading | None = None
+        #: device time up to which the sums hold the run's energy: the last reading's time, or
+        #: where the watch started (`start`; a resumed run: `resume`). None before either: the
+        #: first reading then stands for one whole period
+        self.covered_s: float | None = None
+        #: a checkpoint's last reading's power: it stands for the time a resumed run ends
+        #: with when no reading came after the resume
+        self._resumed_w: float | None = None
+        #: a checkpoint's time not measured yet, which the first reading after it measures
+        self._carried_s = 0.0
         self.clock = ObservedClock()
         #: the thread that delivered the last reading (a sensor thread, or the thread that
         #: advances an emulated clock): a check on another thread can yield to it
@@ -49,11 +58,19 @@ class PowerMeter:
                 lambda: self.last is not None and self.last.time_s >= after_s, timeout_s)
             return self.last if self.last is not None and self.last.time_s >= after_s else None
 
+    def start(self, now_s: float) -> None:
+        """The watch starts at device time `now_s`: the first reading stands for the time
+        since then (a whole period when the sensor's phase starts there), and for the time a
+        resumed checkpoint had not had measured."""
+        with self._arrived:
+            self.covered_s = now_s - self._carried_s
+
     def _add(self, reading: PowerReading) -> None:
         self.readings += 1
         self.sum_w += reading.power_w
-        last, self.last = self.last, reading
-        between_s = None if last is None else reading.time_s - last.time_s
+        self.last = reading
+        since_s, self.covered_s = self.covered_s, reading.time_s
+        between_s = None if since_s is None else reading.time_s - since_s
         if between_s is None or math.isclose(between_s, self.period_s, rel_tol=1e-6):
             self.total_w += reading.power_w  # stands for one sensor period
         else:
@@ -65,37 +82,59 @@ class PowerMeter:
 
     @property
     def energy_j(self) -> float:
-        """Power integrated over time: a reading stands for the time since the one before
-        (one sensor period when the sensor kept its pace, the first reading included)."""
+        """Power integrated over time up to the last reading: a reading stands for the time
+        since the one before (one sensor period when the sensor kept its pace); the first for
+        the time since `start`, or for one period without it."""
         return self.total_w * self.period_s + self.off_period_j
 
     @property
     def measured_energy_j(self) -> float | None:
         """`energy_j`, or None before any reading: a run shorter than the sensor's period has
-        no measured energy, not 0 J. (Each reading stands for a whole period although a run
-        starts and ends between readings: over a uniform phase the count of readings is the
-        run's length in periods on average, so the sum is unbiased, off by up to a period in
-        one run: a fifth of a run of 1.3 periods.)"""
+        no measured energy, not 0 J. (Without `start`, the first reading stands for a whole
+        period although a run starts between readings: over a uniform phase that is right on
+        average, and `energy_to_j` covers the end.)"""
         return None if self.readings == 0 else self.energy_j
+
+    def uncovered_s(self, now_s: float) -> float:
+        """Device seconds from the last reading (or the start) to `now_s` that no reading has
+        measured yet (0 before `start` and any reading)."""
+        return 0.0 if self.covered_s is None else max(0.0, now_s - self.covered_s)
+
+    def energy_to_j(self, now_s: float) -> float:
+        """`energy_j` up to device time `now_s` (a run's end): the time since the last reading
+        at that reading's power. The reading that would have measured it never comes for a
+        run that ends between two, and leaving it out would lose up to a period of energy."""
+        power_w = self.last.power_w if self.last is not None else self._resumed_w
+        return self.energy_j + (0.0 if power_w is None else power_w * self.uncovered_s(now_s))
 
     @property
     def average_w(self) -> float | None:
         """Mean of the readings so far (every one of them, on the sensor's pace or not)."""
         return self.sum_w / self.readings if self.readings else None
 
-    def state(self) -> MeterState:
-        """What a checkpoint keeps of the meter."""
+    def state(self, now_s: float | None = None) -> MeterState:
+        """What a checkpoint written at device time `now_s` keeps of the meter: the sums, and
+        the time since the last reading, which the first reading after a resume measures."""
+        last_w = self.last.power_w if self.last is not None else self._resumed_w
         return MeterState(peak_w=self.peak_w, total_w=self.total_w, sum_w=self.sum_w,
                           readings=self.readings,
                           off_period_j=self.off_period_j, clock_readings=self.clock.readings,
                           clock_total_hz=self.clock.total_hz, clock_min_hz=self.clock.min_hz,
-                          clock_max_hz=self.clock.max_hz)
+                          clock_max_hz=self.clock.max_hz,
+                          uncovered_s=0.0 if now_s is None else self.uncovered_s(now_s),
+                          last_power_w=last_w)
 
-    def resume(self, state: MeterState) -> None:
-        """Go on from a checkpoint's sums."""
+    def resume(self, state: MeterState, now_s: float | None = None) -> None:
+        """Go on from a checkpoint's sums at device time `now_s` (where the checkpoint's run
+        goes on): the first reading from here stands for the time since then and for the time
+        the checkpoint's run had not had measured (a resumed device's sensor starts a new
+        phase: without it, each resume would lose up to a period of energy)."""
         self.peak_w, self.total_w = state.peak_w, state.total_w
         self.sum_w = state.total_w if state.sum_w is None else state.sum_w
         self.readings, self.off_period_j = state.readings, state.off_period_j
+        self._resumed_w, self._carried_s = state.last_power_w, state.uncovered_s
+        if now_s is not None:
+            self.covered_s = now_s - state.uncovered_s
         self.clock.readings, self.clock.total_hz = state.clock_readings, state.clock_total_hz
         self.clock.min_hz, self.clock.max_hz = state.clock_min_hz, state.clock_max_hz
 
@@ -115,6 +154,11 @@ class MeterState(BaseModel):
     clock_total_hz: float = 0.0
     clock_min_hz: int | None = None
     clock_max_hz: int | None = None
+    #: device seconds between the last reading and the checkpoint, not measured yet: the
+    #: first reading after a resume measures them (0 in checkpoints written before it was kept)
+    uncovered_s: float = 0.0
+    #: the last reading's power (W), for a resumed run that ends before its first reading
+    last_power_w: float | None = None
 
 
 class ObservedClock:

@@ -5,6 +5,7 @@ checkpoint identity; profile the device first for profile="auto"."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattcap.core.defaults import DEFAULT_BATCH_SIZE_REF, DEFAULT_LR_REF
@@ -35,8 +36,7 @@ class PlanMaker:
             self.take_knob(session.profile.knob_kind, planning.frequency_hz)
         elif planning.knob_value is not None:
             raise SessionError("knob_value is a value of a profile's knob: give the profile")
-        if session.profile is not None and session.device is not None:
-            session.profile.check_matches(device=session.device.name, source="profile")
+        self.check_device()
         if session.profile is not None and session.model_name is not None:
             session.profile.check_matches(model=session.model_name, source="profile",
                                        architecture_fingerprint=session.architecture_fingerprint)
@@ -68,6 +68,20 @@ class PlanMaker:
         if session._gns_settings is not None:
             session._noise.start(session._gns_settings, session._reference_profiles)
         session._noise.start_correction(planning.online_correction)
+
+    def check_device(self) -> None:
+        """Refuse, before anything changes, a profile made for another device or in another
+        power mode than the one the device is in (its times and powers are that mode's): the
+        command line's check, `ProfileTable.check_matches`. Nothing to check before the device
+        is open, or without a profile."""
+        session, device = self.session, self.session.device
+        if session.profile is None or device is None:
+            return
+        given = session.settings.planning.profile  # its file names it, where it has one
+        source = str(given) if isinstance(given, str | Path) and given != "auto" else "profile"
+        session.profile.check_matches(device=device.name, source=source,
+                                      power_mode=device.power_mode,
+                                      power_modes=device.power_mode_names())
 
     def take_knob(self, kind: KnobKind, frequency_hz: int | None) -> None:
         """The profile's knob; another than the clock is refused where the Session would act

@@ -59,7 +59,9 @@ class RecordBuilder:
         energy_j = self.counter_energy_j()
         energy_source = None if device is None else "sensor" if energy_j is None else "counter"
         if energy_j is None:
-            energy_j = session._meter.energy_j
+            # to the end of the run: its time since the last reading too (at that power)
+            energy_j = session._meter.energy_j if device is None else \
+                session._meter.energy_to_j(device.now_s())
             if device is not None and session._meter.measured_energy_j is None:
                 energy_source = "none"  # no reading (shorter than a period): not a measured 0 J
         reached_at = session.samples_to_target

@@ -330,8 +330,7 @@ class Session:
                 stack_has_restore = True
                 if self._restore:  # close what this session opened, whatever happens next
                     stack.callback(self._guard_part.restore)
-                if self.profile is not None and self.device is not None:
-                    self.profile.check_matches(device=self.device.name, source="profile")
+                self._planning.check_device()  # the device's name and power mode
             if self._profile_pending:
                 self.profile = self._planning.auto_profile(self.settings.planning.batch_size)
                 self._profile_pending = False
