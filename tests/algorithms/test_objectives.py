@@ -175,8 +175,10 @@ def test_pareto_front_drops_ties_that_are_dominated() -> None:
 @pytest.mark.parametrize("noise", [1e-12, -1e-12])
 def test_times_equal_but_for_float_rounding_are_ties(noise: float) -> None:
     """A host-bound row (every clock as fast) computed through different clocks differs in the
-    last bits: the choice must not follow them. Of equal times the lowest clock is taken (the
-    higher ones buy no time and spend power), and the front lists that point alone."""
+    last bits: the choice must not follow them. Of equal times not the highest clock (it buys
+    no time and spends power) nor the lowest (the knee, where a faster host makes the GPU the
+    bottleneck) but the first HOST_BOUND_HEADROOM above the knee; the front, which ranks
+    energy, lists the least-energy point alone."""
     def point(f_mhz, seconds, avg_w):
         return ProfilePoint(batch_size=8, knob_value=f_mhz * 1_000_000, peak_power_w=avg_w,
                             avg_power_w=avg_w, seconds_per_sample=seconds, steps=1, readings=5)
@@ -186,16 +188,18 @@ def test_times_equal_but_for_float_rounding_are_ties(noise: float) -> None:
               point(1800, base * (1 - noise), 200.0)]
     table = _table(points, [8], [600_000_000, 1_200_000_000, 1_800_000_000])
     chosen = Selector(table).select(None, {8: 1.0})
-    assert chosen is not None and chosen.knob_value == 600_000_000
+    assert chosen is not None and chosen.knob_value == 1_200_000_000
     candidates = CandidateSet(table.points, {8: 1.0}, {8: 1.0})
-    assert candidates.best(Objective(), None).knob_value == 600_000_000
+    assert candidates.best(Objective(), None).knob_value == 1_200_000_000
+    assert candidates.best(Objective(name="energy"), None).knob_value == 600_000_000
     front = candidates.pareto_front(None)
     assert [p.knob_value for p in front] == [600_000_000]  # as fast, least energy
 
 
 def test_a_host_bound_row_under_a_cap_that_never_binds_is_said_and_read(capsys) -> None:
     """A datacenter GPU's host-bound row: every clock as fast, the cap far above every peak.
-    The plan takes the thriftiest clock of the fastest, says the cap does not bind, and prints
+    The plan takes the thriftiest clock of the fastest clear of the knee, says the cap does not
+    bind, and prints
     times of a tenth of a second with their digits (not '0.1' for every method)."""
     from wattcap.cli.plan import print_pareto_front, print_plan
 
@@ -206,7 +210,7 @@ def test_a_host_bound_row_under_a_cap_that_never_binds_is_said_and_read(capsys) 
     table = _table([point(600, 80.0), point(1200, 110.0), point(1800, 150.0)], [8],
                    [600_000_000, 1_200_000_000, 1_800_000_000])
     result = plan(table, 350.0)
-    assert result.choices["wattcap"].knob_value == 600_000_000
+    assert result.choices["wattcap"].knob_value == 1_200_000_000
     assert any(n.startswith("the cap does not bind: every profiled point peaks at") and
                "under 350 W" in n for n in result.notes)
     assert not any("does not bind" in n for n in plan(table, 120.0).notes)
@@ -214,11 +218,15 @@ def test_a_host_bound_row_under_a_cap_that_never_binds_is_said_and_read(capsys) 
     printed = capsys.readouterr().out
     assert "0.107" in printed and " 0.1 " not in printed  # 10,000 samples x 10.7 us
     # a choice off the front is told which point beats it and by how much
+    front_j = min(p.predicted_energy_j for p in result.pareto_front)  # the knee, 600 MHz
     result.choices["baseline-1"] = result.choices["wattcap"].model_copy(update={
         "knob_value": 1_800_000_000, "avg_power_w": 150.0, "on_pareto_front": False,
-        "predicted_energy_j": 2 * result.choices["wattcap"].predicted_energy_j})
+        "predicted_energy_j": 2 * front_j})
     print_pareto_front(result)
-    assert "b=8 at 600.0 MHz is at least as fast and 50.0% thriftier" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "b=8 at 600.0 MHz is at least as fast and 50.0% thriftier" in printed
+    # wattcap's own point, clear of the knee, is off the front too: it says why
+    assert "wattcap (b=8, 1200.0 MHz" in printed and "clear of the knee" in printed
 
 
 def test_three_significant_digits_never_use_an_exponent() -> None:
@@ -416,3 +424,27 @@ def test_pareto_plot(tmp_path, nano_resnet18_profile, nano_reference_profiles, p
     out = plot_pareto(result, tmp_path / "plots" / "pareto.png")
     data = out.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+@pytest.mark.parametrize("cap_w", [None, 140.0, 112.0, 101.0])
+def test_of_a_host_bound_row_the_clock_clear_of_the_knee_is_taken(cap_w) -> None:
+    """Clocks 500-1000 MHz as fast (the host bounds the step from 500 MHz on): the lowest of
+    them is the knee, which a host faster on the day turns GPU-bound. Without a cap, the first
+    clock at least HOST_BOUND_HEADROOM above the knee is taken, not the knee nor the highest;
+    a cap below that clock's peak takes the highest tied clock under it; time and energy
+    objectives and the selector agree on time; energy still takes the knee."""
+    from wattcap.core.defaults import HOST_BOUND_HEADROOM
+
+    clocks_mhz = [400, 450, 500, 550, 600, 650, 700, 800, 1000]
+    points = [ProfilePoint(batch_size=8, knob_value=f * 1_000_000, peak_power_w=f / 10 + 50,
+                           avg_power_w=f / 10 + 45, seconds_per_sample=1e-5 * max(1.0, 500 / f),
+                           steps=1, readings=5) for f in clocks_mhz]
+    table = _table(points, [8], [f * 1_000_000 for f in clocks_mhz])
+    target_mhz = min(f for f in clocks_mhz if f >= 500 * (1 + HOST_BOUND_HEADROOM))
+    expected_mhz = {None: target_mhz, 140.0: target_mhz, 112.0: 600, 101.0: 500}[cap_w]
+    chosen = Selector(table).select(cap_w, {8: 1.0})
+    assert chosen is not None and chosen.knob_value == expected_mhz * 1_000_000
+    assert table.frontier(cap_w)[8].knob_value == expected_mhz * 1_000_000
+    candidates = CandidateSet(table.points, {8: 1.0}, {8: 1.0})
+    assert candidates.best(Objective(), cap_w).knob_value == expected_mhz * 1_000_000
+    assert candidates.best(Objective(name="energy"), cap_w).knob_value == 500_000_000

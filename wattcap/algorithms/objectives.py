@@ -30,7 +30,7 @@ from wattcap.core.objective import (
     ObjectiveError,
     ObjectiveName,
 )
-from wattcap.core.profile import ProfilePoint, time_key
+from wattcap.core.profile import ProfilePoint, tie_headroom, time_key
 
 
 class CandidateSet:
@@ -85,8 +85,9 @@ class CandidateSet:
         """The feasible point minimising the objective; None when nothing is under the cap.
 
         Ties: the faster, then the larger b, then the lower peak power and knob value (a clock
-        that buys no time, or a limit that does not bind, only spends power: as `Staircase`
-        chooses).
+        that buys no time, or a limit that does not bind, only spends power); for time, of
+        equally fast points not the lowest (the knee) but one `HOST_BOUND_HEADROOM` above it,
+        as `Staircase` chooses.
         `knob_kind` names the knob in errors.
         Raises `InfeasibleObjectiveError` when points are under the cap but none meets the
         maximum energy or the deadline.
@@ -107,7 +108,26 @@ class CandidateSet:
                                                self.points[index], knob_kind)
             mask = meets
         index = self._argmin(np.flatnonzero(mask), self.values(objective), self.time_key)
+        if objective.name == "time":
+            index = self._off_the_knee(index, mask, tie_headroom(knob_kind))
         return self.points[index]
+
+    def _off_the_knee(self, index: int, mask: np.ndarray, headroom: float) -> int:
+        """Of the points of `index`'s batch size as fast as it (the lowest-power one), the one
+        `Staircase` takes: the first at least `headroom` above its knob value, or the highest
+        under the cap short of that."""
+        knee = self.points[index]
+        same = [i for i in np.flatnonzero(mask)
+                if self.points[i].batch_size == knee.batch_size
+                and time_key(float(self.time_key[i])) == time_key(float(self.time_key[index]))]
+        best = knee
+        for i in sorted(same, key=lambda i: (self.points[i].peak_power_w,
+                                             self.points[i].knob_value)):
+            point = self.points[i]
+            if best.knob_value < knee.knob_value * (1.0 + headroom) and \
+                    point.knob_value > best.knob_value:
+                best, index = point, int(i)
+        return index
 
     def _argmin(self, indices: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> int:
         # of equal values: the larger batch, then the lowest peak power and knob value (as

@@ -41,7 +41,7 @@ from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_unit
 from wattcap.core.objective import InfeasibleObjectiveError, Objective
 from wattcap.core.plan import Choice, InfeasibleCapError, Plan
-from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase, time_key
+from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase, tie_headroom, time_key
 
 #: samples a prediction is made for when no efficiency vector gives samples to target
 DEFAULT_SAMPLES = 10_000
@@ -52,7 +52,7 @@ class Selector:
 
     def __init__(self, profile: ProfileTable) -> None:
         self.profile = profile
-        self._rows = {b: Staircase.of(row)
+        self._rows = {b: Staircase.of(row, tie_headroom(profile.knob_kind))
                       for b, row in profile.rows().items()}
 
     def frontier(self, cap_w: float | None) -> dict[int, ProfilePoint]:

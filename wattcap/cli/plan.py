@@ -337,8 +337,22 @@ def print_pareto_front(result: Plan, mode_names: dict[int, str] | None = None) -
                       f"{format_known(c.predicted_time_s, 'sig')} s, "
                       f"{format_known(c.predicted_energy_j, 'sig')} J) is off the front: "
                       f"{_dominating(result, c, mode_names)}"
-                      + (" (the oracle's point uses the target's r_b)" if name == "fastest"
-                         else "") + "[/]", highlight=False)
+                      + _why_off(name) + "[/]", highlight=False)
+
+
+def _why_off(name: str) -> str:
+    """Why a method's choice may be off the front: the oracle ranks on the target's r_b;
+    wattcap's time choice is off it only among equally fast points, where it keeps clear of
+    the knee (`HOST_BOUND_HEADROOM`)."""
+    if name == "fastest":
+        return " (the oracle's point uses the target's r_b)"
+    if name == "wattcap":
+        from wattcap.core.defaults import HOST_BOUND_HEADROOM
+
+        return (f" (of equally fast points wattcap keeps {HOST_BOUND_HEADROOM:.0%} clear of the "
+                "knee, the lowest of them: a host faster on the day makes the GPU the "
+                "bottleneck there)")
+    return ""
 
 
 def _dominating(result: Plan, choice: Choice, mode_names: dict[int, str] | None = None) -> str:

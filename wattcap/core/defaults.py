@@ -13,6 +13,14 @@ DEFAULT_MARGIN_SIGMAS = 2.0
 #: gain by which averaging n = W / this independent samples shrinks an excursion
 INSTANT_POWER_PERIOD_S = 0.1
 
+#: of a row's equally fast points (a host-bound row: the GPU's work hides under the host's), the
+#: planner takes the first clock (or power limit) at least this fraction above the lowest, not
+#: the lowest: that is the knee, where a host faster on the day makes the GPU the bottleneck.
+#: Host-bound step times on a real H200 moved 5-20 % between rounds of one profile
+#: (bench/results/gpu-2026-11-26-h200: b = 32 and b = 128 resnet18), so the knee's tie holds
+#: only within that; the upper end is taken
+HOST_BOUND_HEADROOM = 0.20
+
 #: under a moving cap, the batch size (and its learning rate) changes at most once per this many
 #: device seconds; only a cap the current batch size cannot meet at any clock is obeyed at
 #: once. Frequencies change freely (they cost the training nothing).

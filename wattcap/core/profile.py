@@ -279,7 +279,7 @@ class ProfileTable(VersionedFile):
         """For each batch size, its best point with peak ≤ cap (`Staircase`)."""
         result: dict[int, ProfilePoint] = {}
         for b, row in self.rows().items():
-            point = Staircase.of(row).best_under(power_cap_w)
+            point = Staircase.of(row, tie_headroom(self.knob_kind)).best_under(power_cap_w)
             if point is not None:
                 result[b] = point
         return result
@@ -423,6 +423,15 @@ def portable_model_name(name: str) -> str | None:
 TIME_DIGITS = 9
 
 
+def tie_headroom(knob_kind: str) -> float:
+    """How far above the knee of a row's equally fast points `Staircase` takes its point: a
+    clock or a power limit `HOST_BOUND_HEADROOM` above the lowest one as fast; a power mode's
+    ids have no such order (0)."""
+    from wattcap.core.defaults import HOST_BOUND_HEADROOM
+
+    return 0.0 if knob_kind == "power_mode" else HOST_BOUND_HEADROOM
+
+
 def time_key(seconds: float) -> float:
     """`seconds` rounded to TIME_DIGITS significant digits, for comparing predicted times."""
     return float(f"{seconds:.{TIME_DIGITS}g}")
@@ -437,6 +446,10 @@ class Staircase:
     f*(b), the highest clock under the cap. Of equally fast points (`time_key`) the one of
     lowest peak power is taken (then the lowest value), whatever the knob: a clock that buys no
     time on a host-bound row, or a limit that does not bind, only spends power and headroom.
+    With a `headroom` (`tie_headroom`), not the lowest of them but the first at least that
+    fraction above it: the lowest is the knee where the GPU's work just hides under the host's,
+    and a host a little faster on the day (another board, another round) makes the GPU the
+    bottleneck there, so the knee is the one tied point that is not robustly as fast.
     This is the one place f*(b) is computed (ProfileTable.frontier and the
     planner's Selector both use it)."""
 
@@ -444,16 +457,21 @@ class Staircase:
     points: list[ProfilePoint]  # same order: the best point at or under each power
 
     @classmethod
-    def of(cls, row: list[ProfilePoint]) -> Staircase:
+    def of(cls, row: list[ProfilePoint], headroom: float = 0.0) -> Staircase:
         # ascending power, each entry the best of every point up to its power
         powers_w: list[float] = []
         kept: list[ProfilePoint] = []
         best: ProfilePoint | None = None
+        knee: ProfilePoint | None = None  # the lowest-power point of the best time
         for point in sorted(row, key=lambda p: (p.peak_power_w, p.knob_value)):
             # strictly faster only: of equal times the one met first, the lowest power
             if best is None or time_key(point.seconds_per_sample) < time_key(
                     best.seconds_per_sample):
-                best = point
+                best = knee = point
+            elif (knee is not None and point.knob_value > best.knob_value
+                  and best.knob_value < knee.knob_value * (1.0 + headroom)
+                  and time_key(point.seconds_per_sample) == time_key(best.seconds_per_sample)):
+                best = point  # as fast, one step further from the knee
             powers_w.append(point.peak_power_w)
             kept.append(best)
         return cls(powers_w, kept)

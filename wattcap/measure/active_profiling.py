@@ -53,7 +53,13 @@ from wattcap.algorithms.profile_model import (
     Prediction,
     reading_noise_w,
 )
-from wattcap.core.profile import ProfilePoint, ProfileTable, Staircase, time_key
+from wattcap.core.profile import (
+    ProfilePoint,
+    ProfileTable,
+    Staircase,
+    tie_headroom,
+    time_key,
+)
 from wattcap.devices.base import Device, PowerReading
 from wattcap.devices.errors import DeviceOutOfMemoryError
 
@@ -282,7 +288,7 @@ class ActiveProfiler:
             self._measured, b, frequencies, line_w)
         row = [self._measured.get((b, f)) or _predicted_point(predictions[(b, f)])
                for f in frequencies[:cut]]
-        return Staircase.of(row).best_under(line_w) if row else None
+        return Staircase.of(row, tie_headroom("gpu_clock")).best_under(line_w) if row else None
 
     def _settle_feasibility(
         self, predictions: dict[tuple[int, int], Prediction], fits: list[int],
