@@ -4,31 +4,19 @@ front, `train --power-cap SPEC` follows a moving cap and `--plot` draws the run.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.cli_run import flat as _flat
+from tests.cli.cli_run import invoke
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.cli import app
 from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 from wattcap.core.run import RunRecord
 
 DEVICE = "emulated:jetson-nano"
 MODEL = "digits32-cnn"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-runner = CliRunner()
-
-
-def invoke(*args: object):  # noqa: ANN201
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

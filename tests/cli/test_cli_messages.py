@@ -13,10 +13,10 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.cli_run import flat as _flat
+from tests.cli.cli_run import invoke
 from wattcap.algorithms.efficiency import vector_from_samples
-from wattcap.cli import app
 from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 from wattcap.core.profile import ProfileTable
 
@@ -24,17 +24,6 @@ DEVICE = "emulated:jetson-nano"
 MODEL = "digits32-cnn"
 CAUTION = ("caution: the proxy's best accuracy 11.0% is near chance (10% for 10 classes) within "
            "64 samples: r_b measured to such a target says little about training to a real one")
-
-runner = CliRunner()
-
-
-def invoke(*args: object):  # noqa: ANN201
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
-
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
