@@ -89,8 +89,18 @@ durations: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check wattcap tests bench
 
+# the benches that read another's folder run after it, on bench-output/decision-quality;
+# readme_demo_table.py writes a demo's table into the results page: a tool, not a bench
+BENCH_OUT ?= bench-output
+BENCH_AFTER_DQ := bench/decision_quality.py bench/transfer_robustness.py bench/trace_quality.py
+BENCH_ALONE := $(filter-out $(BENCH_AFTER_DQ) bench/readme_demo_table.py,$(wildcard bench/*.py))
+
 bench: $(STAMP)
-	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in $(BENCH_ALONE); do echo "== $$b"; $(PY) $$b || exit 1; done
+	mkdir -p $(BENCH_OUT)
+	$(PY) bench/decision_quality.py --out $(BENCH_OUT)/decision-quality
+	$(PY) bench/transfer_robustness.py $(BENCH_OUT)/decision-quality
+	$(PY) bench/trace_quality.py --runs $(BENCH_OUT)/decision-quality
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache site
+	rm -rf $(VENV) demo-output $(BENCH_OUT) .pytest_cache site
