@@ -123,3 +123,39 @@ def test_the_part_of_a_period_before_a_checkpoint_is_measured_after_the_resume()
     quiet = PowerMeter(0.05)
     quiet.resume(state, 0.0)
     assert quiet.energy_to_j(0.01) == pytest.approx(first.energy_j + 0.04 * 12)
+
+
+class RecordingBoard(EmulatedDevice):
+    """A fresh board that keeps each reading beside the ground truth of its period (a kind
+    board: a reading is its period's true average plus the sensor's noise)."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        super().__init__(spec)
+        self.true_period_w = []
+        self.readings_w: list[float] = []
+
+    def _dispatch_tick(self, reading: PowerReading) -> bool:
+        self.readings_w.append(reading.power_w)
+        return super()._dispatch_tick(reading)
+
+    def noise_w(self) -> list[float]:
+        """Each reading's noise: what it read over what the board drew."""
+        assert self.true_period_w is not None
+        return [r - t for r, (_, t) in zip(self.readings_w, self.true_period_w, strict=True)]
+
+
+def test_a_resumed_board_draws_its_sensor_noise_afresh(digits_splits: tuple,
+                                                        tmp_path: Path) -> None:
+    """A restarted process opens a board whose sensor noise would start from its seed again,
+    repeating the killed part's noise reading for reading; the resumed run draws it afresh."""
+    train, test = digits_splits
+    first, resumed = RecordingBoard(ORIN), RecordingBoard(ORIN)
+    with pytest.raises(Killed):
+        train_to_accuracy(CONFIG, train, test, device=first, checkpoint_dir=tmp_path,
+                          on_eval=kill_at(1024))
+    train_to_accuracy(CONFIG, train, test, device=resumed, checkpoint_dir=tmp_path)
+    shared = min(len(first.readings_w), len(resumed.readings_w))
+    assert shared >= 2
+    before, after = first.noise_w()[:shared], resumed.noise_w()[:shared]
+    assert all(abs(n) > 0 for n in before + after)  # the sensor is noisy
+    assert all(abs(b - a) > 1e-9 for b, a in zip(before, after, strict=True))

@@ -101,6 +101,8 @@ class Checkpointing:
         session.device_time_s = state.device_time_s
         session._meter.resume(state.meter,
                               session.device.now_s() if session.device is not None else None)
+        if session.device is not None:  # an emulated sensor's noise goes on, not from its start
+            session.device.begin_measurement(f"run resumed at {state.samples} samples")
         session.events = state.events + [f"resumed from checkpoint at {state.samples} samples"]
         session._resumed_at_steps = state.steps
         if session.progress is not None:  # said when it starts, not only in the record
