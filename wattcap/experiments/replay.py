@@ -86,13 +86,15 @@ def replay_on_device(
     set_backstop(device, power_cap_w)
     device.set_frequency_hz(frequency_hz)
     start = device.now_s()
+    meter.start(start)  # the first reading measures from here, as a Session's meter
     steps = max(1, math.ceil((record.samples_seen if reached is None else reached) / b))
     with device.sensor_ticks(meter), device.sensor_ticks(guard):
         for _ in range(steps):
             device.execute(None, cost)
     guard.finish()
-    # None: a replay shorter than the sensor's period read nothing (not 0 J)
-    energy_j = meter.measured_energy_j
+    # to the replay's end, as a run's record (None: a replay shorter than the sensor's period
+    # read nothing, not 0 J)
+    energy_j = meter.measured_energy_to_j(device.now_s())
     device.restore()
     elapsed_s = device.now_s() - start
     if reached is None:
@@ -139,6 +141,7 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
         cap=CapSettings(power_cap=power_cap_w),
         device_handling=DeviceHandling(handle_signals=False))
     start_s = device.now_s()
+    meter.start(start_s)
     try:
         with device.sensor_ticks(meter), session:
             end_s, energy_j, reached = _steps_to_target(runs, seed, device, meter, session)
@@ -152,7 +155,8 @@ def replay_planned(runs: dict[tuple[int, int], RunRecord], seed: int, device: Em
         if guard is None or err is not guard.unmet:
             raise
         stopped = f"stopped: {err.message}"
-        end_s, energy_j = device.now_s(), meter.measured_energy_j
+        end_s = device.now_s()
+        energy_j = meter.measured_energy_to_j(end_s)
     record = session.record
     assert record is not None
     elapsed_s = end_s - start_s
@@ -184,14 +188,15 @@ def _steps_to_target(runs: dict[tuple[int, int], RunRecord], seed: int, device: 
         every = run.config.eval_every_samples if run.config is not None else 256
         needed = run.samples_to_target if run.samples_to_target is not None \
             else float(run.samples_seen)
-        before_s, before_j = device.now_s(), meter.energy_j
+        before_s = device.now_s()
+        before_j = meter.energy_to_j(before_s)
         with session.step():
             pass  # the emulator models the step's time and power from its cost
         gain = b / max(needed, 1.0)
         if progress + gain >= 1.0:
             # the way ends inside this step: time and energy up to there, not to its end
             share = (1.0 - progress) / gain
-            after_j = meter.measured_energy_j
+            after_j = meter.measured_energy_to_j(device.now_s())
             return (before_s + share * (device.now_s() - before_s),
                     None if after_j is None else before_j + share * (after_j - before_j),
                     run.samples_to_target is not None)

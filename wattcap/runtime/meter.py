@@ -107,6 +107,10 @@ class PowerMeter:
         power_w = self.last.power_w if self.last is not None else self._resumed_w
         return self.energy_j + (0.0 if power_w is None else power_w * self.uncovered_s(now_s))
 
+    def measured_energy_to_j(self, now_s: float) -> float | None:
+        """`energy_to_j(now_s)`, or None before any reading (as `measured_energy_j`)."""
+        return None if self.readings == 0 else self.energy_to_j(now_s)
+
     @property
     def average_w(self) -> float | None:
         """Mean of the readings so far (every one of them, on the sensor's pace or not)."""
