@@ -30,7 +30,7 @@ from wattcap.core.objective import (
     ObjectiveError,
     ObjectiveName,
 )
-from wattcap.core.profile import ProfilePoint, tie_headroom, time_key
+from wattcap.core.profile import ProfilePoint, moves_off_the_knee, tie_headroom, time_key
 
 
 class CandidateSet:
@@ -124,8 +124,7 @@ class CandidateSet:
         for i in sorted(same, key=lambda i: (self.points[i].peak_power_w,
                                              self.points[i].knob_value)):
             point = self.points[i]
-            if best.knob_value < knee.knob_value * (1.0 + headroom) and \
-                    point.knob_value > best.knob_value:
+            if moves_off_the_knee(best, knee, point, headroom):
                 best, index = point, int(i)
         return index
 

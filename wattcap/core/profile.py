@@ -432,6 +432,16 @@ def tie_headroom(knob_kind: str) -> float:
     return 0.0 if knob_kind == "power_mode" else HOST_BOUND_HEADROOM
 
 
+def moves_off_the_knee(best: ProfilePoint, knee: ProfilePoint, tied: ProfilePoint,
+                       headroom: float) -> bool:
+    """Whether a walk over a row's equally fast points in order of peak power takes `tied`
+    over `best`, the point it holds: while `best` is under `headroom` above the `knee` (the
+    lowest-power point of that time), each tied point further up is one step further from it.
+    The one rule `Staircase` and the planner's candidate set share."""
+    return (tied.knob_value > best.knob_value
+            and best.knob_value < knee.knob_value * (1.0 + headroom))
+
+
 def time_key(seconds: float) -> float:
     """`seconds` rounded to TIME_DIGITS significant digits, for comparing predicted times."""
     return float(f"{seconds:.{TIME_DIGITS}g}")
@@ -468,8 +478,7 @@ class Staircase:
             if best is None or time_key(point.seconds_per_sample) < time_key(
                     best.seconds_per_sample):
                 best = knee = point
-            elif (knee is not None and point.knob_value > best.knob_value
-                  and best.knob_value < knee.knob_value * (1.0 + headroom)
+            elif (knee is not None and moves_off_the_knee(best, knee, point, headroom)
                   and time_key(point.seconds_per_sample) == time_key(best.seconds_per_sample)):
                 best = point  # as fast, one step further from the knee
             powers_w.append(point.peak_power_w)
