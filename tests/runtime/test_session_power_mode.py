@@ -53,7 +53,8 @@ def test_a_device_in_another_mode_is_refused_with_the_command_lines_error() -> N
     assert "measured in power mode 'MODE_15W', but the device is in power mode 'MAXN'" in \
         said.message
     assert said.hint is not None and "sudo nvpmodel -m 1" in said.hint \
-        and "--power-mode MODE_15W" in said.hint
+        and "--power-mode MODE_15W" in said.hint \
+        and "EmulatedDevice(..., power_mode='MODE_15W')" in said.hint  # the Python user's way
     expected = cli_error(table, device, "profile")
     assert (said.message, said.hint) == (expected.message, expected.hint)
 

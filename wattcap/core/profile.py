@@ -344,8 +344,9 @@ class ProfileTable(VersionedFile):
             f"device is in power mode {power_mode!r}: the profile's times and powers are "
             "those of its own mode, not of this one",
             hint=f"put the device in power mode {label} (a Jetson: {on_jetson}; an emulated "
-            f"device: --power-mode {self.power_mode}) and run again, or profile the model in "
-            f"{power_mode}")
+            f"device: --power-mode {self.power_mode} on the command line, "
+            f"EmulatedDevice(..., power_mode={self.power_mode!r}) from Python) and run again, "
+            f"or profile the model in {power_mode}")
 
     def remeasured(self, points: list[ProfilePoint]) -> ProfileTable:
         """This profile with re-measured `points` replacing the same (b, knob value), and the
