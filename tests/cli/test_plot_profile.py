@@ -291,3 +291,48 @@ def test_a_cap_nothing_meets_draws_no_frontier_and_names_none(low_cap_file) -> N
                        for legend in _legends(fig) for t in legend.get_texts())
     finally:
         plt.close(fig)
+
+
+def _table_with_a_hot_row(batch_sizes: list[int], hot: int) -> ProfileTable:
+    """A clock profile where every row but `hot` has points under 10 W (the hot row draws
+    20 W at every clock): the frontier skips a row in the middle."""
+    from wattcap.core.profile import ProfilePoint
+
+    clocks = [400_000_000, 800_000_000]
+    points = [ProfilePoint(batch_size=b, knob_value=f,
+                           peak_power_w=(20.0 if b == hot else 4.0) + f / 1e8,
+                           avg_power_w=3.0, seconds_per_sample=1e-3 * 4e8 / f, steps=5,
+                           readings=10)
+              for b in batch_sizes for f in clocks]
+    return ProfileTable(device="jetson-nano", device_kind="emulated", sensor_rail="POM_5V_GPU",
+                        sensor_period_s=0.05, model="digits-cnn", input_shape=[1, 8, 8],
+                        batch_sizes=batch_sizes, knob_values=clocks,
+                        max_batch_size=max(batch_sizes), mode="exhaustive", points=points,
+                        points_measured=len(points), profiling_device_s=1.0)
+
+
+@pytest.mark.parametrize(("batch_sizes", "lines", "rings"), [
+    ([4, 8, 16, 32], [[2, 3]], [[0]]),  # a line through the rows that touch, a ring apart
+    ([4, 8, 16], [], [[0], [2]]),  # no two rows touch: rings only
+])
+def test_a_frontier_is_not_drawn_across_a_row_that_has_no_point_under_the_cap(
+        batch_sizes: list[int], lines: list[list[int]], rings: list[list[int]]) -> None:
+    import matplotlib.pyplot as plt
+
+    table = _table_with_a_hot_row(batch_sizes, hot=8)
+    assert sorted(Replanner(table).selector.frontier(15.0)) == [b for b in batch_sizes if b != 8]
+    fig = plots.profile_figure(table, 15.0)
+    try:
+        for ax in fig.axes[:2]:
+            drawn = [ln for ln in ax.lines if ln.get_path_effects()]  # the frontier's outline
+            assert sorted(list(ln.get_ydata()) for ln in drawn
+                          if ln.get_linestyle() == "--") == lines
+            assert sorted(list(ln.get_ydata()) for ln in drawn if ln.get_marker() == "o") \
+                == rings
+            assert len(_frontier_lines(ax)) == 1  # one legend entry, on the line if any
+        [legend] = fig.legends
+        [handle] = [h for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True)
+                    if t.get_text().startswith("cap frontier")]
+        assert handle.get_linestyle() == ("--" if lines else "None")
+    finally:
+        plt.close(fig)

@@ -144,23 +144,37 @@ def _draw_choices(fig: Figure, ax: Axes, profile: ProfileTable, plan: Plan) -> N
 def _draw_frontier(ax: Axes, profile: ProfileTable, frontier: dict[int, ProfilePoint],
                    power_cap_w: float) -> None:
     """Each batch size's best point under the cap (f*(b)) in white dashes with a black outline,
-    seen on both colour maps, one legend entry. Where one batch size alone has a point under
-    the cap, a line of one point draws nothing: a ring marks that cell instead (above the
-    choices' marks, which it encircles), and the legend says only that batch size fits.
-    Nothing is drawn, and the legend has no entry, where no batch size fits."""
+    seen on both colour maps, one legend entry. The dashes join neighbouring rows only: a row
+    with no point under the cap breaks the line (a line across it would draw a frontier
+    through a batch size that has none), and a row whose neighbours have none is marked by a
+    ring (a line of one point draws nothing). Where one batch size alone has a point under the
+    cap, the legend says only that batch size fits. Nothing is drawn, and the legend has no
+    entry, where no batch size fits."""
     if not frontier:
         return
-    xs = [profile.knob_values.index(p.knob_value) for p in frontier.values()]
-    ys = [profile.batch_sizes.index(b) for b in frontier]
+    cells = sorted((profile.batch_sizes.index(b), profile.knob_values.index(p.knob_value))
+                   for b, p in frontier.items())
+    runs: list[list[tuple[int, int]]] = []
+    for row, column in cells:
+        if runs and runs[-1][-1][0] == row - 1:
+            runs[-1].append((row, column))
+        else:
+            runs.append([(row, column)])
     outline = [Stroke(linewidth=3.5, foreground="k"), Normal()]
     label = f"cap frontier ({power_cap_w:g} W, with the planner's margin)"
-    if len(frontier) > 1:
-        ax.plot(xs, ys, "w--", lw=2, path_effects=outline, label=label)
-        return
-    [b] = frontier
-    ax.plot(xs, ys, linestyle="none", marker="o", markersize=20, markerfacecolor="none",
-            markeredgecolor="w", markeredgewidth=2, path_effects=outline, zorder=5,
-            label=f"{label}: only b={b} fits")
+    if len(frontier) == 1:
+        label += f": only b={next(iter(frontier))} fits"
+    # the legend's entry is a line where the frontier has one, else a ring
+    labelled = next((i for i, run in enumerate(runs) if len(run) > 1), 0)
+    for i, run in enumerate(runs):
+        ys, xs = zip(*run, strict=True)
+        name = label if i == labelled else "_nolegend_"
+        if len(run) > 1:
+            ax.plot(xs, ys, "w--", lw=2, path_effects=outline, label=name)
+        else:
+            ax.plot(xs, ys, linestyle="none", marker="o", markersize=20,
+                    markerfacecolor="none", markeredgecolor="w", markeredgewidth=2,
+                    path_effects=outline, zorder=5, label=name)
 
 
 def _knob_axis(ax: Axes, profile: ProfileTable, chosen: set[int]) -> None:
