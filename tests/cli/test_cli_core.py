@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from wattcap.cli import app
+from tests.cli.cli_run import flat, invoke
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 
@@ -20,17 +18,6 @@ MODEL = "digits32-cnn"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHOICE_KEYS = {"batch_size", "knob_value", "predicted_time_s", "predicted_energy_j",
                "peak_power_w", "method"}
-
-runner = CliRunner()
-
-
-def invoke(*args: str):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    """Output with rich's line wrapping undone."""
-    return re.sub(r"\s+", " ", text)
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +54,10 @@ def test_profile_pruned_measures_fewer_points(tmp_path, profile_file) -> None:
     assert pruned.mode == "pruned" and pruned.power_cap_w == 5.0
     assert 0 < pruned.points_measured < exhaustive.points_measured
     assert f"{pruned.points_measured} points" in result.output
-    lower = _flat(invoke("plan", "--profile", out, "--power-cap", "4").output)
+    lower = flat(invoke("plan", "--profile", out, "--power-cap", "4").output)
     assert "pruned for a cap of 5.00 W" in lower and "--power-cap 4" in lower
-    assert "pruned for a cap" not in _flat(invoke("plan", "--profile", out, "--power-cap",
-                                                  "5").output)
+    assert "pruned for a cap" not in flat(invoke("plan", "--profile", out, "--power-cap",
+                                                 "5").output)
 
 
 def test_profile_with_an_unknown_model_lists_known_models(tmp_path) -> None:
@@ -137,7 +124,7 @@ def test_plan_with_an_infeasible_cap(profile_file) -> None:
     lowest = min(p.peak_power_w for p in margined.points)  # with the margin below the cap
     result = invoke("plan", "--profile", profile_file, "--power-cap", "0.5")
     assert result.exit_code != 0
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "infeasible" in output
     # rounded up, so that the cap it names plans as printed
     assert f"{math.ceil(lowest * 100 - 1e-6) / 100:.2f}" in output
@@ -157,7 +144,7 @@ def test_plan_with_a_corrupt_profile(tmp_path) -> None:
     bad.write_text('{"kind": "wattcap.profile", "schema_version": 1, "points": [')
     result = invoke("plan", "--profile", bad, "--power-cap", "5")
     assert result.exit_code != 0
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "not valid JSON" in output
     assert "bad.json" in output
     assert "Traceback" not in result.output
@@ -171,7 +158,7 @@ def test_a_missing_profile_says_how_to_measure_one(command) -> None:
          "--power-cap", "5", "--target-accuracy", "0.9"]
     result = invoke(command, *args)
     assert result.exit_code == 2
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "--profile is required" in output
     device = "nvml:0" if command == "train" else "DEVICE"
     assert f"wattcap profile --device {device} --model" in output, output
@@ -184,7 +171,7 @@ def test_plan_with_a_plan_file_as_profile(profile_file, tmp_path) -> None:
                   plan_path).exit_code == 0
     result = invoke("plan", "--profile", plan_path, "--power-cap", "5")
     assert result.exit_code != 0
-    assert "wattcap.plan" in _flat(result.output)
+    assert "wattcap.plan" in flat(result.output)
 
 
 def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
@@ -194,7 +181,7 @@ def test_plot_profile_writes_a_png(profile_file, tmp_path) -> None:
     data = out.read_bytes()
     assert data[:8] == PNG_MAGIC
     assert len(data) > 10_000
-    assert "assume r_b = 1" in _flat(result.output)  # no efficiency vector given: said
+    assert "assume r_b = 1" in flat(result.output)  # no efficiency vector given: said
 
 
 
@@ -252,11 +239,11 @@ def test_an_unresolved_r_b_is_cautioned_by_estimate_and_plan(tmp_path, profile_f
                     "0.05", "--batch-sizes", "8,32", "--seeds", "1", "--sample-budget", "512",
                     "--eval-every", "256", "--out", out)
     assert result.exit_code == 0, result.output
-    assert "r_b is not resolved" in _flat(result.output)
+    assert "r_b is not resolved" in flat(result.output)
     assert any("r_b is not resolved" in n for n in EfficiencyVector.load(out).notes)
     result = invoke("plan", "--profile", profile_file, "--efficiency", out, "--power-cap", "5")
     assert result.exit_code == 0, result.output
-    assert "r_b is not resolved" in _flat(result.output)
+    assert "r_b is not resolved" in flat(result.output)
 
 
 def test_the_run_summary_says_what_was_not_measured(profile_file, tmp_path, capsys) -> None:
@@ -270,11 +257,11 @@ def test_the_run_summary_says_what_was_not_measured(profile_file, tmp_path, caps
     assert result.exit_code == 1, result.output  # the budget ends short of the target
     record = RunRecord.load(out)
     assert record.peak_power_w is not None
-    summary = _flat(result.output)
+    summary = flat(result.output)
     assert f"energy {record.energy_j:.3g} J, peak {record.peak_power_w:.2f} W vs cap 5 W" in summary
     capsys.readouterr()
     print_run(record.model_copy(update={"peak_power_w": None, "energy_j": 0.0}))
-    shown = _flat(capsys.readouterr().out)
+    shown = flat(capsys.readouterr().out)
     assert "no power reading (the run was shorter than the sensor's period); cap 5 W" in shown
     assert "0.00 W" not in shown and "energy 0 J" not in shown
 

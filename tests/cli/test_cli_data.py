@@ -5,14 +5,13 @@ spec file, and each bad input refused with one line and exit code != 0 before an
 from __future__ import annotations
 
 import json
-import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
+from tests.cli.cli_run import flat, invoke
 from tests.data_files import (
     class_images,
     english_text,
@@ -24,14 +23,12 @@ from tests.data_files import (
     write_stl10,
     write_svhn,
 )
-from wattcap.cli import app
 from wattcap.cli.train import NOT_REACHED_EXIT_CODE
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-runner = CliRunner()
 
 TINY_CNN = """
 import torch
@@ -61,17 +58,9 @@ def make(vocab_size):
 """
 
 
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
-
-
 def _refused(result, *fragments: str) -> str:
     """Exit code != 0, one error line holding every fragment, no traceback."""
-    out = _flat(result.output)
+    out = flat(result.output)
     assert result.exit_code != 0, result.output
     assert "Traceback" not in result.output
     for fragment in fragments:
@@ -350,7 +339,7 @@ def test_a_split_of_few_steps_is_warned_about(tmp_path) -> None:
                     "--sample-budget", "256", "--eval-every", "128", "--out", out)
     assert result.exit_code == 0, result.output
     assert "warning: --proxy: 144 training samples are fewer than 4 steps of batch size 64" \
-        in _flat(result.output)
+        in flat(result.output)
 
 
 def test_the_library_refuses_it_too() -> None:

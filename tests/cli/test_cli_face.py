@@ -15,6 +15,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
+from tests.cli.cli_run import flat
 from wattcap.cli import app
 from wattcap.cli.common import fail, parse_cap
 from wattcap.cli.errors import ERROR_PREFIX, WattcapGroup
@@ -27,10 +28,6 @@ runner = CliRunner()
 
 def invoke(*args: object) -> Any:
     return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "400"})
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
 
 
 def _commands() -> dict[str, Any]:
@@ -195,7 +192,7 @@ def test_plan_takes_a_cap_with_its_unit_and_the_same_plan_comes_out() -> None:
 def test_a_cap_with_a_wrong_unit_is_refused_clearly(cap: str) -> None:
     result = invoke("plan", *_plan_inputs(), "--power-cap", cap)
     assert result.exit_code == 2
-    output = _flat(result.output)
+    output = flat(result.output)
     assert f"{ERROR_PREFIX} --power-cap:" in output and "not a unit of power" in output
     assert "Traceback" not in result.output
 
@@ -220,7 +217,7 @@ def test_plan_json_with_several_caps_is_a_list_and_one_cap_keeps_its_object() ->
 
 def test_several_caps_refuse_out_and_plot(tmp_path: Path) -> None:
     result = invoke("plan", *_plan_inputs(), "--power-cap", "4,5", "--out", tmp_path / "p.json")
-    assert result.exit_code == 2 and "one --power-cap" in _flat(result.output)
+    assert result.exit_code == 2 and "one --power-cap" in flat(result.output)
     assert not (tmp_path / "p.json").exists()
 
 
@@ -293,7 +290,7 @@ def test_fleet_plan_says_pyyaml_is_missing_before_planning(monkeypatch: pytest.M
     _without(monkeypatch, "yaml")
     result = invoke("fleet", "plan", FLEET / "fleet.yaml")
     assert result.exit_code == 2
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "yaml" in output and "hint: pip install 'wattcap[fleet]'" in output
     assert calls == []
 
@@ -304,7 +301,7 @@ def test_fleet_simulate_says_flower_is_missing_before_planning(monkeypatch: pyte
     _without(monkeypatch, "flwr")
     result = invoke("fleet", "simulate", FLEET / "fleet.yaml", "--engine", "flower")
     assert result.exit_code == 2
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "flwr" in output and "--engine local" in output
     assert "hint: pip install 'wattcap[fleet]'" in output
     assert calls == []
@@ -316,7 +313,7 @@ def test_estimate_says_ray_is_missing_before_it_loads_anything(monkeypatch: pyte
     result = invoke("estimate", "--model", "digits32-cnn", "--proxy", "digits-rotated-32",
                     "--out", tmp_path / "e.json", "--ray", "local")
     assert result.exit_code == 2
-    assert "hint: pip install 'wattcap[ray]'" in _flat(result.output)
+    assert "hint: pip install 'wattcap[ray]'" in flat(result.output)
 
 
 def test_train_on_nvml_without_its_bindings_stops_before_any_file_is_read(
@@ -326,7 +323,7 @@ def test_train_on_nvml_without_its_bindings_stops_before_any_file_is_read(
                     "digits-5-9-32", "--power-cap", "150W", "--target-accuracy", "0.8",
                     "--profile", tmp_path / "absent.json")  # would be "no such file" later
     assert result.exit_code == 2
-    output = _flat(result.output)
+    output = flat(result.output)
     assert "pynvml" in output and "hint: pip install 'wattcap[nvml]'" in output
     assert "absent.json" not in output
 
@@ -350,7 +347,7 @@ def test_a_local_federation_says_each_round() -> None:
                                   ClientRound(name="b", status="sat out", cap_w=None)])
     shown = CliRunner().invoke(_line_app(_round_line("fleet", 0), record), [])
     assert "fleet, seed 0, round 3: accuracy 42.0%, 2.5 s of fleet time, 1/2 clients" \
-        in _flat(shown.output)
+        in flat(shown.output)
 
 
 def _line_app(show: Any, record: Any) -> typer.Typer:
@@ -391,7 +388,7 @@ def test_a_single_caps_notes_keep_their_brackets(capsys: pytest.CaptureFixture[s
     result.notes.append("read as power.draw [W]")
     result.unavailable["baseline-2"] = "needs pip install 'wattcap[fleet]'"
     print_plan(result)
-    out = _flat(capsys.readouterr().out)
+    out = flat(capsys.readouterr().out)
     assert "note: read as power.draw [W]" in out
     assert "baseline-2 not available: needs pip install 'wattcap[fleet]'" in out
 
@@ -404,7 +401,7 @@ def test_restore_reports_a_failure_as_an_error(monkeypatch: pytest.MonkeyPatch) 
         Restored("nvml-0", {}, False, "cannot write [power limit]")])
     result = invoke("restore")
     assert result.exit_code == 1  # the device's state is not back: not a mistake of the user's
-    assert _flat(result.output).strip() == \
+    assert flat(result.output).strip() == \
         f"{ERROR_PREFIX} not restored nvml-0: cannot write [power limit]"
 
 
@@ -449,7 +446,7 @@ def test_megawatts_are_refused_everywhere(text: str) -> None:
     from wattcap.devices.caps import CapSourceError, parse_cap_source
 
     result = invoke("plan", *_plan_inputs(), "--power-cap", text)
-    assert result.exit_code == 2 and "megawatts; write mW" in _flat(result.output)
+    assert result.exit_code == 2 and "megawatts; write mW" in flat(result.output)
     with pytest.raises(CapSourceError, match="megawatts"):
         parse_cap_source(text)
 
@@ -460,7 +457,7 @@ def test_zero_watts_is_no_cap_on_the_command_line_but_a_pause_in_a_schedule(
     from wattcap.devices.caps import ScheduleCap
 
     result = invoke("plan", *_plan_inputs(), "--power-cap", "0 W")
-    assert result.exit_code == 2 and "positive" in _flat(result.output)
+    assert result.exit_code == 2 and "positive" in flat(result.output)
     schedule = tmp_path / "caps.csv"
     schedule.write_text("time_s,cap_w\n0,5 W\n10,0 mW\n")
     assert ScheduleCap.load(schedule).cap_w(12.0) == 0.0
@@ -471,7 +468,7 @@ def test_zero_watts_is_no_cap_on_the_command_line_but_a_pause_in_a_schedule(
 def test_plan_exits_2_when_no_cap_is_feasible_in_both_forms(as_json: tuple[str, ...]) -> None:
     result = invoke("plan", *_plan_inputs(), "--power-cap", "1,2", *as_json)
     assert result.exit_code == 2, result.output
-    assert f"{ERROR_PREFIX} no configuration fits under any of the caps" in _flat(result.output)
+    assert f"{ERROR_PREFIX} no configuration fits under any of the caps" in flat(result.output)
 
 
 @pytest.mark.parametrize("as_json", [(), ("--json",)])

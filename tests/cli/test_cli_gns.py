@@ -2,17 +2,8 @@
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
-from wattcap.cli import app
+from tests.cli.cli_run import invoke
 from wattcap.core.efficiency import EfficiencyVector
-
-runner = CliRunner()
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
 
 COMMON = ("estimate", "--model", "digits-cnn", "--proxy", "digits", "--batch-sizes", "8,32",
           "--lr-ref", "1e-3", "--batch-size-ref", "32")

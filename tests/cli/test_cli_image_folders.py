@@ -5,19 +5,15 @@ folder, and a folder of mixed image sizes is resized by --input-shape."""
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from typer.testing import CliRunner
 
-from wattcap.cli import app
+from tests.cli.cli_run import flat, invoke
 from wattcap.data.pixel_cache import CACHE_FOLDER
-
-runner = CliRunner()
 
 #: a user's model file: 3x16x16 inputs, the head sized by num_classes
 NET = """
@@ -37,14 +33,6 @@ class Net(nn.Module):
 def build(num_classes=10):
     return Net(num_classes)
 """
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    return re.sub(r"\s+", " ", text)
 
 
 def _photos(root: Path, n: int, sizes: list[tuple[int, int]] | None = None) -> Path:
@@ -81,7 +69,7 @@ def test_compare_pretrains_a_user_model_into_out_with_the_data_converted(
     out = tmp_path / "cmp"
     result = invoke("compare", "--quick", "--model", net, "--input-shape", "3x16x16",
                     "--proxy", "shapes", "--targets", "digits-5-9-32", "--out", out)
-    text = _flat(result.output)
+    text = flat(result.output)
     assert "stopped after the pre-training" in text, result.output
     assert len(calls) == 1
     model, dataset, path = calls[0]["args"]
@@ -104,7 +92,7 @@ def test_compare_refuses_a_data_set_too_small_for_its_batch_sizes_before_any_run
     out = tmp_path / "cmp"
     result = invoke("compare", "--quick", "--model", net, "--input-shape", "3x16x16",
                     "--proxy", "shapes", "--targets", f"imagefolder:{photos}", "--out", out)
-    text = _flat(result.output)
+    text = flat(result.output)
     assert result.exit_code == 2, result.output
     assert (f"dataset imagefolder:{photos}: batch size 128 is larger than the training split "
             "(48 samples)") in text
@@ -143,7 +131,7 @@ def test_a_folder_of_mixed_image_sizes_is_resized_by_input_shape(tmp_path: Path)
     weights = tmp_path / "w.safetensors"
     result = invoke("estimate", "--model", "digits-cnn", "--proxy", f"imagefolder:{photos}",
                     "--target-accuracy", "0.5", "--out", tmp_path / "e.json")
-    text = _flat(result.output)
+    text = flat(result.output)
     assert result.exit_code == 2, result.output
     assert "the images are not all the same size; give --input-shape 1x8x8" in text
     assert "size=(height, width)" not in text

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
 
+from tests.cli.cli_run import flat, invoke
 from tests.fakes.sysfs import FakeBoard, FakeDevfreqKernel, make_agx_orin_l4t36
-from wattcap.cli import app
 from wattcap.core.profile import ProfilePoint, ProfileTable
 from wattcap.devices.emulated import EMULATED_POWER_MODES_NOTE
 
@@ -25,15 +22,6 @@ TRAIN = ["train", "--model", "digits-cnn", "--data", "digits", "--power-cap", "6
          "--target-accuracy", "0.5", "--dry-run"]
 
 
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
-
-
-def _flat(text: str) -> str:
-    """Output with rich's line wrapping undone."""
-    return re.sub(r"\s+", " ", text)
-
-
 @pytest.fixture(scope="module")
 def orin_15w(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A profile of the emulated AGX Orin in its 15 W mode, asked for by its short name."""
@@ -41,7 +29,7 @@ def orin_15w(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = invoke("profile", "--device", ORIN, "--power-mode", "15w", "--model", "digits-cnn",
                   "--batch-sizes", "8", "--out", out)
     assert done.exit_code == 0, done.output
-    assert EMULATED_POWER_MODES_NOTE not in _flat(done.output)
+    assert EMULATED_POWER_MODES_NOTE not in flat(done.output)
     return out
 
 
@@ -51,13 +39,13 @@ def test_a_profile_says_its_mode_in_the_plan(orin_15w: Path) -> None:
     assert json.loads(as_json.output)["power_mode"] == "MODE_15W"
     table = invoke("plan", "--profile", orin_15w, "--power-cap", "none,60")
     assert "digits-cnn on jetson-agx-orin in power mode MODE_15W" in \
-        _flat(table.output)
+        flat(table.output)
 
 
 def test_train_refuses_a_profile_of_another_mode_and_takes_its_mode_by_name_or_id(
         orin_15w: Path, tmp_path: Path) -> None:
     refused = invoke(*TRAIN, "--device", ORIN, "--profile", orin_15w)  # the device in MAXN
-    text = _flat(refused.output)
+    text = flat(refused.output)
     assert refused.exit_code == 2, text
     assert "measured in power mode 'MODE_15W', but the device is in power mode 'MAXN'" in text
     assert "--power-mode MODE_15W" in text and "sudo nvpmodel -m 1" in text
@@ -73,7 +61,7 @@ def test_train_refuses_a_profile_of_another_mode_and_takes_its_mode_by_name_or_i
     assert done.exit_code == 0, done.output
     unknown = invoke(*TRAIN, "--device", ORIN, "--power-mode", "60W", "--profile", old)
     assert unknown.exit_code == 2 and "unknown power mode '60W'" in \
-        _flat(unknown.output)
+        flat(unknown.output)
 
 
 def test_a_power_mode_profile_names_its_modes_and_says_what_the_emulation_leaves_out(
@@ -82,7 +70,7 @@ def test_a_power_mode_profile_names_its_modes_and_says_what_the_emulation_leaves
     done = invoke("profile", "--device", ORIN, "--model", "digits-cnn", "--knob", "power-mode",
                   "--batch-sizes", "8", "--out", out)
     assert done.exit_code == 0, done.output
-    assert EMULATED_POWER_MODES_NOTE in _flat(done.output)
+    assert EMULATED_POWER_MODES_NOTE in flat(done.output)
     table = ProfileTable.load(out)
     assert table.power_mode_names() == {0: "MAXN", 1: "MODE_15W", 2: "MODE_30W", 3: "MODE_50W"}
     assert table.describe_knob(2) == "power mode 2 (MODE_30W)"
@@ -92,7 +80,7 @@ def test_a_power_mode_profile_names_its_modes_and_says_what_the_emulation_leaves
                                 "--json").output)
     assert "power_mode" not in as_json  # the mode is the knob: the choice's knob_value
     trained = invoke(*TRAIN, "--device", ORIN, "--profile", out)
-    assert "at power mode 0 (MAXN)" in _flat(trained.output)
+    assert "at power mode 0 (MAXN)" in flat(trained.output)
 
     from wattcap.experiments.plots import profile_figure
 
@@ -130,11 +118,11 @@ def test_a_real_jetson_profiles_and_trains_only_in_the_mode_it_is_in(
     profile = ["profile", "--device", "jetson", "--model", "digits-cnn", "--batch-sizes", "8",
                "--dry-run"]
     refused = invoke(*profile, "--power-mode", "MODE_15W")
-    text = _flat(refused.output)
+    text = flat(refused.output)
     assert refused.exit_code == 2, text
     assert "the board is in power mode 2 (MODE_30W), not in power mode 1 (MODE_15W)" in text
     assert "sudo nvpmodel -m 1" in text and "--knob power-mode" in text
-    unknown = _flat(invoke(*profile, "--power-mode", "9W").output)
+    unknown = flat(invoke(*profile, "--power-mode", "9W").output)
     assert "no power mode '9W'" in unknown and "2 (MODE_30W)" in unknown
     done = invoke(*profile, "--power-mode", "2")
     assert done.exit_code == 0, done.output
@@ -147,6 +135,6 @@ def test_a_real_jetson_profiles_and_trains_only_in_the_mode_it_is_in(
     # a profile of another mode than the board's: refused, the fix names the mode's id
     in_15w = _jetson_profile(tmp_path / "15w.json", "MODE_15W")
     refused = invoke(*TRAIN, "--device", "jetson", "--profile", in_15w)
-    text = _flat(refused.output)
+    text = flat(refused.output)
     assert refused.exit_code == 2 and "sudo nvpmodel -m 1" in text, text
     assert not (orin_30w.root / "nvpmodel-calls.log").exists()  # nothing switched the mode

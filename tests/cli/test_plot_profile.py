@@ -10,11 +10,10 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
-from typer.testing import CliRunner
 
+from tests.cli.cli_run import invoke
 from wattcap.algorithms.efficiency import vector_from_samples
 from wattcap.algorithms.planner import Replanner, plan
-from wattcap.cli import app
 from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.knob import knob_number
 from wattcap.core.profile import ProfileTable
@@ -25,11 +24,6 @@ CAP_W = 4.5
 #: on the emulated AGX Orin only b=4 has a point under this cap (with the planner's margin)
 LOW_CAP_W = 11.6
 ASSUMPTION = "r_b = 1 assumed (no efficiency given)"
-runner = CliRunner()
-
-
-def invoke(*args: object):
-    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
 
 
 @pytest.fixture(scope="module")
