@@ -39,11 +39,14 @@ def digits_profile():  # noqa: ANN201
                     batch_sizes=(8, 16, 32)).run(exhaustive=True)
 
 
-def _train_through_a_cap_drop(profile, tmp_path, workers: int):  # noqa: ANN001, ANN202
+def _train_through_a_cap_drop(profile, tmp_path, workers: int,  # noqa: ANN001, ANN202
+                              as_datasets: bool = False):
     """30 steps of a Trainer drawing from `callback.train_dataloader` with `workers` dataloader
-    workers while a cap drop re-plans b=32 -> 16 (test_moving_cap's schedule). Returns the
-    callback, its device and, per step, (the batch trained, the session's batch size when
-    the step began, the learning rate it stepped with)."""
+    workers while a cap drop re-plans b=32 -> 16 (test_moving_cap's schedule), from a torch
+    dataset or (`as_datasets`) a `datasets.Dataset` of the same samples with a text column
+    the model does not take. Returns the callback, its device and, per step, (the batch
+    trained, the session's batch size when the step began, the learning rate it stepped
+    with)."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     from torch.utils.data import TensorDataset
@@ -93,8 +96,14 @@ def _train_through_a_cap_drop(profile, tmp_path, workers: int):  # noqa: ANN001,
         output_dir=str(tmp_path), max_steps=30, report_to=[], use_cpu=True, save_strategy="no",
         logging_strategy="no", disable_tqdm=True, lr_scheduler_type="constant",
         dataloader_num_workers=workers, dataloader_pin_memory=False)
+    train_dataset = DictData(TensorDataset(x, y))
+    if as_datasets:
+        datasets = pytest.importorskip("datasets")
+        train_dataset = datasets.Dataset.from_dict(
+            {"x": x.numpy(), "labels": y.numpy(), "note": [f"digit {int(v)}" for v in y]}
+        ).with_format("torch", columns=["x", "labels"], output_all_columns=True)
     with callback:
-        Following(model=Net(), args=args, train_dataset=DictData(TensorDataset(x, y)),
+        Following(model=Net(), args=args, train_dataset=train_dataset,
                   callbacks=[callback, Probe()]).train()
     return callback, device, [tuple(step) for step in steps]
 
@@ -153,6 +162,27 @@ def test_hf_callback_follows_the_session_with_dataloader_workers(digits_profile,
     for b, _, rate in steps:
         assert rate == pytest.approx(scaled_learning_rate(session.lr_ref,
                                                           session.batch_size_ref, b))
+
+
+@pytest.mark.slow(seconds=8)
+def test_hf_callback_follows_the_session_on_a_datasets_dataset(digits_profile,
+                                                               tmp_path) -> None:  # noqa: ANN001
+    """A Hugging Face `datasets.Dataset` with a column the model does not take (text, which
+    no collator stacks): the Trainer's own removal of unused columns drops it, and the run
+    draws, trains, charges and steps exactly as from a torch dataset of the same samples."""
+    pytest.importorskip("datasets")
+    callback, device, steps = _train_through_a_cap_drop(digits_profile, tmp_path / "hf",
+                                                        workers=0, as_datasets=True)
+    _, torch_device, torch_steps = _train_through_a_cap_drop(digits_profile, tmp_path / "torch",
+                                                             workers=0)
+    record = callback.record
+    assert record is not None and record.steps == len(steps) == 30
+    trained = [b for b, _, _ in steps]
+    assert trained[0] == 32 and trained[-1] == 16  # the re-plan reached training
+    assert steps == torch_steps
+    assert [b for b, _, _, _ in device.charged] == trained
+    assert [c[:2] for c in device.charged] == [c[:2] for c in torch_device.charged]
+    assert record.samples_seen == sum(trained)
 
 
 # -- the online correction measures with the Trainer's loss --------------------------------------
