@@ -20,7 +20,8 @@ from wattcap.core.schema import WattcapFileError
 OLD = Path(__file__).parent / "old_schema_files"
 PROFILES = {"profile-v1.json": 1, "profile-v2-predicted-points.json": 2,
             "profile-v2-fingerprint.json": 2, "profile-v3.json": 3,
-            "profile-v4.json": 4, "profile-v5.json": 5, "profile-v6.json": 6}
+            "profile-v4.json": 4, "profile-v5.json": 5, "profile-v6.json": 6,
+            "profile-v7.json": 7}
 VECTORS = {"efficiency-v1.json": 1, "efficiency-v2-fit.json": 2,
            "efficiency-v2-fingerprint.json": 2, "efficiency-v3.json": 3,
            "efficiency-v4.json": 4, "efficiency-v5.json": 5}
@@ -58,6 +59,7 @@ def test_each_earlier_profile_loads_with_its_measurements(name: str) -> None:
     # before rounds (version 7): one pass, no rule named for the rails
     assert table.rounds == 1 and all(p.rounds == 1 for p in table.points)
     assert table.sensor_rule is None
+    assert table.power_modes is None  # before version 8: the modes were not recorded
     if "architecture_fingerprint" not in raw:
         assert table.architecture_fingerprint is None and table.device_spec is None
 

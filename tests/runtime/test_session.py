@@ -26,7 +26,7 @@ from tests.fakes.sysfs import NANO_FREQUENCIES_HZ, FakeBoard, FakeDevfreqKernel,
 from wattcap.core.profile import ProfileTable
 from wattcap.core.run import RunRecord, TrainConfig
 from wattcap.data import get_dataset
-from wattcap.devices import EmulatedDevice, PowerReading
+from wattcap.devices import EmulatedDevice, PowerReading, get_device
 from wattcap.devices.errors import WatchError
 from wattcap.devices.jetson import JetsonDevice
 from wattcap.devices.nvml import NvmlDevice
@@ -408,6 +408,11 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
     assert profile.rounds == 2 and all(p.rounds == 2 for p in profile.points)
     assert profile.device == "jetson-nano" and profile.device_kind == "jetson"
     assert profile.power_mode == "MAXN" and profile.sensor_rail == "POM_5V_IN"
+    # the board's modes by id, as its nvpmodel.conf names them: a real board's profile has no
+    # spec to take them from, so labels would show bare ids without them
+    modes = get_device("jetson", sysfs_root=str(board.root)).power_mode_names()
+    assert modes and modes[0] == "MAXN" and profile.device_spec is None
+    assert profile.power_modes == modes == profile.power_mode_names()
     assert [p.knob_value for p in profile.points] == NANO_FREQUENCIES_HZ
     assert spy.modules == ["cuda", "cuda"]  # each round builds its steps on the GPU
     assert {name: board.read(name) for name in SETTINGS} == original

@@ -129,8 +129,9 @@ class ProfileTable(VersionedFile):
     #: imported_from, peak_power_source); 5: knobs (knob_kind; frequency_hz and frequencies_hz
     #: became knob_value and knob_values; max_power_limit_w); 6: each measured point's
     #: observed clock (ProfilePoint.observed_frequency_hz); 7: sensor_rule, and profiles
-    #: measured in rounds (rounds, round_seconds_per_sample: written only when more than one)
-    SCHEMA_VERSION = 7
+    #: measured in rounds (rounds, round_seconds_per_sample: written only when more than one);
+    #: 8: power_modes (the device's modes by id, as read where the profile was measured)
+    SCHEMA_VERSION = 8
     #: every field added since version 1 is optional and absent means "not recorded": an
     #: earlier file loads as it is (nothing is invented for it)
     MIGRATIONS: ClassVar[dict[int, Migration]] = {
@@ -141,11 +142,16 @@ class ProfileTable(VersionedFile):
         4: _knob_of_frequency,
         5: lambda raw: raw,  # 6 added the points' observed clock
         6: lambda raw: raw,  # 7 added sensor_rule and the rounds of a profile
+        7: lambda raw: raw,  # 8 added power_modes
     }
 
     device: str
     device_kind: str
     power_mode: str | None = None
+    #: the device's power modes, nvpmodel id -> name, as read where the profile was measured
+    #: (a real Jetson's /etc/nvpmodel.conf, an emulated spec); None: not recorded, or a
+    #: device without power modes
+    power_modes: dict[int, str] | None = None
     sensor_rail: str
     #: how the rail(s) were chosen where the device has a rule (a Jetson: its input rail, else
     #: the sum of the module's rails, with the reason); None where there is one sensor
@@ -269,9 +275,12 @@ class ProfileTable(VersionedFile):
         return format_knob(self.knob_kind, value, self.power_mode_names())
 
     def power_mode_names(self) -> dict[int, str]:
-        """The device's power modes by nvpmodel id, where the profile knows them: an emulated
-        device's spec lists them in id order. Empty otherwise (a profile of a real board
-        records only the mode it was in): labels then show the id alone."""
+        """The device's power modes by nvpmodel id, where the profile knows them: as recorded
+        when it was measured (`power_modes`), else as an emulated device's spec lists them in
+        id order. Empty otherwise (a file from before version 8 of a real board, an imported
+        table): labels then show the id alone."""
+        if self.power_modes:
+            return dict(self.power_modes)
         modes = (self.device_spec or {}).get("power_modes") or {}
         return {mode_id: str(name) for mode_id, name in enumerate(modes)}
 

@@ -470,6 +470,7 @@ class Profiler:
             if self.device.kind == "nvml" else None,
             architecture_fingerprint=model_fingerprint_or_none(self.model),
             device_spec=_device_spec(self.device),
+            power_modes=self.device.power_mode_names() or None,
         )
 
     @property
