@@ -35,7 +35,9 @@ from wattcap.experiments.federation import (
 )
 from wattcap.experiments.fleet import load_fleet
 
-#: seconds the server waits for every node to connect, and for one round's replies
+#: seconds the server waits for every node to connect, and for one round's replies (also for
+#: the first query's: a node's first reply pays its start, which in a simulation on a loaded
+#: machine is a Ray actor importing torch and wattcap, and took over 2 minutes on 2 cores)
 CONNECT_TIMEOUT_S = 120.0
 ROUND_TIMEOUT_S = 600.0
 #: seconds between the server's pulls for replies: Flower's own `send_and_receive` pulls every
@@ -114,7 +116,8 @@ class FlowerTransport:
         queries = [Message(RecordDict({"ask": ConfigRecord({"what": "partition-id"})}),
                            message_type=MessageType.QUERY, dst_node_id=n) for n in nodes]
         found: dict[str, int] = {}
-        for reply in send_and_receive(self.grid, queries, timeout_s):
+        replies = send_and_receive(self.grid, queries, ROUND_TIMEOUT_S)
+        for reply in replies:
             if reply.has_error():
                 raise FederationError(f"node {reply.metadata.src_node_id}: "
                                       f"{reply.error.reason}")
@@ -125,7 +128,9 @@ class FlowerTransport:
             found[clients[index]] = reply.metadata.src_node_id
         missing = [c for c in clients if c not in found]
         if missing:
-            raise FederationError(f"no Flower node serves client(s) {', '.join(missing)}")
+            raise FederationError(f"no Flower node serves client(s) {', '.join(missing)} "
+                                  f"({len(replies)} of {len(nodes)} nodes replied to the "
+                                  f"partition-id query within {ROUND_TIMEOUT_S:g} s)")
         return found
 
     def __call__(self, tasks: list[tuple[ClientTask, Weights]],
