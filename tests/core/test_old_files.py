@@ -207,3 +207,25 @@ def test_a_comparison_before_board_replans_ran_every_seed_at_its_choice() -> Non
     assert all(r.board_replan_label(loaded.describe_knob) is None for r in loaded.results)
     assert [(r.method, r.batch_size, r.knob_value, r.time_s) for r in loaded.results] == [
         (r["method"], r["batch_size"], r["knob_value"], r["time_s"]) for r in raw["results"]]
+
+
+def test_the_files_the_repository_ships_are_at_their_current_schema() -> None:
+    """Examples a newcomer opens first must not greet them with a migration note (a `--json`
+    plan of the fleet's profile would carry it): old files belong here, under OLD, only."""
+    from wattcap.core.fleet import FleetFile
+    from wattcap.core.plan import Plan
+    from wattcap.core.run import RunRecord
+    from wattcap.experiments.compare import Comparison
+    from wattcap.experiments.federation import FleetRun
+    from wattcap.experiments.trace import TraceManifest
+
+    current = {cls.FILE_KIND: cls.SCHEMA_VERSION for cls in (
+        ProfileTable, EfficiencyVector, RunRecord, Comparison, Plan, FleetFile, FleetRun,
+        TraceManifest)}
+    shipped = {}
+    for path in sorted((OLD.parents[2] / "examples").rglob("*.json")):
+        raw = json.loads(path.read_text())
+        if isinstance(raw, dict) and str(raw.get("kind", "")).startswith("wattcap."):
+            shipped[path.name] = (raw["schema_version"], current[raw["kind"]])
+    assert "profile-jetson-nano.json" in shipped and "trace.json" in shipped
+    assert {name: found for name, (found, wanted) in shipped.items() if found != wanted} == {}
