@@ -439,3 +439,20 @@ def test_auto_without_a_gpu_says_it_uses_the_emulated_nano(monkeypatch, tmp_path
         device = get_device("auto", sysfs_root=str(tmp_path))
     assert device.name == "jetson-nano"
     assert get_device("emulated").name == "jetson-nano"  # the documented short form
+
+
+def test_remembered_phases_follow_a_drift_and_a_changed_spec(resnet18_workload) -> None:
+    """The phases a device remembers are those of its state now: a drift that starts, or a
+    spec swapped in, gives new ones; a caller changing the list it got changes nothing."""
+    device = EmulatedDevice(NANO, drift=Drift(after_s=1.0, speed_factor=0.5, power_factor=1.2))
+    cost, f = _cost(resnet18_workload, 32), device.spec.f_max_hz
+    before = device.phases(cost, f)
+    before.clear()
+    assert device.phases(cost, f) == EmulatedDevice(NANO).phases(cost, f)
+    device.idle(1.5)  # the drift has started
+    drifted = device.phases(cost, f)
+    assert drifted[1].duration_s > EmulatedDevice(NANO).phases(cost, f)[1].duration_s * 1.9
+    assert drifted[1].power_w > EmulatedDevice(NANO).phases(cost, f)[1].power_w
+    device.spec = device.spec.model_copy(update={"launch_overhead_s":
+                                                 2 * device.spec.launch_overhead_s})
+    assert device.phases(cost, f)[0].duration_s == pytest.approx(2 * drifted[0].duration_s)

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from wattcap.devices.workload import StepCost
 
 
+#: how many remembered step phases an emulated device keeps (a few batch sizes at ~100 clocks)
+_PHASES_MEMO_SIZE = 4096
+
 #: what a power-mode profile of an emulated device says once measured (and docs/hardware.md)
 EMULATED_POWER_MODES_NOTE = (
     "the emulated power modes limit the GPU clock only (their other limits — CPU cores, "
@@ -125,6 +128,8 @@ class EmulatedDevice(Device):
         #: benches (how long a cap was really exceeded); nothing in wattcap reads it
         self.true_period_w: list[tuple[float, float]] | None = None
         self.frequency_log: list[tuple[float, int]] = []
+        #: a step's phases by everything they are computed from (see `phases`)
+        self._phases_memo: dict[tuple, tuple[PhasePower, ...]] = {}
 
     @property
     def power_mode(self) -> str:
@@ -218,18 +223,19 @@ class EmulatedDevice(Device):
         running_hz = self._running_hz()
         if self._power_limit_w is None:
             return running_hz
-        allowed = [f for f in self._frequencies_hz if f <= running_hz]
         # the limit holds a window's average: an unkind board overshoots it a little
         limit_w = self._power_limit_w * (1.0 + self.board.limit_overshoot)
         self._step_power_limited = False
-        for frequency_hz in reversed(allowed):
+        for frequency_hz in reversed(self._frequencies_hz):
+            if frequency_hz > running_hz:
+                continue
             power_w = self.model_step(cost, frequency_hz)[1]
             # the limit acts (NVML's "SwPowerCap" reason) where the step would draw more
             # than it at the clock set
             self._step_power_limited |= power_w > self._power_limit_w
             if power_w <= limit_w:
                 return frequency_hz
-        return allowed[0]
+        return self._frequencies_hz[0]
 
     def _use_mode(self, mode: str) -> None:
         self._power_mode = mode
@@ -362,6 +368,20 @@ class EmulatedDevice(Device):
 
     def phases(self, cost: StepCost, frequency_hz: int) -> list[PhasePower]:
         """The three phases of a step at a frequency, with their durations and power."""
+        # A step's phases are computed again for each phase, each tick inside it and each clock
+        # a power limit tries: remembered by their inputs (the same numbers, computed once;
+        # emulated profiling spent most of its time here)
+        speed_factor, power_factor = self._drifted()
+        key = (cost, frequency_hz, speed_factor, power_factor, self.board.host_factor,
+               id(self.spec))
+        known = self._phases_memo.get(key)
+        if known is None:
+            if len(self._phases_memo) > _PHASES_MEMO_SIZE:
+                self._phases_memo.clear()
+            known = self._phases_memo[key] = tuple(self._computed_phases(cost, frequency_hz))
+        return list(known)
+
+    def _computed_phases(self, cost: StepCost, frequency_hz: int) -> list[PhasePower]:
         spec = self.spec
         speed_factor, _ = self._drifted()
         peak = spec.peak_flops_at_fmax * (frequency_hz / spec.f_max_hz)
