@@ -106,6 +106,29 @@ def test_bundled_image_tasks_have_expected_shapes_sizes_and_labels(name, n, labe
         assert np.isfinite(ds.x).all()
 
 
+def test_the_digits_read_from_scikit_learns_file_are_its_loaders(monkeypatch):
+    """The bundled digits come from scikit-learn's own file, read without importing it: the
+    same pixels and labels as `load_digits`, and the loader itself where the file is not
+    where it has always been."""
+    from sklearn.datasets import load_digits
+
+    from wattcap.data import bundled
+
+    digits = load_digits()
+    bundled._digits_raw.cache_clear()
+    images, labels = bundled._digits_raw()
+    assert np.array_equal(images, (digits.images / 16.0).astype(np.float32))
+    assert np.array_equal(labels, digits.target) and labels.dtype == np.int64
+    monkeypatch.setattr(bundled, "_DIGITS_FILE", ("datasets", "data", "moved.csv.gz"))
+    assert bundled._digits_file_rows() is None
+    bundled._digits_raw.cache_clear()
+    try:
+        fallback, fallback_labels = bundled._digits_raw()
+        assert np.array_equal(fallback, images) and np.array_equal(fallback_labels, labels)
+    finally:
+        bundled._digits_raw.cache_clear()
+
+
 def test_digits_are_normalised_to_zero_mean_unit_std():
     ds = get_dataset("digits")
     assert abs(float(ds.x.mean())) < 0.01
