@@ -257,11 +257,13 @@ class DeviceModel:
 
     # -- power -----------------------------------------------------------------------------------
     def _power(
-        self, phi: np.ndarray, theta: np.ndarray, feats: dict[str, np.ndarray]
+        self, phi: np.ndarray, theta: np.ndarray, feats: dict[str, np.ndarray],
+        times: tuple[np.ndarray, ...] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(peak, average) power at the points of `feats`."""
+        """(peak, average) power at the points of `feats` (`times`: `_time(theta, feats)`,
+        where the caller has it already)."""
         c0, static, dynamic, log_act, dram, eta = phi[:6]
-        overhead_s, busy_s, rho = self._time(theta, feats)
+        overhead_s, busy_s, rho = times if times is not None else self._time(theta, feats)
         x = feats["x"]
         v2 = voltage_squared(x, phi[6:])
         activity = feats["b"] / (feats["b"] + np.exp(log_act))
@@ -372,9 +374,10 @@ class DeviceModel:
         and average power). `quick`: looser tolerances, for jackknife refits that start from
         the full fit's solution and only need its neighbourhood."""
         theta = self.time_params
+        times = self._time(theta, feats)  # the time fit is done: the same at every phi
 
         def residuals(phi: np.ndarray) -> np.ndarray:
-            p, a = self._power(phi, theta, feats)
+            p, a = self._power(phi, theta, feats, times)
             return np.concatenate([(p - peak) / peak, (a - avg) / avg])
 
         size = 6 + VOLTAGE_FORMS[form]
