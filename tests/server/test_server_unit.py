@@ -278,3 +278,36 @@ print("OK")
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith("OK")
     assert not db.exists()
+
+
+def test_profiles_are_found_by_their_power_modes_name_or_id(tmp_path: Path) -> None:
+    """A mode by name (any case, with or without MODE_) or by the id nvpmodel gives it, where
+    the profile's own table of modes says which id its mode has; a profile without that table
+    is found by name only (ids differ between boards)."""
+    from wattcap.core.profile import ProfileTable
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    base = ProfileTable.load(examples / "fleet" / "profile-jetson-nano.json")
+    store = Store(tmp_path / "db.sqlite3")
+    ids = {}
+    for name, update in {
+        "maxn": {"power_mode": "MAXN", "power_modes": {0: "MAXN", 1: "5W"}},
+        "5w": {"power_mode": "MODE_5W", "power_modes": {0: "MAXN", 1: "MODE_5W"}},
+        "bare": {"power_mode": "MAXN", "power_modes": None},
+    }.items():
+        body = base.model_copy(update=update).model_dump_json()
+        ids[name] = store.add_profile(ProfileTable.model_validate_json(body), body,
+                                      sha256_hex(body.encode()))[0].id
+
+    def found(mode: str) -> set[str]:
+        got = {p.id for p in store.list_profiles(power_mode=mode)}
+        return {name for name, i in ids.items() if i in got}
+
+    assert found("maxn") == {"maxn", "bare"}
+    assert found("5W") == found("MODE_5W") == {"5w"}
+    assert found("1") == {"5w"}
+    assert found("0") == {"maxn"}
+    assert found("2") == set()
+    assert {p.id for p in store.list_profiles(device="jetson-nano", power_mode="1")} == {
+        ids["5w"]}
+    store.close()

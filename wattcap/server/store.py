@@ -332,14 +332,20 @@ class Store:
                       device_kind: str | None = None, limit: int = 100) -> list[ProfileInfo]:
         """Stored profiles matching the filters, newest first; a power mode matches in any case
         and with or without nvpmodel.conf's MODE_ prefix (`power_mode_spellings`: a profile
-        stored as "15W" is one of MODE_15W)."""
+        stored as "15W" is one of MODE_15W), or by its id ("2", as `nvpmodel -q` prints it)
+        where the profile's own table of the board's modes gives that id its mode."""
         where, values = _where({
             "device": device, "model": model, "device_kind": device_kind,
             "input_shape": _shape(input_shape) if input_shape is not None else None,
         })
         if power_mode is not None:
-            where += (" AND " if where else " WHERE ") + "UPPER(power_mode) IN (?, ?)"
+            clause = "UPPER(power_mode) IN (?, ?)"
             values += list(power_mode_spellings(power_mode))
+            if power_mode.strip().isdigit():
+                # ids differ between boards: only the profile's own modes (schema 8) say
+                clause = f"({clause} OR UPPER(json_extract(body, ?)) = UPPER(power_mode))"
+                values.append(f'$.power_modes."{int(power_mode)}"')
+            where += (" AND " if where else " WHERE ") + clause
         rows = self._db.execute(
             f"SELECT {_PROFILE_COLUMNS} FROM profiles{where} ORDER BY id DESC LIMIT ?",
             (*values, limit),

@@ -31,7 +31,8 @@ def list_profiles(
     device: str | None = Query(None, description="Device model, e.g. jetson-nano."),
     model: str | None = None,
     input_shape: str | None = Query(None, description="Comma-separated, e.g. 3,32,32."),
-    power_mode: str | None = None,
+    power_mode: str | None = Query(None, description="A Jetson power mode: its name (MAXN, "
+                                   "15W) or its id, as nvpmodel numbers it (0, 2)."),
     device_kind: str | None = Query(None, description="emulated, jetson or nvml."),
     limit: int = Query(100, ge=1, le=1000),
 ) -> list[ProfileInfo]:
