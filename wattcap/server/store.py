@@ -341,7 +341,7 @@ class Store:
         if power_mode is not None:
             clause = "UPPER(power_mode) IN (?, ?)"
             values += list(power_mode_spellings(power_mode))
-            if power_mode.strip().isdigit():
+            if power_mode.strip().isdecimal():  # (isdigit takes "²", which int() refuses)
                 # ids differ between boards: only the profile's own modes (schema 8) say
                 clause = f"({clause} OR UPPER(json_extract(body, ?)) = UPPER(power_mode))"
                 values.append(f'$.power_modes."{int(power_mode)}"')
