@@ -73,12 +73,13 @@ def _profile_command(device: str, work: Path) -> list[str]:
             "--exhaustive", "--out", str(work / f"{device}.json")]
 
 
-def generate(out: Path, *, decisions: bool = True,
+def generate(out: Path, *, decisions: bool = True, plots: bool = True,
              env_extra: dict[str, str] | None = None, keep: Path | None = None) -> list[str]:
     """Write the golden outputs into `out` (without the plans and the TX2 NX's profile when
     `decisions` is false: only what CPU training makes), each command run with `env_extra` in
-    its environment; the names written. With `keep`, the commands' own outputs stay there (the
-    demo's folder in `keep/demo`, what it printed in `keep/demo-stdout.txt`).
+    its environment; the names written. The demo draws its heatmaps where `plots` (no golden
+    compares a picture). With `keep`, the commands' own outputs stay there (the demo's folder in
+    `keep/demo`, what it printed in `keep/demo-stdout.txt`).
 
     The profiles of the emulated devices (device time is deterministic) and plans from them
     are decisions from fixed inputs, with no CPU training in them; the run record (a training
@@ -104,7 +105,8 @@ def generate(out: Path, *, decisions: bool = True,
              "--out", str(record)],
             # the kind board: the goldens pin one deterministic device (the demo's default
             # draws a board per seed)
-            ["demo", "--quick", "--board", "kind", "--out", str(demo)]]
+            ["demo", "--quick", "--board", "kind", "--out", str(demo),
+             *([] if plots else ["--no-plots"])]]
         printed = run_cli(commands, work, env_extra)
         if decisions:
             for device in DEVICES:

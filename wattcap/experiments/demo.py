@@ -93,8 +93,9 @@ def side_by_side(plans: list[Plan], title: str) -> Table:
     return table
 
 
-def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
-    """Profile the reference models on the emulated Nano and plan at every demo cap."""
+def profile_and_plan(out: Path, console: Console, plots: bool = True) -> dict[str, list[Plan]]:
+    """Profile the reference models on the emulated Nano and plan at every demo cap (with a
+    heatmap of each plan where `plots`)."""
     console.rule("[bold]1. Profile the emulated Jetson Nano (exhaustive, virtual device time)")
     references = emulated_reference_profiles(DEVICE)
     by_model = {p.model: p for p in references}
@@ -108,7 +109,7 @@ def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
             f"{profile.profiling_device_s:.0f} s of device time"
         )
         plans[model] = [plan(profile, cap, reference_profiles=references) for cap in CAPS_W]
-        for cap, result in zip(CAPS_W, plans[model], strict=True):
+        for cap, result in zip(CAPS_W, plans[model], strict=True) if plots else ():
             name = f"heatmap-{model}-{_cap_label(cap).replace(' ', '')}.png"
             plot_profile(profile, out / name, power_cap_w=cap, plan=result)
     console.rule("[bold]2. Choices per method (r_b = 1: throughput only)")
@@ -120,11 +121,12 @@ def profile_and_plan(out: Path, console: Console) -> dict[str, list[Plan]]:
 def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
                  batch_sizes: tuple[int, ...] | None = None, sample_budget: int = 20_000,
                  task: DemoTask = TASK, executor: Executor | None = None,
-                 board: BoardMode = "unkind"):
+                 board: BoardMode = "unkind", plots: bool = True):
     """Pre-train, estimate r_b on the proxy, profile, and measure every method on the target
     at every cap over `seeds` seeds (the trainings on `executor`, default: one worker process
     per core; `board`: each seed's runs replayed on a board state of its own and the profile
-    measured on another, or the one deterministic board). Returns the Comparison."""
+    measured on another, or the one deterministic board; `plots`: a heatmap of each cap's
+    plan). Returns the Comparison."""
     from wattcap.core.progress import make_progress
     from wattcap.devices.workload import DEFAULT_BATCH_SIZES
     from wattcap.experiments.compare import Scenario, load_or_profile, run_comparison
@@ -165,7 +167,7 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
                 [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, task.target_accuracy,
                 sizes, sample_budget=sample_budget, executor=where,
                 progress=report.show, board=board)
-    for cap in PIPELINE_CAPS_W:
+    for cap in PIPELINE_CAPS_W if plots else ():
         result = plan(profile, cap, efficiency=vector, reference_profiles=references)
         plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"
                      ".png", power_cap_w=cap, plan=result)
@@ -275,18 +277,20 @@ def markdown_table(comparison) -> str:  # noqa: ANN001 - a Comparison
 
 
 def run_demo(out: Path, console: Console | None = None, quick: bool = False,
-             board: BoardMode = "unkind") -> None:
+             board: BoardMode = "unkind", plots: bool = True) -> None:
     """Run the demo, writing files and plots into `out` (`quick`: the same pipeline on the 8x8
     digits with a 10x cheaper CNN, 2 seeds and 3 batch sizes, for the tests; `board`: the
-    boards the measured part runs on, see `run_pipeline`)."""
+    boards the measured part runs on, see `run_pipeline`; `plots`: the heatmaps, about 2 s
+    each, or files only)."""
     console = console or Console()
     out.mkdir(parents=True, exist_ok=True)
-    profile_and_plan(out, console)
+    profile_and_plan(out, console, plots)
     if quick:
         comparison = run_pipeline(out, console, seeds=2, batch_sizes=(8, 32, 128),
-                                  sample_budget=8192, task=QUICK_TASK, board=board)
+                                  sample_budget=8192, task=QUICK_TASK, board=board, plots=plots)
     else:
-        comparison = run_pipeline(out, console, board=board)
+        comparison = run_pipeline(out, console, board=board, plots=plots)
     # the results page's table (docs/results.md) is this file, pasted by bench/readme_demo_table.py
     write_file(out / "table.md", markdown_table(comparison))
-    console.print(f"\nfiles and plots written to {out}/ (the results page's table: {out}/table.md)")
+    console.print(f"\nfiles{' and plots' if plots else ''} written to {out}/ "
+                  f"(the results page's table: {out}/table.md)")
