@@ -41,6 +41,10 @@ PERIOD_S = 0.05  # the emulated Nano's sensor period
 #: at 844.8 MHz. Change times fall between sensor ticks (every 50 ms): each is read at the next.
 SCHEDULE = [(0.0, 4.5), (0.52, 3.2), (1.03, 2.0), (1.61, 4.0)]
 DROP_TICK_S, PAUSE_TICK_S, RESUME_TICK_S = 0.55, 1.05, 1.65
+#: the runs' target: reached at 800-1,300 samples, 2.3-3 s of device time, 12-28 steps after the
+#: cap rises (1.65 s), so a run sees the drop, the pause and the rise and trains on in the last
+#: segment; a higher target only adds steps of that segment (0.9 took 1,900-2,400 samples)
+TARGET = 0.75
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +93,7 @@ def test_a_user_loop_follows_a_cap_that_drops_pauses_and_rises(
     session = Session(EmulatedDevice("jetson-nano"), model=MODEL,
                       planning=PlanSettings(profile=profile, efficiency=efficiency),
                       cap=CapSettings(power_cap=ScheduleCap(SCHEDULE), batch_size_hold_s=0.0),
-                      goal=Goal(target_accuracy=0.9, sample_budget=4096),
+                      goal=Goal(target_accuracy=TARGET, sample_budget=4096),
                       reporting=statuses.append)  # this schedule moves twice a second: follow it
     device = session.device
     assert device is not None
@@ -169,11 +173,12 @@ class Killed(Exception):
 def run(profile: ProfileTable, efficiency: EfficiencyVector, digits32: tuple,
         checkpoint_dir: Path | None = None, kill_after_s: float | None = None,
         schedule: list[tuple[float, float]] = SCHEDULE, batch_size_hold_s: float = 0.0,
-        target_accuracy: float = 0.9, sample_budget: int = 4096) -> RunRecord:
+        target_accuracy: float = TARGET, sample_budget: int = 4096,
+        max_eval_samples: int = 200) -> RunRecord:
     train, test = digits32
     config = TrainConfig(model=MODEL, batch_size=32, target_accuracy=target_accuracy,
                          sample_budget=sample_budget, eval_every_samples=128,
-                         max_eval_samples=200)
+                         max_eval_samples=max_eval_samples)
 
     def kill(point) -> None:  # noqa: ANN001
         if kill_after_s is not None and point.device_time_s > kill_after_s:
@@ -207,9 +212,12 @@ def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
     # `only` lasts long enough for the step in flight (slowed to the lowest clock) to end
     flicker = [(0.0, 4.5), (0.3, low), (0.6, 4.5), (0.9, low), (1.3, only), (2.0, 4.5),
                (2.3, low), (2.6, 4.5), (2.9, low)]
-    # the schedule's 3 s take some 600 samples; what follows it only slows the test
+    # the schedule's 3 s take some 640 samples; the next evaluation's 768 end past 4 s (at b=8,
+    # 230 MHz under `low`), what follows only slows the test. The target is out of reach: the
+    # evaluations only set where plans are taken, so a few samples each read the same (half
+    # of these runs' time would be evaluating 200)
     record = run(profile, efficiency, digits32, schedule=flicker, batch_size_hold_s=1.0,
-                 target_accuracy=0.9999, sample_budget=1024)
+                 target_accuracy=0.9999, sample_budget=768, max_eval_samples=50)
     # a plan whose batch size never ran a step (the cap moved again while the step of the
     # previous batch size was in flight) changed nothing
     runs = [s for s in record.segments if not s.paused and s.steps > 0]
@@ -226,7 +234,7 @@ def test_the_batch_size_is_held_under_a_flickering_cap_unless_it_cannot_meet_it(
     assert any("the batch size is held until" in event for event in record.events)
     # without the hold, the flicker moves the batch size at nearly every change of the cap
     free = run(profile, efficiency, digits32, schedule=flicker, target_accuracy=0.9999,
-               sample_budget=1024)
+               sample_budget=768, max_eval_samples=50)
     free_runs = [s for s in free.segments if not s.paused and s.steps > 0]
     assert sum(b.batch_size != a.batch_size
                for a, b in zip(free_runs, free_runs[1:], strict=False)) > len(changes)
@@ -242,9 +250,13 @@ def test_our_loop_resumes_mid_segment_to_the_same_result(
     assert [p.samples % 128 for p in full.curve] == [0] * len(full.curve)  # the same cadence
     assert [s.batch_size for s in full.segments if not s.paused][:2] == [32, 16]
     with pytest.raises(Killed):
-        run(profile, efficiency, digits32, tmp_path, kill_after_s=0.7)  # in the b=16 segment
+        run(profile, efficiency, digits32, tmp_path, kill_after_s=0.6)
     resumed = run(profile, efficiency, digits32, tmp_path)
+    # the checkpoint it resumed from lies inside the b=16 segment, not at a change of the cap
+    before = [s for s in full.segments if not s.paused]
+    start = sum(s.samples for s in full.segments[:full.segments.index(before[1])])
     assert resumed.resumed_from_samples is not None
+    assert start < resumed.resumed_from_samples < start + before[1].samples
     assert [p.accuracy for p in resumed.curve] == [p.accuracy for p in full.curve]
     assert resumed.samples_to_target == full.samples_to_target
     assert resumed.time_to_accuracy_s == pytest.approx(full.time_to_accuracy_s, rel=1e-6)
