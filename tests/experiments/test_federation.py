@@ -6,6 +6,7 @@ this process (the same rounds)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +24,19 @@ from wattcap.experiments.federation import (
     local_transport,
     run_federation,
 )
-from wattcap.experiments.fleet import load_fleet
+from wattcap.experiments.fleet import load_fleet, plan_at_caps
 
 MODEL = "digits-cnn"
 LINK = {"bandwidth_mbps": 10.0, "latency_s": 0.05, "energy_j_per_mb": 0.5}
 
 
 def _fleet(folder: Path, clients: list[dict] | None = None, flat: bool = False,
-           **fields: object) -> Path:
+           profiles: Path | None = None, **fields: object) -> Path:
     """Three clients on bundled digits: a Nano at 4 W, a TX2 NX at 6 W, a Nano without a cap.
-    r_b grows with b (a made-up proxy vector), or is 1 for every b with `flat`."""
+    r_b grows with b (a made-up proxy vector), or is 1 for every b with `flat`. `profiles`: a
+    fleet-profiles folder to start with (see `fleet_profiles`)."""
+    if profiles is not None:
+        shutil.copytree(profiles, folder / "fleet-profiles")
     sizes = (4, 8, 16, 32, 64, 128)
     vector = vector_from_samples(
         {b: [900.0 * (1 if flat else 1 + b / 40)] * 2 for b in sizes}, sample_budget=20_000,
@@ -55,6 +59,18 @@ def _fleet(folder: Path, clients: list[dict] | None = None, flat: bool = False,
     return path
 
 
+@pytest.fixture(scope="module")
+def fleet_profiles(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The emulated Nano's and TX2 NX's digits-cnn profiles, made once for the module. A fleet
+    profiles its emulated clients on first use into fleet-profiles/ beside its file (0.6 s of
+    CPU a fleet file, 3 s the first time in a process) and reads them from there after; the
+    profiling is deterministic (the tables differ only in created_at), so a test's fleet that
+    starts with these copies runs on the tables it would have made."""
+    folder = tmp_path_factory.mktemp("fleet-profiles")
+    load_fleet(_fleet(folder))
+    return folder / "fleet-profiles"
+
+
 def _never_over_its_cap(run: FleetRun) -> None:
     for r in run.rounds:
         for c in r.clients:
@@ -64,11 +80,18 @@ def _never_over_its_cap(run: FleetRun) -> None:
 
 
 @pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
-def test_three_clients_reach_the_target_on_flower(tmp_path: Path) -> None:
+def test_three_clients_reach_the_target_on_flower(tmp_path: Path, fleet_profiles: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("flwr")
     from wattcap.integrations.flower import simulate
 
-    path = _fleet(tmp_path, target_accuracy=0.7)  # a few rounds: each costs Ray's overhead
+    # Ray told of one CPU: one actor (simulate gives each one CPU) serves the three virtual
+    # SuperNodes in turn. An actor is a process that imports torch and wattcap (~13 s of CPU
+    # here); a round's training takes a fraction of a second, so a second actor cost more
+    # than it overlapped
+    monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", '{"CPU": 1}')
+    path = _fleet(tmp_path, profiles=fleet_profiles,
+                  target_accuracy=0.7)  # a few rounds: each costs Ray's overhead
     run = simulate(path, "fleet", seed=0)
     assert run.engine == "flower" and run.reached
     assert run.rounds[-1].accuracy >= 0.7 > run.rounds[0].accuracy
@@ -82,11 +105,11 @@ def test_three_clients_reach_the_target_on_flower(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
-def test_the_fleet_plans_rounds_no_slower_than_uniform_on_the_same_seeds(tmp_path: Path,
-                                                                          ) -> None:
+def test_the_fleet_plans_rounds_no_slower_than_uniform_on_the_same_seeds(
+        tmp_path: Path, fleet_profiles: Path) -> None:
     """With r_b the same for every b, the fleet plan differs from uniform only in how it
     splits and slows: its rounds are never longer (measured on the emulated devices)."""
-    path = _fleet(tmp_path, flat=True)
+    path = _fleet(tmp_path, flat=True, profiles=fleet_profiles)
     for seed in (0, 1):
         uniform = run_federation(path, "uniform", local_transport, seed=seed)
         fleet = run_federation(path, "fleet", local_transport, seed=seed)
@@ -97,12 +120,13 @@ def test_the_fleet_plans_rounds_no_slower_than_uniform_on_the_same_seeds(tmp_pat
         _never_over_its_cap(fleet)
 
 
-def test_a_client_whose_cap_drops_sits_out_then_is_replanned(tmp_path: Path) -> None:
+def test_a_client_whose_cap_drops_sits_out_then_is_replanned(tmp_path: Path,
+                                                             fleet_profiles: Path) -> None:
     # nano-a's cap: 4 W, then 2 W (below anything the Nano can run digits-cnn at, above its
     # idle draw) from 0.3 s to 1.2 s of fleet time, then 2.7 W (inside its 2.45-2.95 W span:
     # a slower setting)
     (tmp_path / "caps.csv").write_text("time_s,cap_w\n0,4.0\n0.3,2.0\n1.2,2.7\n")
-    path = _fleet(tmp_path, max_rounds=20)
+    path = _fleet(tmp_path, profiles=fleet_profiles, max_rounds=20)
     raw = json.loads(path.read_text())
     raw["clients"][0]["power_cap"] = "schedule:caps.csv"
     path.write_text(json.dumps(raw))
@@ -142,8 +166,10 @@ def test_a_client_whose_cap_drops_sits_out_then_is_replanned(tmp_path: Path) -> 
     assert any(c.busy_s > 0 for _, c in nano)
 
 
-def test_dropouts_are_left_out_and_the_round_waits_for_its_deadline(tmp_path: Path) -> None:
-    path = _fleet(tmp_path)
+def test_dropouts_are_left_out_and_the_round_waits_for_its_deadline(tmp_path: Path,
+                                                                     fleet_profiles: Path,
+                                                                     ) -> None:
+    path = _fleet(tmp_path, profiles=fleet_profiles)
     raw = json.loads(path.read_text())
     raw["clients"][1]["dropout"] = 0.5
     path.write_text(json.dumps(raw))
@@ -161,8 +187,10 @@ def test_dropouts_are_left_out_and_the_round_waits_for_its_deadline(tmp_path: Pa
     _never_over_its_cap(run)
 
 
-def test_a_late_update_is_a_straggler_and_the_average_weighs_samples(tmp_path: Path) -> None:
-    setup = load_fleet(_fleet(tmp_path))
+def test_a_late_update_is_a_straggler_and_the_average_weighs_samples(tmp_path: Path,
+                                                                     fleet_profiles: Path,
+                                                                     ) -> None:
+    setup = load_fleet(_fleet(tmp_path, profiles=fleet_profiles))
     task = ClientTask(str(setup.path), "tx2", 1, 32, 1_300_500_000, 320, 6.0, 0)
     report = LocalReport(client="tx2", round=1, samples=320, compute_s=2.0, energy_j=5.0,
                          peak_power_w=5.0, cap_w=6.0, cap_violations=0)
@@ -182,8 +210,8 @@ def test_a_late_update_is_a_straggler_and_the_average_weighs_samples(tmp_path: P
     assert mean[1].dtype == np.array([1]).dtype and int(mean[1][0]) == 3  # a counter, rounded
 
 
-def test_fleet_simulate_on_the_command_line(tmp_path: Path) -> None:
-    path = _fleet(tmp_path)
+def test_fleet_simulate_on_the_command_line(tmp_path: Path, fleet_profiles: Path) -> None:
+    path = _fleet(tmp_path, profiles=fleet_profiles)
     result = CliRunner().invoke(app, ["fleet", "simulate", str(path), "--engine", "local",
                                       "--method", "uniform,fleet", "--out",
                                       str(tmp_path / "runs")], env={"COLUMNS": "200"})
@@ -209,7 +237,8 @@ def test_a_bad_cap_source_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path) -> None:
+def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path,
+                                                          fleet_profiles: Path) -> None:
     """FedZero-style: half the fleet a round (2 of 3), those with the most energy over the
     round first, at the uniform plan's fixed settings; a client that took part in more than
     3/4 of the rounds waits while others can train."""
@@ -224,10 +253,13 @@ def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path) -> Non
     assert select_clients(["a", "b", "c"], energy, {**needed, "a": 99}, {}, 0) == ["b"]
     with pytest.raises(ValueError, match="fraction"):
         select_clients(["a"], energy, needed, {}, 0, fraction=0)
-    path = _fleet(tmp_path)
+    path = _fleet(tmp_path, profiles=fleet_profiles)
     run = run_federation(path, "fedzero", local_transport, seed=0)
-    uniform = run_federation(path, "uniform", local_transport, seed=0)
-    settings = {(c.name, c.batch_size, c.knob_value) for r in uniform.rounds for c in r.clients}
+    # the uniform plan's settings: every round's, as this fleet's caps never move (a run of
+    # the uniform method would train ten rounds to list the same three)
+    setup = load_fleet(path)
+    uniform = plan_at_caps(setup, setup.caps_at(0.0), strict=False).plans["uniform"]
+    settings = {(c.name, c.batch_size, c.knob_value) for c in uniform.clients}
     for r in run.rounds:
         trained = [c for c in r.clients if c.status != "sat out"]
         assert len(trained) == 2
@@ -240,7 +272,8 @@ def test_fedzero_chooses_by_forecast_energy_with_fairness(tmp_path: Path) -> Non
     _never_over_its_cap(run)
 
 
-def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path) -> None:
+def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path,
+                                                           fleet_profiles: Path) -> None:
     """Clients' shards from a data spec (MNIST's IDX files, written here from the bundled
     digits), converted to the model's input shape; the global test split is the same for
     every client and none of its samples is in a shard."""
@@ -256,7 +289,8 @@ def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path) -> Non
     clients = [{"name": f"nano-{i}", "device": "emulated:jetson-nano", "power_cap": 4.0,
                 "data": {"dataset": spec, "fraction": 0.5, "seed": i}, "link": LINK}
                for i in range(2)]
-    path = _fleet(tmp_path, clients, max_rounds=3, target_accuracy=0.99)
+    path = _fleet(tmp_path, clients, profiles=fleet_profiles, max_rounds=3,
+                  target_accuracy=0.99)
     run = run_federation(path, "fleet", local_transport, seed=0)
     assert len(run.rounds) == 3 and run.rounds[-1].accuracy > 0.3  # ten classes: chance 0.1
     setup = load_fleet(path)
@@ -277,8 +311,6 @@ def test_a_fleet_trains_on_a_data_spec_in_its_real_format(tmp_path: Path) -> Non
 def test_a_measured_device_replays_its_trace_in_a_fleet(tmp_path: Path) -> None:
     """A `trace:` client (examples/trace-nano: a table in the measured format, generated from
     the emulator) trains for real; its round's time, energy and peak are its table's."""
-    import shutil
-
     examples = Path(__file__).resolve().parents[2] / "examples"
     shutil.copytree(examples / "trace-nano", tmp_path / "trace-nano")
     for name in ("efficiency-proxy.json", "profile-jetson-nano.json"):
