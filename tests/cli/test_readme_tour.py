@@ -19,7 +19,8 @@ import traceback
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+import typer.main
+from click.testing import CliRunner
 
 from wattcap.cli import app
 from wattcap.cli.train import NOT_REACHED_EXIT_CODE
@@ -69,6 +70,8 @@ def test_the_readme_tour_runs_end_to_end(tmp_path: Path,
     env = {"WATTCAP_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "160"}
     monkeypatch.chdir(tmp_path)
     commands = tour_commands(README.read_text())
+    # the app's click command, built once: typer's CliRunner builds it again on every invoke
+    cli = typer.main.get_command(app)
     for index, command in enumerate(commands):
         args = [*command[1:], *OVERRIDES.get(command[1], [])]
         if index in (0, len(commands) - 1):
@@ -77,7 +80,7 @@ def test_the_readme_tour_runs_end_to_end(tmp_path: Path,
                                   timeout=600)
             code, output = done.returncode, f"{done.stdout}\n{done.stderr}"
         else:
-            result = CliRunner().invoke(app, args, env=env)
+            result = CliRunner().invoke(cli, args, env=env)
             code, output = result.exit_code, result.output
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 output += "".join(traceback.format_exception(result.exception))
