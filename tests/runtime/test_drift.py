@@ -4,6 +4,10 @@ re-measures a profile's frontier and reports the change."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from typer.testing import CliRunner
 
 from wattcap.cli import app
 from wattcap.core.profile import ProfilePoint, ProfileTable
+from wattcap.core.run import CurvePoint
 from wattcap.core.schema import WattcapFileError
 from wattcap.data import ArrayDataset, get_dataset
 from wattcap.devices import Drift, EmulatedDevice, PowerReading, load_spec
@@ -69,20 +74,60 @@ def config(**update: object) -> TrainConfig:
     return TrainConfig(**(base | update))
 
 
+#: the evaluation after the derating run's re-plan, where a test resumes it from: the drift is
+#: decided once the windows showed their noise, then re-planned at the next evaluation (at
+#: 1,024 samples here)
+AFTER_THE_REPLAN = 1280
+
+
+@dataclass
+class DeratingRun:
+    """The scenario's derating run: its record, its device, the log of what went on and off the
+    GPU around its re-measure (`gpu_log`), and its checkpoint folder as it was at
+    AFTER_THE_REPLAN samples (`checkpoint_after_replan`, never written to)."""
+
+    record: RunRecord
+    device: EmulatedDevice
+    gpu_log: list[str]
+    checkpoint_after_replan: Path
+
+
 @pytest.fixture(scope="module")
 def derating_run(digits32: tuple[ArrayDataset, ArrayDataset],
                  profiles: tuple[ProfileTable, ProfileTable],
-                 scenario: tuple[float, int, int]) -> tuple[RunRecord, EmulatedDevice]:
-    """The scenario's derating run and its device, trained once for the tests that only read
-    them (seconds of training each time)."""
-    return _derating_run(digits32, profiles, scenario)
+                 scenario: tuple[float, int, int],
+                 tmp_path_factory: pytest.TempPathFactory) -> DeratingRun:
+    """The scenario's run on a device that derates after DERATING_AFTER_S, watched against
+    `before`, trained once for the tests that only read it (seconds of training each time).
+    Spies log the re-measure's moves and pass every call on; the run checkpoints (its record
+    is the same without), and its folder is copied as a process that died after the re-plan
+    leaves it."""
+    before, _ = profiles
+    cap_w, f_star, _ = scenario
+    train, test = digits32
+    folder = tmp_path_factory.mktemp("derating-checkpoint")
+    after_replan = tmp_path_factory.mktemp("derating-checkpoint-after-the-replan")
+
+    def copy_after_the_replan(point: CurvePoint) -> None:
+        if point.samples == AFTER_THE_REPLAN:  # written at the evaluation, before this call
+            shutil.copytree(folder, after_replan, dirs_exist_ok=True)
+
+    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
+    device.set_frequency_hz(f_star)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        gpu_log = _log_the_gpu_moves(monkeypatch)
+        record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
+                                   profile=before, checkpoint_dir=folder,
+                                   on_eval=copy_after_the_replan)
+    assert any(after_replan.iterdir()), "no evaluation at AFTER_THE_REPLAN samples"
+    return DeratingRun(record, device, gpu_log, after_replan)
 
 
 def test_derating_mid_run_triggers_remeasure_and_replan(
-    derating_run: tuple[RunRecord, EmulatedDevice], scenario: tuple[float, int, int],
+    derating_run: DeratingRun, scenario: tuple[float, int, int],
 ) -> None:
     _, _, f_lower = scenario
-    record, device = derating_run
+    record, device = derating_run.record, derating_run.device
 
     assert record.reached
     # Noticed after the derating began, as a slowdown of about 1/0.8 at most.
@@ -421,36 +466,24 @@ def test_profile_refresh_refuses_another_device(
     assert ProfileTable.load(path) == profiles[0]
 
 
-class Killed(Exception):
-    """Stands for the process dying after a checkpoint."""
-
-
 def test_a_resumed_run_keeps_the_replan_and_its_lower_frequency(
     tmp_path: Path, digits32: tuple[ArrayDataset, ArrayDataset],
     profiles: tuple[ProfileTable, ProfileTable], scenario: tuple[float, int, int],
+    derating_run: DeratingRun,
 ) -> None:
     before, _ = profiles
     cap_w, f_star, f_lower = scenario
     train, test = digits32
-
-    def kill_after_the_replan(point: object) -> None:
-        # the drift is decided once the windows showed their noise, then re-planned at the
-        # next evaluation: at 1,024 samples here
-        if point.samples >= 1280:  # type: ignore[attr-defined]
-            raise Killed
-
-    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
-    device.set_frequency_hz(f_star)
-    with pytest.raises(Killed):
-        train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                          profile=before, checkpoint_dir=tmp_path, on_eval=kill_after_the_replan)
+    # The derating run's folder as a process killed after the re-plan's checkpoint leaves it
+    # (copied: the restarted run writes its own checkpoints there).
+    shutil.copytree(derating_run.checkpoint_after_replan, tmp_path, dirs_exist_ok=True)
 
     # Restarted on the (still derated) device at the plan's frequency, as the CLI would.
     device = quiet_nano(Drift(after_s=0.0, **DERATING))
     device.set_frequency_hz(f_star)
     record = train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
                                profile=before, checkpoint_dir=tmp_path)
-    assert record.resumed_from_samples is not None
+    assert record.resumed_from_samples == AFTER_THE_REPLAN
     assert record.reached
     assert len(record.replans) == 1 and record.replans[0].to_hz == f_lower
     # The re-planned frequency was put back at once, and the re-measured point is the
@@ -500,40 +533,22 @@ def test_train_cli_watches_drift_and_replans(
     assert "only applies to emulated devices" in refused.output
 
 
-def _derating_run(digits32: tuple[ArrayDataset, ArrayDataset],
-                  profiles: tuple[ProfileTable, ProfileTable],
-                  scenario: tuple[float, int, int]) -> tuple[RunRecord, EmulatedDevice]:
-    """The scenario's run on a device that derates after DERATING_AFTER_S, watched against
-    `before`: the record and the device."""
-    before, _ = profiles
-    cap_w, f_star, _ = scenario
-    device = quiet_nano(Drift(after_s=DERATING_AFTER_S, **DERATING))
-    device.set_frequency_hz(f_star)
-    train, test = digits32
-    return train_to_accuracy(config(), train, test, device=device, power_cap_w=cap_w,
-                             profile=before), device
-
-
-def test_the_remeasure_never_holds_two_models_on_the_gpu(
-    digits32: tuple[ArrayDataset, ArrayDataset], profiles: tuple[ProfileTable, ProfileTable],
-    scenario: tuple[float, int, int], monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The re-measure builds its own copy of the model: the training model is off the GPU for
-    exactly that long, and the copy is freed before it comes back."""
-    from contextlib import contextmanager
-
-    import wattcap.runtime.drift_monitor as watchdog
+def _log_the_gpu_moves(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spies on the training model leaving the GPU, the re-measure and its copy being freed:
+    each logs, then does what it spies on (the run is the one without them)."""
+    import wattcap.runtime.drift_monitor as drift_monitor
     from wattcap.runtime.device_guard import DeviceGuard
 
     log: list[str] = []
+    real_offload = DeviceGuard.training_model_off_gpu
+    real_refresh, real_release = drift_monitor.refresh_row, Profiler.release_steps
 
     @contextmanager
-    def offload(self: DeviceGuard):
+    def offload(self: DeviceGuard) -> Iterator[None]:
         log.append("model off the GPU")
-        yield
+        with real_offload(self):
+            yield
         log.append("model back")
-
-    real_refresh, real_release = watchdog.refresh_row, Profiler.release_steps
 
     def refresh(*args: object, **kwargs: object):
         log.append("re-measure")
@@ -544,10 +559,16 @@ def test_the_remeasure_never_holds_two_models_on_the_gpu(
         real_release(self)
 
     monkeypatch.setattr(DeviceGuard, "training_model_off_gpu", offload)
-    monkeypatch.setattr(watchdog, "refresh_row", refresh)
+    monkeypatch.setattr(drift_monitor, "refresh_row", refresh)
     monkeypatch.setattr(Profiler, "release_steps", release)
-    record, _ = _derating_run(digits32, profiles, scenario)
-    assert record.replans
+    return log
+
+
+def test_the_remeasure_never_holds_two_models_on_the_gpu(derating_run: DeratingRun) -> None:
+    """The re-measure builds its own copy of the model: the training model is off the GPU for
+    exactly that long, and the copy is freed before it comes back."""
+    log = derating_run.gpu_log
+    assert derating_run.record.replans
     start = log.index("model off the GPU")
     assert log[start:start + 4] == ["model off the GPU", "re-measure", "copy freed",
                                     "model back"]
@@ -599,12 +620,9 @@ def test_the_training_model_and_its_optimizer_leave_the_gpu_and_come_back(
     assert tensor_moves[off:].count("cuda:1") == moments
 
 
-def test_a_replan_says_the_values_that_changed(
-    derating_run: tuple[RunRecord, EmulatedDevice],
-) -> None:
+def test_a_replan_says_the_values_that_changed(derating_run: DeratingRun) -> None:
     import re
 
-    record, _ = derating_run
-    reason = record.replans[0].reason
+    reason = derating_run.record.replans[0].reason
     # the value the profile had, the value measured, and the change
     assert re.search(r"time per sample \d+\.\d{3} -> \d+\.\d{3} ms \(\+\d+%\)", reason), reason

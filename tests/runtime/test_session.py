@@ -5,6 +5,7 @@ spy at the torch boundary: CI has no CUDA), and the one clock lock per device.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -388,10 +390,15 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
     from typer.testing import CliRunner
 
     from wattcap.cli import app
+    from wattcap.devices import jetson
 
     board = make_nano_l4t32(tmp_path / "board")
     FakeDevfreqKernel().install(monkeypatch)
     monkeypatch.setenv("WATTCAP_SYSFS_ROOT", str(board.root))
+    # Every window runs steps for a number of sensor periods of wall time (the sensor-noise
+    # window 100, each point 5): at the INA3221's 50 ms, ~12 s of them. The fake rail answers
+    # at once, and nothing asserted here depends on the period's length.
+    monkeypatch.setattr(jetson, "INA3221_PERIOD_S", 0.01)
     spy = TorchDeviceSpy(monkeypatch)
     original = {name: board.read(name) for name in SETTINGS}
     out = tmp_path / "jetson.json"
@@ -420,8 +427,15 @@ def test_a_jetson_profile_is_measured_on_cuda_and_written(
 
 # -- signals, in a real process ------------------------------------------------------------------
 
-SCRIPT = textwrap.dedent("""
+# The session's imports (torch among them) cost a process seconds of CPU: one parent pays them
+# once and forks a fresh process per test, which runs the session and gets the signal; the
+# parent reaps it and says how it ended. Each signal still reaches a process of its own, and
+# its exit status is the one Python gives a SystemExit that reaches the top.
+FORKING_PARENT = textwrap.dedent("""
+    import gc
+    import os
     import sys
+    import threading
     import time
     from pathlib import Path
 
@@ -431,42 +445,106 @@ SCRIPT = textwrap.dedent("""
     from wattcap.runtime.session import Session
     from wattcap.runtime.session_config import PlanSettings
 
+    # a fork copies the calling thread only: another thread here would be lost in the child
+    assert threading.active_count() == 1, threading.enumerate()
+    # the garbage collector leaves the imported objects alone: a child's collections would
+    # touch (and so copy) every page of them again, a second of CPU at its exit
+    gc.freeze()
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            sys.exit(0)
+        pid = os.fork()
+        if pid == 0:
+            break  # the child runs the session below
+        _, status = os.waitpid(pid, 0)
+        print("EXIT", os.waitstatus_to_exitcode(status), flush=True)
+
+    board_root, locked_hz = line.split()
     jetson.write_sysfs = FakeDevfreqKernel().write  # the hardware boundary
-    device = jetson.JetsonDevice(Path(sys.argv[1]))
-    plan = PlanSettings(batch_size=8, frequency_hz=int(sys.argv[2]))
+    device = jetson.JetsonDevice(Path(board_root))
+    plan = PlanSettings(batch_size=8, frequency_hz=int(locked_hz))
     with Session(device, planning=plan) as session:
         while True:
             with session.step():
                 time.sleep(0.01)
             if session.steps == 1:
-                print("READY", flush=True)
+                print("READY", os.getpid(), flush=True)
     print("not reached", flush=True)
 """)
 
 
+class SessionForks:
+    """The forking parent: `start` a session process on a board, read what it says."""
+
+    def __init__(self, folder: Path) -> None:
+        script = folder / "forks.py"
+        script.write_text(FORKING_PARENT.format(repo=str(REPO)))
+        self.stderr = folder / "stderr.txt"
+        with self.stderr.open("w") as stderr:
+            # one OpenMP thread: no thread pool for a fork to leave behind, and the
+            # session's processes do no tensor work that more would speed up
+            self.process = subprocess.Popen(
+                [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=stderr, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    def start(self, board: FakeBoard, locked_hz: int) -> int:
+        """A session process that has locked `board` at `locked_hz`: its pid."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{board.root} {locked_hz}\n")
+        self.process.stdin.flush()
+        said = self.line(60).split()
+        assert said[:1] == ["READY"], f"{said}: {self.stderr.read_text()}"
+        return int(said[1])
+
+    def line(self, timeout_s: float) -> str:
+        """The next line the parent or its child prints. Each answers what the test did last,
+        so none can wait in the reader's buffer, where `select` would not see it."""
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout_s)
+        assert ready, f"nothing said in {timeout_s} s: {self.stderr.read_text()}"
+        return self.process.stdout.readline()
+
+    def stop(self, pid: int) -> None:
+        """Kill a session process that did not end as it should, and read its end."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        self.line(30)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def session_forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionForks]:
+    forks = SessionForks(tmp_path_factory.mktemp("session-forks"))
+    yield forks
+    forks.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_signal_restores_the_jetson_clocks(tmp_path: Path, signum: int) -> None:
+def test_a_signal_restores_the_jetson_clocks(
+    tmp_path: Path, signum: int, session_forks: SessionForks
+) -> None:
     board = make_nano_l4t32(tmp_path / "board")
     original = {name: board.read(name) for name in SETTINGS}
     locked_hz = NANO_FREQUENCIES_HZ[3]
-    script = tmp_path / "session.py"
-    script.write_text(SCRIPT.format(repo=str(REPO)))
-    process = subprocess.Popen([sys.executable, str(script), str(board.root), str(locked_hz)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = session_forks.start(board, locked_hz)
     try:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], 60)
-        assert ready, "the child never said READY"
-        line = process.stdout.readline()
-        assert line.strip() == "READY", process.stderr.read() if process.stderr else line
         assert board.read("min_freq") == board.read("max_freq") == str(locked_hz)
-        process.send_signal(signum)
-        returncode = process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert returncode == 128 + signum
+        os.kill(pid, signum)
+        exit_line = session_forks.line(30)
+    except BaseException:
+        session_forks.stop(pid)
+        raise
+    assert exit_line.split() == ["EXIT", str(128 + signum)], exit_line
     assert {name: board.read(name) for name in SETTINGS} == original
 
 
@@ -539,7 +617,10 @@ def test_env_sysfs_root_reaches_the_jetson_backend(
 
 @pytest.mark.slow  # seconds of end-to-end work: make test runs it, test-fast does not
 def test_the_example_trains_a_user_model_through_a_session(tmp_path: Path) -> None:
-    env = dict(os.environ, WATTCAP_CACHE_DIR=str(tmp_path))
+    # one OpenMP thread, as conftest sets for this process: the workload census of the
+    # reference models (their profiles are planned against) took 3x the CPU with a thread per
+    # core on a busy machine (35 s instead of 11 s)
+    env = dict(os.environ, WATTCAP_CACHE_DIR=str(tmp_path), OMP_NUM_THREADS="1")
     run = subprocess.run([sys.executable, str(REPO / "examples" / "train_your_own_model.py"),
                           "--target-accuracy", "0.3"], capture_output=True, text=True,
                          env=env, timeout=600, cwd=tmp_path)

@@ -56,7 +56,9 @@ def test_a_board_hot_at_the_start_plans_under_its_clamp_and_trains(digits32: tup
     with pytest.raises(FrequencyNotFollowedError):  # the board refuses the top clock...
         device.set_frequency_hz(freqs[-1])
     train, test = digits32
-    record = train_to_accuracy(config(), train, test, device=device)  # ...the run does not
+    # ...the run does not: it trains to a target (a low one, three evaluations in: the clamp is
+    # met by the plan at the start, and nothing later in the run moves the clock)
+    record = train_to_accuracy(config(target_accuracy=0.3), train, test, device=device)
     assert record.reached
     plan_clamps = [c for c in record.clock_clamps if c.by == "plan"]
     assert plan_clamps and plan_clamps[0].requested_hz == freqs[-1]

@@ -435,14 +435,17 @@ def test_energy_comes_from_the_hardware_counter_when_there_is_one(
     digits32: tuple[ArrayDataset, ArrayDataset],
 ) -> None:
     train, test = digits32
+    # The accounting is the same at any length of run: one evaluation's worth of steps (eight
+    # sensor readings; the integral comes 0.24 % off the true energy, well inside the 5 %).
+    short = config(sample_budget=256)
     device = CountingNano("jetson-nano")
     start_j = device.true_energy_j
-    record = train_to_accuracy(config(target_accuracy=0.3), train, test, device=device)
+    record = train_to_accuracy(short, train, test, device=device)
     assert record.energy_source == "counter"
     assert record.energy_j == pytest.approx(device.true_energy_j - start_j)
 
     plain = EmulatedDevice("jetson-nano")
-    sampled = train_to_accuracy(config(target_accuracy=0.3), train, test, device=plain)
+    sampled = train_to_accuracy(short, train, test, device=plain)
     assert sampled.energy_source == "sensor"
     # The sensor integral estimates the same physics: close, but not the counter's value.
     assert sampled.energy_j == pytest.approx(plain.true_energy_j, rel=0.05)
