@@ -23,6 +23,10 @@ NANO = "jetson-nano"
 # census ~8x slower (35 s instead of 4 s for the three reference models). One thread is as fast
 # for these shapes and robust to a busy machine.
 torch.set_num_threads(1)
+# and so in the processes the tests start that are not wattcap's commands (which take one
+# thread themselves): examples, bench scripts, Flower's and Ray's workers; the user's own
+# setting wins
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,9 +5,10 @@ must not replay its missed readings as a burst."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pynvml
@@ -30,6 +31,21 @@ PLANNED_MHZ = 1500
 
 # CUDA is faked (torch is a CPU build here): the data loader's pinned memory has no GPU
 pytestmark = pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+
+
+@pytest.fixture(autouse=True)
+def _heap_before_the_test_frozen() -> Iterator[None]:
+    """The profiler frees a batch size's model with gc.collect() before building the next (and
+    the memory spy below collects too): a full collection scans every object the process
+    holds, torch's and the suite's included, ~0.4 s each (19 in one test here). What a test
+    frees it made itself, so what was there before it is frozen out of the scans for the
+    test's length (gc.freeze: still alive and still holding what it references, only never
+    scanned); the test's own objects are collected as before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _long_run() -> tuple[TrainConfig, object, object]:
@@ -289,7 +305,6 @@ def test_without_permission_a_cap_the_board_breaks_stops_the_run_with_the_fix(
 def test_profiling_holds_one_batch_sizes_model_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """A memory spy: every step the profiler builds is tracked while alive; eight batch sizes
     never have two models on the GPU, and the allocator's cache is emptied between them."""
-    import gc
     import weakref
 
     from wattcap.measure.profiling import Profiler

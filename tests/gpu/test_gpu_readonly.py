@@ -5,6 +5,8 @@ Never changes a clock or a power limit. The same check runs without a GPU on the
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
@@ -14,6 +16,21 @@ from tests.bench_scripts import load_bench_script
 
 def _gpu_check() -> ModuleType:
     return load_bench_script("gpu_check")
+
+
+@pytest.fixture(autouse=True)
+def _heap_before_the_test_frozen() -> Iterator[None]:
+    """The profiler frees a batch size's model with gc.collect() before building the next: a
+    full collection scans every object the process holds, torch's and the suite's included
+    (~0.5 s each, several per check). What a check frees it made itself, so what was there
+    before it is frozen out of the scans for its length (gc.freeze: still alive and still
+    holding what it references, only never scanned); its own objects are collected as
+    before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _has_gpu() -> bool:
@@ -66,6 +83,9 @@ def test_the_gpu_check_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.fakes.fake_pynvml import FakeGpu, FakeNvml
     from tests.runtime.test_session import TorchDeviceSpy
 
+    # the fresh-profile run's sensor-noise window in real time on the fake's period: 10
+    # readings (1 s), not 100 (10 s of the check's 15)
+    monkeypatch.setattr("wattcap.measure.profiling.NOISE_READINGS", 10)
     gpu = FakeGpu()
     nvml = FakeNvml([gpu])
     FakeCuda({0: gpu}).install(monkeypatch)

@@ -223,7 +223,11 @@ class JetsonEnvironment:
         return done.stdout
 
     def install(self, *requirements: str) -> None:
-        self.pip("install", "--quiet", "--no-compile", *requirements)
+        # --no-warn-conflicts: after installing, pip would parse the requirements of every
+        # distribution the environment sees (~150 through the view) to print warnings about
+        # conflicts, which never fail the install and which nothing here reads: about 40 % of an
+        # install's time. What pip resolves, installs and keeps is the same without it.
+        self.pip("install", "--quiet", "--no-compile", "--no-warn-conflicts", *requirements)
 
     def would_install(self, *requirements: str) -> dict[str, str]:
         """{name: version} pip would install for `requirements` (its dry run's report)."""
