@@ -134,3 +134,17 @@ def test_core_and_algorithms_import_no_torch() -> None:
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_server_starts_without_torch(tmp_path: Path) -> None:
+    """`wattcap serve` answers its first request without waiting seconds for torch: the app,
+    its routers, store and job runner import none of it (a weights upload and a job import it
+    when they come)."""
+    code = ("import sys, wattcap.cli.server\n"
+            "from wattcap.server.app import ServerSettings, create_app\n"
+            "create_app(ServerSettings(db=sys.argv[1]))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "server.sqlite3")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
