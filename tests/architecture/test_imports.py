@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 #: the package root exports `wattcap.Session` lazily; its import of the runtime is the one
 #: edge a cycle may use (nothing below imports the root for anything but the version, which
@@ -146,5 +147,18 @@ def test_the_server_starts_without_torch(tmp_path: Path) -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "server.sqlite3")],
                          capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_flower_clientapp_answers_its_query_without_torch() -> None:
+    """A deployed SuperNode starts a ClientApp process per message: the apps' module imports
+    Flower only, and the federation (torch, scipy: seconds) comes with a round's task."""
+    pytest.importorskip("flwr")
+    code = ("import sys, wattcap.integrations.flower\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy') or "
+            "m == 'wattcap.experiments.federation')[:3])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

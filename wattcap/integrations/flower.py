@@ -18,22 +18,16 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from wattcap.experiments.federation import (
-    ClientTask,
-    FederationError,
-    FleetRun,
-    LocalReport,
-    Weights,
-    run_federation,
-    train_locally,
-)
-from wattcap.experiments.fleet import load_fleet
+# The federation (torch, scipy: seconds) is imported where a message needs it: a deployed
+# SuperNode starts a ClientApp process per message, and the partition-id query needs none of it
+if TYPE_CHECKING:
+    from wattcap.experiments.federation import ClientTask, FleetRun, LocalReport, Weights
 
 #: seconds the server waits for every node to connect, and for one round's replies (also for
 #: the first query's: a node's first reply pays its start, which in a simulation on a loaded
@@ -64,6 +58,8 @@ def send_and_receive(grid: Grid, messages: list[Message], timeout_s: float) -> l
 
 
 def _partition_id(context: Context) -> int:
+    from wattcap.experiments.federation import FederationError
+
     try:
         return int(str(context.node_config["partition-id"]))
     except KeyError:
@@ -83,6 +79,8 @@ def client_app() -> ClientApp:
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
+        from wattcap.experiments.federation import ClientTask, train_locally
+
         config = message.content.config_records["task"]
         task = ClientTask.from_config(dict(config))
         weights = message.content.array_records["arrays"].to_numpy_ndarrays()
@@ -105,6 +103,8 @@ class FlowerTransport:
 
     def _identify(self, clients: list[str], timeout_s: float) -> dict[str, int]:
         """Map client names to node ids by the partition id every node answers with."""
+        from wattcap.experiments.federation import FederationError
+
         deadline = time.monotonic() + timeout_s
         nodes = list(self.grid.get_node_ids())
         while len(nodes) < len(clients) and time.monotonic() < deadline:
@@ -135,6 +135,8 @@ class FlowerTransport:
 
     def __call__(self, tasks: list[tuple[ClientTask, Weights]],
                  ) -> dict[str, tuple[Weights | None, LocalReport] | None]:
+        from wattcap.experiments.federation import LocalReport
+
         messages = [Message(RecordDict({"arrays": ArrayRecord(weights),
                                         "task": ConfigRecord(task.to_config())}),
                             message_type=MessageType.TRAIN,
@@ -158,6 +160,9 @@ class FlowerTransport:
 
 def _run_on(grid: Grid, fleet: str, method: str, seed: int) -> FleetRun:
     """The federation, its messages carried by this Grid."""
+    from wattcap.experiments.federation import run_federation
+    from wattcap.experiments.fleet import load_fleet
+
     clients = [c.name for c in load_fleet(fleet).fleet.clients]
     return run_federation(fleet, method, FlowerTransport(grid, clients), seed=seed,
                           engine="flower")
@@ -184,6 +189,9 @@ def simulate(fleet: str | Path, method: str, seed: int = 0) -> FleetRun:
     one CPU each); the run's record."""
     from flwr.simulation import run_simulation
 
+    from wattcap.experiments.federation import FederationError
+    from wattcap.experiments.fleet import load_fleet
+
     setup = load_fleet(fleet)
     results: dict[str, FleetRun] = {}
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
@@ -204,6 +212,8 @@ def _deployed_server() -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        from wattcap.experiments.federation import FederationError
+
         config = context.run_config
         fleet = str(config["fleet"])
         if not Path(fleet).is_absolute():
