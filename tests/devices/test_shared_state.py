@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.sysfs import FakeDevfreqKernel, make_nano_l4t32
-from wattcap.devices import found_state
+from wattcap.devices import found_state, jetson
 from wattcap.devices.errors import DeviceError
 from wattcap.devices.found_state import state_dir, state_files
 from wattcap.devices.jetson import JetsonDevice
@@ -142,6 +142,9 @@ def test_a_profile_keeps_its_lock_between_its_phases(
 ) -> None:
     board = make_nano_l4t32(tmp_path / "board")
     FakeDevfreqKernel().install(monkeypatch)
+    # the phases' windows last sensor periods of wall time; the fake rail answers at once and
+    # the lock's hand-over does not depend on the period's length
+    monkeypatch.setattr(jetson, "INA3221_PERIOD_S", 0.01)
     found = _devfreq(board.root)
     device = JetsonDevice(board.root)
     profiler = Profiler(device, "digits-cnn", batch_sizes=(4,), min_readings=4,

@@ -73,13 +73,11 @@ def _profile_command(device: str, work: Path) -> list[str]:
             "--exhaustive", "--out", str(work / f"{device}.json")]
 
 
-def generate(out: Path, *, decisions: bool = True, plots: bool = True,
-             env_extra: dict[str, str] | None = None, keep: Path | None = None) -> list[str]:
-    """Write the golden outputs into `out` (without the plans and the TX2 NX's profile when
-    `decisions` is false: only what CPU training makes), each command run with `env_extra` in
-    its environment; the names written. The demo draws its heatmaps where `plots` (no golden
-    compares a picture). With `keep`, the commands' own outputs stay there (the demo's folder in
-    `keep/demo`, what it printed in `keep/demo-stdout.txt`).
+def generate(out: Path, *, env_extra: dict[str, str] | None = None,
+             keep: Path | None = None) -> list[str]:
+    """Write the golden outputs into `out`, each command run with `env_extra` in its
+    environment; the names written. With `keep`, the commands' own outputs stay there (the
+    demo's folder and heatmaps in `keep/demo`, what it printed in `keep/demo-stdout.txt`).
 
     The profiles of the emulated devices (device time is deterministic) and plans from them
     are decisions from fixed inputs, with no CPU training in them; the run record (a training
@@ -92,9 +90,8 @@ def generate(out: Path, *, decisions: bool = True, plots: bool = True,
         work.mkdir(parents=True, exist_ok=True)
         eff = work / "efficiency.json"
         shutil.copy(INPUTS / "efficiency.json", eff)
-        commands = [_profile_command(device, work)
-                    for device in (DEVICES if decisions else DEVICES[:1])]
-        plans = [(device, cap) for device in DEVICES for cap in CAPS[device]] if decisions else []
+        commands = [_profile_command(device, work) for device in DEVICES]
+        plans = [(device, cap) for device in DEVICES for cap in CAPS[device]]
         commands += [["plan", "--profile", str(work / f"{device}.json"), "--efficiency",
                       str(eff), "--power-cap", cap, "--json"] for device, cap in plans]
         record, demo = work / "record.json", work / "demo"
@@ -105,19 +102,17 @@ def generate(out: Path, *, decisions: bool = True, plots: bool = True,
              "--out", str(record)],
             # the kind board: the goldens pin one deterministic device (the demo's default
             # draws a board per seed)
-            ["demo", "--quick", "--board", "kind", "--out", str(demo),
-             *([] if plots else ["--no-plots"])]]
+            ["demo", "--quick", "--board", "kind", "--out", str(demo)]]
         printed = run_cli(commands, work, env_extra)
-        if decisions:
-            for device in DEVICES:
-                write_json(out / f"profile-{device}.json",
-                           json.loads((work / f"{device}.json").read_text()))
-                written.append(f"profile-{device}.json")
-            for (device, cap), text in zip(plans, printed[len(DEVICES):len(DEVICES) + len(plans)],
-                                        strict=True):
-                name = f"plan-{device}-{cap}.json"
-                write_json(out / name, json.loads(text))
-                written.append(name)
+        for device in DEVICES:
+            write_json(out / f"profile-{device}.json",
+                       json.loads((work / f"{device}.json").read_text()))
+            written.append(f"profile-{device}.json")
+        for (device, cap), text in zip(plans, printed[len(DEVICES):len(DEVICES) + len(plans)],
+                                    strict=True):
+            name = f"plan-{device}-{cap}.json"
+            write_json(out / name, json.loads(text))
+            written.append(name)
         write_json(out / "run-record.json", json.loads(record.read_text()))
         written.append("run-record.json")
         (work / "demo-stdout.txt").write_text(printed[-1])

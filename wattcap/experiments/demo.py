@@ -109,9 +109,10 @@ def profile_and_plan(out: Path, console: Console, plots: bool = True) -> dict[st
             f"{profile.profiling_device_s:.0f} s of device time"
         )
         plans[model] = [plan(profile, cap, reference_profiles=references) for cap in CAPS_W]
-        for cap, result in zip(CAPS_W, plans[model], strict=True) if plots else ():
-            name = f"heatmap-{model}-{_cap_label(cap).replace(' ', '')}.png"
-            plot_profile(profile, out / name, power_cap_w=cap, plan=result)
+        if plots:
+            for cap, result in zip(CAPS_W, plans[model], strict=True):
+                name = f"heatmap-{model}-{_cap_label(cap).replace(' ', '')}.png"
+                plot_profile(profile, out / name, power_cap_w=cap, plan=result)
     console.rule("[bold]2. Choices per method (r_b = 1: throughput only)")
     for model, model_plans in plans.items():
         console.print(side_by_side(model_plans, f"{model} on the emulated {DEVICE}"))
@@ -167,10 +168,11 @@ def run_pipeline(out: Path, console: Console, seeds: int = SEEDS,
                 [Scenario(DEVICE, list(PIPELINE_CAPS_W))], seeds, task.target_accuracy,
                 sizes, sample_budget=sample_budget, executor=where,
                 progress=report.show, board=board)
-    for cap in PIPELINE_CAPS_W if plots else ():
-        result = plan(profile, cap, efficiency=vector, reference_profiles=references)
-        plot_profile(profile, out / f"heatmap-{task.model}-{_cap_label(cap).replace(' ', '')}"
-                     ".png", power_cap_w=cap, plan=result)
+    if plots:
+        for cap in PIPELINE_CAPS_W:
+            result = plan(profile, cap, efficiency=vector, reference_profiles=references)
+            plot_profile(profile, out / f"heatmap-{task.model}-"
+                         f"{_cap_label(cap).replace(' ', '')}.png", power_cap_w=cap, plan=result)
     console.print(measured_table(comparison))
     for r in comparison.results:
         replanned = r.board_replan_label(lambda hz: f"{hz / 1e6:.1f} MHz")
