@@ -131,10 +131,15 @@ def test_core_and_algorithms_import_no_torch() -> None:
             "        importlib.import_module(info.name)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'safetensors')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    assert _printed_by_python(code) == "[]"
+
+
+def _printed_by_python(code: str, *args: str) -> str:
+    """What `python -c code args` printed in a fresh process (which must succeed)."""
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
 
 
 def test_the_server_starts_without_torch(tmp_path: Path) -> None:
@@ -145,10 +150,7 @@ def test_the_server_starts_without_torch(tmp_path: Path) -> None:
             "from wattcap.server.app import ServerSettings, create_app\n"
             "create_app(ServerSettings(db=sys.argv[1]))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "server.sqlite3")],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _printed_by_python(code, str(tmp_path / "server.sqlite3")) == "[]"
 
 
 def test_a_flower_clientapp_answers_its_query_without_torch() -> None:
@@ -158,7 +160,4 @@ def test_a_flower_clientapp_answers_its_query_without_torch() -> None:
     code = ("import sys, wattcap.integrations.flower\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'scipy') or "
             "m == 'wattcap.experiments.federation')[:3])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _printed_by_python(code) == "[]"
