@@ -64,10 +64,12 @@ PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # The checks (the layer contracts, dead code, the docs build and mypy, the slowest: about 40 s
 # on one core from a clean clone's empty cache) run one after another in the background while
 # the tests run, their output held and shown after the tests'; the target fails if either fails
-# (an interrupted run stops the checks too).
+# (an interrupted run stops the checks too). They run at the lowest priority (nice): on the
+# cores' idle moments while test processes wait on the processes they started (Ray, Flower,
+# the CLI), not in the tests' place; what is left when the tests end runs at full speed then.
 TEST_CHECKS := lint-imports deadcode docs typecheck
 define pytest_beside_checks
-	@$(MAKE) --no-print-directory -k $(TEST_CHECKS) > $(VENV)/checks.log 2>&1 & checks=$$!; \
+	@nice -n 19 $(MAKE) --no-print-directory -k $(TEST_CHECKS) > $(VENV)/checks.log 2>&1 & checks=$$!; \
 	trap 'kill $$checks 2>/dev/null' INT TERM; \
 	echo '$(PY) -m pytest $(PYTEST_PARALLEL) $(1)  (and beside it: $(TEST_CHECKS))'; \
 	$(PY) -m pytest $(PYTEST_PARALLEL) $(1); tests=$$?; \
