@@ -11,6 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from wattcap.core.files import atomic_path
 from wattcap.core.schema import WattcapFileError
+from wattcap.core.weights_format import what_weights_file_is
 
 
 def file_sha256(path: str | Path) -> str:
@@ -70,16 +71,6 @@ def save_weights(model: torch.nn.Module, path: str | Path, metadata: dict[str, s
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata={k: str(v) for k, v in metadata.items()})
     return path
-
-
-def what_weights_file_is(head: bytes) -> str:
-    """A guess at what a file that is not safetensors is, from its first bytes, for the error
-    message (the CLI's and the server's alike); "" when there is no good guess."""
-    if head[:4] == b"PK\x03\x04":
-        return " (it is a zip archive: torch.save output? Convert it with safetensors' save_file)"
-    if head[:1] == b"\x80" or head[:1] in (b"(", b"}", b"]", b"c"):
-        return " (it looks like a pickle: wattcap never unpickles weights)"
-    return ""
 
 
 def read_metadata(path: str | Path) -> dict[str, str]:

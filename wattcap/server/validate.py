@@ -18,6 +18,7 @@ from wattcap.core.efficiency import EfficiencyVector
 from wattcap.core.errors import WattcapError
 from wattcap.core.profile import ProfileTable
 from wattcap.core.schema import WattcapFileError
+from wattcap.core.weights_format import what_weights_file_is
 
 # A safetensors header lists tensor names, dtypes, shapes and offsets; even the char
 # transformer's is a few KiB. Anything near this is not a header we want to parse.
@@ -54,15 +55,6 @@ def verify_checksum(data: bytes, declared: str | None, required: bool) -> str:
         raise ChecksumError(f"checksum mismatch: the upload's SHA-256 is {actual}, the request "
                            f"declared {declared.strip()}")
     return actual
-
-
-def what_weights_file_is(data: bytes) -> str:
-    """What a file that is not safetensors looks like (a pickle, a torch.save archive), for the
-    refusal; imported here, not with this module: the models import torch, which a server
-    should not wait for (seconds) before it answers its first request."""
-    from wattcap.models.weights import what_weights_file_is as named
-
-    return named(data)
 
 
 def parse_safetensors_header(data: bytes) -> dict:
